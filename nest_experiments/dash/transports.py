@@ -1,0 +1,696 @@
+"""Fetchers over the four DASH transports (the I/O side of :mod:`.fetch`).
+
+- ``tcp``: HTTP/1.1, one persistent connection per stream name (as browsers
+  and GPAC keep one per adaptation set); requests on a stream are serialised.
+- ``mptcp``: the same over ``IPPROTO_MPTCP`` sockets.
+- ``h2``: one TLS connection (ALPN ``h2``), one HTTP/2 stream per request,
+  concurrent requests multiplexed; receive windows raised to ``window``.
+- ``h3``: one QUIC connection (aioquic), one stream per request;
+  ``max_data``/``max_stream_data`` raised to ``window``.
+
+Times come from the caller's ``clock``: ``t_request`` when the request was
+handed to the kernel, ``t_first_byte`` when the first response byte (head)
+arrived, ``t_last_byte`` when the last body byte arrived. Every low-level
+failure is raised as :class:`~nest_experiments.errors.RunError` naming the
+URL. Non-2xx answers are results (``status``), not errors.
+
+``python -m nest_experiments.dash.transports`` fetches objects and prints one
+JSON line per result (used by the integration tests and the bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import errno
+import functools
+import json
+import os
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+from aioquic.asyncio import QuicConnectionProtocol
+from aioquic.asyncio import connect as quic_connect
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamReset
+
+from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
+from nest_experiments.dash.http1 import (
+    MAX_HEAD,
+    HttpError,
+    format_request,
+    parse_response_head,
+)
+from nest_experiments.errors import (
+    ConfigError,
+    KernelFeatureError,
+    NestExpError,
+    RunError,
+)
+
+KINDS = ("tcp", "mptcp", "h2", "h3")
+CHUNK = 256 * 1024
+DEFAULT_WINDOW = 64 * 1024 * 1024  # h2 / QUIC receive windows (QUIC default: 1 MB)
+SOL_MPTCP = 284  # linux/socket.h; not in Python's socket module
+MPTCP_INFO = 1
+Connector = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetcherOptions:
+    """Knobs shared by all transports."""
+
+    clock: Clock
+    ca: Path | None = None  # CA (or self-signed server) certificate for h2/h3
+    insecure: bool = False  # skip certificate verification (h2/h3)
+    server_name: str | None = None  # TLS SNI / verification name; default: host
+    connect_timeout: float = 10.0  # seconds
+    idle_timeout: float = 30.0  # seconds without any response byte -> RunError
+    window: int = DEFAULT_WINDOW  # h2/h3 receive windows, bytes
+    h2_max_frame: int = 16384  # SETTINGS_MAX_FRAME_SIZE we announce
+    quic_cc: str = "reno"  # aioquic congestion control of the client side
+
+
+async def open_fetcher(
+    kind: str,
+    host: str,
+    port: int,
+    *,
+    clock: Clock,
+    ca: Path | None = None,
+    insecure: bool = False,
+    **options: Any,
+) -> Fetcher:
+    """Open a :class:`Fetcher` of ``kind`` (``tcp``, ``mptcp``, ``h2``, ``h3``).
+
+    ``options`` are the other fields of :class:`FetcherOptions`. ``h2`` and
+    ``h3`` connect at once (so that a bad origin fails here); ``tcp`` and
+    ``mptcp`` connect on the first request of each stream.
+    """
+    opts = FetcherOptions(clock=clock, ca=ca, insecure=insecure, **options)
+    if kind in ("tcp", "mptcp"):
+        return Http1Fetcher(kind=kind, host=host, port=port, opts=opts)
+    if kind == "h2":
+        return await H2Fetcher.open(host, port, opts)
+    if kind == "h3":
+        return await H3Fetcher.open(host, port, opts)
+    raise ConfigError(
+        "transport", f"unknown transport {kind!r}; expected one of {KINDS}"
+    )
+
+
+def url_of(kind: str, host: str, port: int, path: str) -> str:
+    scheme = "http" if kind in ("tcp", "mptcp") else "https"
+    hostpart = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{hostpart}:{port}{path}"
+
+
+@contextlib.contextmanager
+def mapped_errors(kind: str, url: str) -> Iterator[None]:
+    """Raise low-level failures as :class:`RunError` naming the transport and URL."""
+    try:
+        yield
+    except NestExpError:
+        raise
+    except TimeoutError as exc:
+        raise RunError(f"{kind} {url}: timed out ({exc or 'no response'})") from exc
+    except (OSError, EOFError, HttpError, h2.exceptions.H2Error) as exc:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise RunError(f"{kind} {url}: {reason}") from exc
+
+
+def _ssl_context(opts: FetcherOptions, alpn: list[str]) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(opts.ca) if opts.ca else None)
+    if opts.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(alpn)
+    return ctx
+
+
+# --------------------------------------------------------------------------- HTTP/1.1
+
+
+@dataclass
+class _Exchange:
+    """Progress of one response (shared by all transports)."""
+
+    path: str
+    t_request: float = 0.0
+    t_first: float | None = None
+    t_last: float | None = None
+    status: int = 0
+    nbytes: int = 0
+
+    def result(self, transport: str) -> FetchResult:
+        t_first = self.t_request if self.t_first is None else self.t_first
+        return FetchResult(
+            path=self.path,
+            status=self.status,
+            bytes=self.nbytes,
+            t_request=self.t_request,
+            t_first_byte=t_first,
+            t_last_byte=self.t_last if self.t_last is not None else t_first,
+            transport=transport,
+        )
+
+
+class _H1Connection:
+    """One HTTP/1.1 connection; one request at a time."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.reader, self.writer = reader, writer
+        self.open = True
+        self.requests = 0
+        self.reused = False  # the current request is not the connection's first
+        self.got_bytes = False  # the current request got at least one byte back
+        self.length = 0  # content-length of the current response
+
+    async def get(self, path: str, host: str, clock: Clock, idle: float) -> _Exchange:
+        ex = _Exchange(path)
+        self.writer.write(format_request(target=path, host=host))
+        ex.t_request = clock()
+        self.reused, self.got_bytes = self.requests > 0, False
+        self.requests += 1
+        async with asyncio.timeout(idle) as deadline:
+            buf = await self._read_head(ex, clock, deadline, idle)
+            await self._read_body(ex, buf, clock, deadline, idle)
+        return ex
+
+    async def _read(self, n: int, clock: Clock, ex: _Exchange) -> bytes:
+        data = await self.reader.read(n)
+        if not data:
+            self.open = False
+            raise ConnectionResetError("connection closed by the server")
+        ex.t_last = clock()
+        self.got_bytes = True
+        if ex.t_first is None:
+            ex.t_first = ex.t_last
+        return data
+
+    async def _read_head(
+        self, ex: _Exchange, clock: Clock, deadline: asyncio.Timeout, idle: float
+    ) -> bytes:
+        buf = b""
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            if len(buf) > MAX_HEAD:
+                raise HttpError(400, "response head too large")
+            buf += await self._read(CHUNK, clock, ex)
+            deadline.reschedule(asyncio.get_running_loop().time() + idle)
+        response = parse_response_head(buf[: end + 4])
+        ex.status = response.status
+        self.open = response.keep_alive
+        self.length = response.content_length
+        return buf[end + 4 :]
+
+    async def _read_body(
+        self,
+        ex: _Exchange,
+        buf: bytes,
+        clock: Clock,
+        deadline: asyncio.Timeout,
+        idle: float,
+    ) -> None:
+        if len(buf) > self.length:
+            raise HttpError(400, "more bytes than content-length")
+        ex.nbytes = len(buf)
+        while ex.nbytes < self.length:
+            data = await self._read(min(CHUNK, self.length - ex.nbytes), clock, ex)
+            ex.nbytes += len(data)
+            deadline.reschedule(asyncio.get_running_loop().time() + idle)
+
+    def mptcp_active(self) -> bool:
+        sock = self.writer.get_extra_info("socket")
+        try:
+            sock.getsockopt(SOL_MPTCP, MPTCP_INFO, 256)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.open = False
+        self.writer.close()
+
+
+async def _connect_tcp(
+    host: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(host, port, limit=4 * CHUNK)
+
+
+async def _connect_mptcp(
+    host: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    family, _, _, _, addr = infos[0]
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
+    except OSError as exc:
+        raise KernelFeatureError(f"cannot create an MPTCP socket: {exc}") from exc
+    try:
+        await _sock_connect(sock, addr)
+    except BaseException:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock, limit=4 * CHUNK)
+
+
+async def _sock_connect(sock: socket.socket, addr: Any) -> None:
+    """Non-blocking connect without ``loop.sock_connect``, whose address
+    resolution passes ``proto=IPPROTO_MPTCP`` to getaddrinfo (EAI_SOCKTYPE)."""
+    loop = asyncio.get_running_loop()
+    sock.setblocking(False)
+    err = sock.connect_ex(addr)
+    if err not in (0, errno.EINPROGRESS):
+        raise OSError(err, os.strerror(err))
+    if err == errno.EINPROGRESS:
+        writable = loop.create_future()
+        loop.add_writer(sock.fileno(), writable.set_result, None)
+        try:
+            await writable
+        finally:
+            loop.remove_writer(sock.fileno())
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        raise OSError(err, os.strerror(err))
+
+
+class Http1Fetcher(Fetcher):
+    """HTTP/1.1 over TCP or MPTCP, one keep-alive connection per stream name."""
+
+    def __init__(
+        self, *, kind: str, host: str, port: int, opts: FetcherOptions
+    ) -> None:
+        self.kind, self.host, self.port, self.opts = kind, host, port, opts
+        connect = _connect_mptcp if kind == "mptcp" else _connect_tcp
+        self._connect: Connector = functools.partial(connect, host, port)
+        self._host_header = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._conns: dict[str, _H1Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def fetch(self, stream: str, path: str) -> FetchResult:
+        url = url_of(self.kind, self.host, self.port, path)
+        async with self._locks.setdefault(stream, asyncio.Lock()):
+            with mapped_errors(self.kind, url):
+                return await self._fetch(stream, path)
+
+    async def _fetch(self, stream: str, path: str) -> FetchResult:
+        conn = await self._connection(stream)
+        try:
+            ex = await conn.get(
+                path, self._host_header, self.opts.clock, self.opts.idle_timeout
+            )
+        except (ConnectionError, OSError):
+            conn.close()
+            if not conn.reused or conn.got_bytes:
+                raise
+            conn = await self._connection(
+                stream
+            )  # server closed an idle connection: retry once
+            ex = await conn.get(
+                path, self._host_header, self.opts.clock, self.opts.idle_timeout
+            )
+        if not conn.open:
+            conn.close()
+        return ex.result(self.kind)
+
+    async def _connection(self, stream: str) -> _H1Connection:
+        conn = self._conns.get(stream)
+        if conn is None or not conn.open:
+            async with asyncio.timeout(self.opts.connect_timeout):
+                conn = _H1Connection(*await self._connect())
+            self._conns[stream] = conn
+        return conn
+
+    def mptcp_active(self) -> dict[str, bool]:
+        """Per stream: is its open connection really MPTCP (``MPTCP_INFO`` answers)?"""
+        return {s: c.mptcp_active() for s, c in self._conns.items() if c.open}
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+# --------------------------------------------------------------------------- HTTP/2
+
+
+@dataclass
+class _Pending:
+    ex: _Exchange
+    done: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+    def finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _wait_idle(p: _Pending, idle: float) -> None:
+    """Wait for ``p`` to finish; fail after ``idle`` seconds without progress."""
+    while True:
+        seen = p.ex.t_last
+        try:
+            await asyncio.wait_for(asyncio.shield(p.done), idle)
+            return
+        except TimeoutError:
+            if p.ex.t_last == seen:
+                raise
+
+
+def _header(headers: Iterable[tuple[bytes | str, bytes | str]], name: str) -> str:
+    for key, value in headers:
+        key = key.decode("latin-1") if isinstance(key, bytes) else key
+        if key == name:
+            return value.decode("latin-1") if isinstance(value, bytes) else value
+    raise HttpError(400, f"response without {name}")
+
+
+class H2Fetcher(Fetcher):
+    """HTTP/2 over TLS; one connection, one stream per request."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        opts: FetcherOptions,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.host, self.port, self.opts = host, port, opts
+        self.reader, self.writer = reader, writer
+        config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+        self.conn = h2.connection.H2Connection(config=config)
+        self.pending: dict[int, _Pending] = {}
+        self.authority = url_of("h2", host, port, "").split("//", 1)[1]
+        self._reader_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, host: str, port: int, opts: FetcherOptions) -> H2Fetcher:
+        ctx = _ssl_context(opts, ["h2"])
+        with mapped_errors("h2", url_of("h2", host, port, "/")):
+            async with asyncio.timeout(opts.connect_timeout):
+                reader, writer = await asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=ctx,
+                    server_hostname=opts.server_name or host,
+                    limit=4 * CHUNK,
+                )
+            alpn = writer.get_extra_info("ssl_object").selected_alpn_protocol()
+            if alpn != "h2":
+                writer.close()
+                raise RunError(
+                    f"h2 {url_of('h2', host, port, '/')}: server chose ALPN {alpn!r}"
+                )
+        fetcher = cls(host=host, port=port, opts=opts, reader=reader, writer=writer)
+        fetcher.start()
+        return fetcher
+
+    def start(self) -> None:
+        self.conn.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: min(
+                    self.opts.window, 2**31 - 1
+                ),
+                h2.settings.SettingCodes.MAX_FRAME_SIZE: self.opts.h2_max_frame,
+                h2.settings.SettingCodes.ENABLE_PUSH: 0,
+            },
+        )
+        self.conn.initiate_connection()
+        self.conn.increment_flow_control_window(
+            min(self.opts.window, 2**31 - 1) - 65535
+        )
+        self.writer.write(self.conn.data_to_send())
+        self._reader_task = asyncio.create_task(self._read_loop())
+
+    async def _read_loop(self) -> None:
+        error: BaseException = ConnectionResetError("connection closed by the server")
+        try:
+            while data := await self.reader.read(CHUNK):
+                now = self.opts.clock()
+                for event in self.conn.receive_data(data):
+                    self._handle(event, now)
+                self.writer.write(self.conn.data_to_send())
+        except (OSError, h2.exceptions.H2Error) as exc:
+            error = exc
+        for p in self.pending.values():
+            p.fail(error)
+
+    def _handle(self, event: h2.events.Event, now: float) -> None:
+        p = self.pending.get(getattr(event, "stream_id", 0) or 0)
+        if isinstance(event, h2.events.ResponseReceived) and p:
+            p.ex.status = int(_header(event.headers or [], ":status"))
+            p.ex.t_first = p.ex.t_last = now
+        elif isinstance(event, h2.events.DataReceived) and p:
+            p.ex.nbytes += len(event.data or b"")
+            p.ex.t_last = now
+            self.conn.acknowledge_received_data(
+                event.flow_controlled_length or 0, event.stream_id
+            )
+        elif isinstance(event, h2.events.StreamEnded) and p:
+            p.finish()
+        elif isinstance(event, h2.events.StreamReset) and p:
+            p.fail(
+                ConnectionResetError(
+                    f"stream reset by the server (code {event.error_code})"
+                )
+            )
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            reason = f"GOAWAY (code {event.error_code})"
+            for q in self.pending.values():
+                q.fail(ConnectionResetError(reason))
+
+    async def fetch(self, stream: str, path: str) -> FetchResult:
+        with mapped_errors("h2", url_of("h2", self.host, self.port, path)):
+            stream_id = self.conn.get_next_available_stream_id()
+            p = self.pending[stream_id] = _Pending(_Exchange(path))
+            headers = [
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":authority", self.authority),
+                (":path", path),
+            ]
+            self.conn.send_headers(stream_id, headers, end_stream=True)
+            self.writer.write(self.conn.data_to_send())
+            p.ex.t_request = self.opts.clock()
+            try:
+                await _wait_idle(p, self.opts.idle_timeout)
+            finally:
+                del self.pending[stream_id]
+            return p.ex.result("h2")
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close_connection()
+            self.writer.write(self.conn.data_to_send())
+        self.writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+
+
+# --------------------------------------------------------------------------- HTTP/3
+
+
+class _H3ClientProtocol(QuicConnectionProtocol):
+    def __init__(self, *args: Any, clock: Clock, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock
+        self.h3 = H3Connection(self._quic)
+        self.pending: dict[int, _Pending] = {}
+
+    def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, ConnectionTerminated):
+            reason = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
+            for p in self.pending.values():
+                p.fail(ConnectionResetError(reason))
+        elif isinstance(event, StreamReset) and event.stream_id in self.pending:
+            reason = f"stream reset by the server (code {event.error_code})"
+            self.pending[event.stream_id].fail(ConnectionResetError(reason))
+        for h3_event in self.h3.handle_event(event):
+            self._h3_event(h3_event)
+
+    def _h3_event(self, event: H3Event) -> None:
+        p = self.pending.get(getattr(event, "stream_id", -1))
+        if p is None:
+            return
+        p.ex.t_last = self.clock()
+        if isinstance(event, HeadersReceived):
+            p.ex.status = int(dict(event.headers)[b":status"])
+            p.ex.t_first = p.ex.t_last
+        elif isinstance(event, DataReceived):
+            p.ex.nbytes += len(event.data)
+        if getattr(event, "stream_ended", False):
+            p.finish()
+
+    def request(self, authority: str, path: str) -> _Pending:
+        stream_id = self._quic.get_next_available_stream_id()
+        p = self.pending[stream_id] = _Pending(_Exchange(path))
+        headers = [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", authority.encode()),
+            (b":path", path.encode()),
+        ]
+        self.h3.send_headers(stream_id, headers, end_stream=True)
+        self.transmit()
+        p.ex.t_request = self.clock()
+        p.done.add_done_callback(lambda _f: self.pending.pop(stream_id, None))
+        return p
+
+
+class H3Fetcher(Fetcher):
+    """HTTP/3 over one QUIC connection; one stream per request."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        opts: FetcherOptions,
+        protocol: _H3ClientProtocol,
+        stack: contextlib.AsyncExitStack,
+    ) -> None:
+        self.host, self.port, self.opts = host, port, opts
+        self.protocol, self._stack = protocol, stack
+        self.authority = url_of("h3", host, port, "").split("//", 1)[1]
+
+    @classmethod
+    async def open(cls, host: str, port: int, opts: FetcherOptions) -> H3Fetcher:
+        config = QuicConfiguration(
+            is_client=True,
+            alpn_protocols=H3_ALPN,
+            max_data=opts.window,
+            max_stream_data=opts.window,
+            congestion_control_algorithm=opts.quic_cc,
+            server_name=opts.server_name or host,
+        )
+        if opts.insecure:
+            config.verify_mode = ssl.CERT_NONE
+        elif opts.ca is not None:
+            config.load_verify_locations(cafile=str(opts.ca))
+        stack = contextlib.AsyncExitStack()
+        factory = functools.partial(_H3ClientProtocol, clock=opts.clock)
+        with mapped_errors("h3", url_of("h3", host, port, "/")):
+            try:
+                async with asyncio.timeout(opts.connect_timeout):
+                    protocol = await stack.enter_async_context(
+                        quic_connect(
+                            host, port, configuration=config, create_protocol=factory
+                        )
+                    )
+            except BaseException:
+                await stack.aclose()
+                raise
+        assert isinstance(protocol, _H3ClientProtocol)
+        return cls(host=host, port=port, opts=opts, protocol=protocol, stack=stack)
+
+    async def fetch(self, stream: str, path: str) -> FetchResult:
+        with mapped_errors("h3", url_of("h3", self.host, self.port, path)):
+            p = self.protocol.request(self.authority, path)
+            await _wait_idle(p, self.opts.idle_timeout)
+            return p.ex.result("h3")
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._stack.aclose()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+async def _run_stream(
+    fetcher: Fetcher, stream: str, paths: list[str]
+) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        result = await fetcher.fetch(stream, path)
+        rows.append({"stream": stream, **dataclasses.asdict(result)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+async def run_cli(args: argparse.Namespace) -> dict[str, Any]:
+    t0 = time.monotonic() if args.t0 is None else args.t0
+    fetcher = await open_fetcher(
+        args.kind,
+        args.host,
+        args.port,
+        clock=lambda: time.monotonic() - t0,
+        ca=args.ca,
+        insecure=args.insecure,
+    )
+    plan: dict[str, list[str]] = {}
+    for item in args.get:
+        stream, _, path = item.partition("=")
+        plan.setdefault(stream, []).extend([path] * args.repeat)
+    try:
+        jobs = [_run_stream(fetcher, s, paths) for s, paths in plan.items()]
+        results = await asyncio.gather(*jobs)
+        summary: dict[str, Any] = {"results": sum(len(r) for r in results)}
+        if isinstance(fetcher, Http1Fetcher):
+            summary["mptcp_active"] = fetcher.mptcp_active()
+        return summary
+    finally:
+        await fetcher.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.transports")
+    p.add_argument("--kind", choices=KINDS, required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument(
+        "--get",
+        action="append",
+        required=True,
+        metavar="STREAM=PATH",
+        help="fetch PATH on STREAM; streams run concurrently, paths in order",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=1, help="fetch each PATH this many times"
+    )
+    p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
+    p.add_argument("--ca", type=Path, help="CA certificate (PEM) for h2/h3")
+    p.add_argument(
+        "--insecure", action="store_true", help="do not verify the certificate"
+    )
+    args = p.parse_args(argv)
+    try:
+        summary = asyncio.run(run_cli(args))
+    except NestExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"summary": summary}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
