@@ -1,0 +1,583 @@
+"""ABR algorithms as pure functions of a frozen player state.
+
+Every algorithm is an :class:`AbrAlgorithm`: ``choose(state) -> Decision``.
+Algorithms that need memory between decisions (BOLA's startup phase, the
+DYNAMIC rule's hysteresis, robust MPC's past prediction errors) return it in
+``Decision.memo``; the player hands it back in the next ``state.memo``, so
+``choose`` itself has no hidden state and can be tested with a table.
+
+Levels are 0-based indices into ``state.bitrates_bps`` (ascending). Register
+new algorithms with :func:`register_abr` (like aioquic's
+``register_congestion_control``) and create them with :func:`create_abr`.
+
+Throughput samples (per DESIGN.md §4): a segment's *throughput* is
+``bytes / (t_last_byte - t_first_byte)``; its *request rate* is
+``bytes / (t_last_byte - t_request)`` (what GPAC and Pensieve's MPC measure);
+its *latency* is ``t_first_byte - t_request``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from nest_experiments.errors import ConfigError
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One downloaded media segment of the stream being decided for."""
+
+    level: int
+    bytes: int
+    t_request: float
+    t_first_byte: float
+    t_last_byte: float
+    duration_s: float = 0.0  # media seconds in the segment
+    buffer_after_s: float = 0.0  # buffer right after it arrived
+
+    @property
+    def throughput_bps(self) -> float:
+        return 8 * self.bytes / max(self.t_last_byte - self.t_first_byte, 1e-3)
+
+    @property
+    def request_rate_bps(self) -> float:
+        return 8 * self.bytes / max(self.t_last_byte - self.t_request, 1e-3)
+
+    @property
+    def latency_s(self) -> float:
+        return max(0.0, self.t_first_byte - self.t_request)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlayerState:
+    """What an ABR algorithm may look at when choosing the next segment's level."""
+
+    now: float
+    buffer_s: float  # media seconds buffered for this stream
+    bitrates_bps: tuple[int, ...]  # the ladder, ascending
+    segment_duration_s: float
+    max_buffer_s: float = 10.0
+    last_level: int | None = None  # level of the previous segment (None: first)
+    history: tuple[Sample, ...] = ()  # this stream's downloaded segments, oldest first
+    next_index: int = 0  # 0-based index of the segment being chosen
+    segment_count: int | None = None  # segments in the presentation, when known
+    memo: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def top(self) -> int:
+        return len(self.bitrates_bps) - 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """A choice, the throughput estimate behind it (bit/s, None if unused), and memory."""
+
+    level: int
+    estimate_bps: float | None = None
+    memo: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+class AbrAlgorithm(abc.ABC):
+    """An ABR algorithm: ``choose`` must be a pure function of ``state``."""
+
+    name: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def choose(self, state: PlayerState) -> Decision:
+        """Pick the level of segment ``state.next_index``."""
+
+
+_REGISTRY: dict[str, Callable[..., AbrAlgorithm]] = {}
+
+
+def register_abr(name: str, factory: Callable[..., AbrAlgorithm]) -> None:
+    """Make ``factory(**params)`` available as ``name``."""
+    _REGISTRY[name] = factory
+
+
+def available_abrs() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create_abr(name: str, **params: Any) -> AbrAlgorithm:
+    """Instantiate a registered algorithm; unknown names raise :class:`ConfigError`."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ConfigError("abr", f"unknown ABR {name!r} (known: {', '.join(available_abrs())})") from None
+    try:
+        return factory(**params)
+    except TypeError as exc:
+        raise ConfigError(f"abr.{name}", f"bad parameters: {exc}") from exc
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def highest_at_most(bitrates: tuple[int, ...], rate_bps: float) -> int | None:
+    """Index of the highest bitrate <= ``rate_bps``, None when even level 0 is above."""
+    best = None
+    for i, b in enumerate(bitrates):
+        if b <= rate_bps:
+            best = i
+    return best
+
+
+def harmonic_mean(values: list[float]) -> float:
+    return len(values) / sum(1.0 / max(v, 1e-9) for v in values)
+
+
+# ---------------------------------------------------------------- grate
+
+
+class GpacRate(AbrAlgorithm):
+    """GPAC ``algo=grate`` ("GPAC legacy rate"), as the NeST paper used it.
+
+    Source: gpac/gpac ``src/media_tools/dash_client.c``,
+    ``dash_do_rate_adaptation_legacy_rate`` (called from
+    ``dash_do_rate_adaptation`` with ``go_up_bitrate = false``). GPAC's rate
+    is that of the *last segment only*, ``8 * bytes_per_sec``, measured from
+    the request to the last byte (the ``[HTTP] ... since request`` figure).
+    It picks the highest representation whose bandwidth is <= that rate and
+    looks at no buffer level (the buffer-aware variant is ``gbuf``). When no
+    representation fits (rate below the lowest), GPAC keeps the current one
+    ("no better match ... not switching") — reproduced here. The probe
+    counter (``probe_times_before_switch``) only applies when
+    ``go_up_bitrate`` is true, which grate never sets. The first segment
+    uses ``start_with=min_bw`` (the NeST options): level 0.
+    """
+
+    name = "grate"
+
+    def choose(self, state: PlayerState) -> Decision:
+        if not state.history or state.last_level is None:
+            return Decision(level=0)
+        rate = state.history[-1].request_rate_bps
+        level = highest_at_most(state.bitrates_bps, rate)
+        return Decision(level=state.last_level if level is None else level, estimate_bps=rate)
+
+
+# ----------------------------------------------------------- throughput
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThroughputEstimator:
+    """dash.js's throughput and latency averages, safety factor 0.9.
+
+    Sources: Dash-Industry-Forum/dash.js v2.9.3 ``src/streaming/rules/ThroughputHistory.js``
+    (``getSampleSize``, ``getAverageSlidingWindow``, ``getAverageEwma``,
+    ``updateEwmaEstimate``, ``getSafeAverageThroughput``) and the defaults of
+    ``MediaPlayerModel.js`` (v2.9.3) / ``core/Settings.js`` (v5). Throughput is
+    measured from the first to the last byte (``useDeadTimeLatency = true``).
+
+    ``method="ewma"`` (the default of current dash.js, ``averageCalculationMode
+    = EWMA``): two exponentially weighted averages weighted by the download
+    time, half-lives 3 s and 8 s, start-up corrected, the smaller one wins;
+    latency: half-lives 1 and 2 samples, the larger wins.
+    ``method="sliding_window"`` (the v2.9.3 default, which the ABR paper ran):
+    mean of the last 4 samples, widened by one for every consecutive pair whose
+    ratio is >= 1.3 or <= 1/1.3; latency: mean of the last 4. One deliberate
+    difference: v2.9.3 compares the *oldest* pairs of its 20-sample array when
+    widening (it indexes from 0); we compare the most recent ones, the intent.
+    """
+
+    method: str = "ewma"
+    window: int = 4
+    scale: float = 1.3
+    latency_window: int = 4
+    safety_factor: float = 0.9
+    fast_half_life_s: float = 3.0
+    slow_half_life_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.method not in ("ewma", "sliding_window"):
+            raise ConfigError("abr.method", f"unknown {self.method!r} (ewma | sliding_window)")
+
+    def sample_size(self, values: list[float]) -> int:
+        """How many of the most recent ``values`` to average (sliding window)."""
+        n = len(values)
+        if n <= self.window:
+            return n
+        size, k = self.window, 1
+        while k < size < n:
+            ratio = values[n - k] / max(values[n - k - 1], 1e-9)
+            if ratio >= self.scale or ratio <= 1 / self.scale:
+                size += 1
+            k += 1
+        return size
+
+    def average_bps(self, history: tuple[Sample, ...]) -> float | None:
+        if not history:
+            return None
+        if self.method == "ewma":
+            return self._ewma_bps(history)
+        values = [s.throughput_bps for s in history[-20:]]
+        size = self.sample_size(values)
+        return sum(values[-size:]) / size
+
+    def _ewma_bps(self, history: tuple[Sample, ...]) -> float:
+        weights = [max(s.t_last_byte - s.t_first_byte, 1e-3) for s in history]
+        values = [s.throughput_bps for s in history]
+        fast = _ewma(values, weights, self.fast_half_life_s)
+        slow = _ewma(values, weights, self.slow_half_life_s)
+        return min(fast, slow)
+
+    def safe_bps(self, history: tuple[Sample, ...]) -> float | None:
+        avg = self.average_bps(history)
+        return None if avg is None else avg * self.safety_factor
+
+    def latency_s(self, history: tuple[Sample, ...]) -> float:
+        if not history:
+            return 0.0
+        values = [s.latency_s for s in history]
+        if self.method == "ewma":
+            ones = [1.0] * len(values)
+            return max(_ewma(values, ones, 1.0), _ewma(values, ones, 2.0))
+        recent = values[-self.latency_window :]
+        return sum(recent) / len(recent)
+
+
+def _ewma(values: list[float], weights: list[float], half_life: float) -> float:
+    """dash.js ``updateEwmaEstimate`` + ``getAverageEwma`` start-up correction."""
+    estimate, total = 0.0, 0.0
+    for value, weight in zip(values, weights, strict=True):
+        alpha = 0.5 ** (weight / half_life)
+        estimate = (1 - alpha) * value + alpha * estimate
+        total += weight
+    return estimate / (1 - 0.5 ** (total / half_life))
+
+
+def quality_for_bitrate(state: PlayerState, rate_bps: float, latency_s: float) -> int:
+    """dash.js ``AbrController.getQualityForBitrate`` (v2.9.3) with dead-time latency.
+
+    When the latency exceeds a segment duration it returns 0; otherwise the
+    rate is scaled by ``1 - latency / segment_duration`` and the highest
+    bitrate <= the rate is chosen (0 when none fits).
+    """
+    seg = state.segment_duration_s
+    if latency_s > 0 and seg > 0:
+        if latency_s > seg:
+            return 0
+        rate_bps *= 1 - latency_s / seg
+    level = highest_at_most(state.bitrates_bps, rate_bps)
+    return 0 if level is None else level
+
+
+class Throughput(AbrAlgorithm):
+    """dash.js ``ThroughputRule``: safe average throughput -> level.
+
+    ``method`` picks the average (:class:`ThroughputEstimator`): "ewma" (current
+    dash.js, the default) or "sliding_window" (dash.js v2.9.3, registered as
+    ``throughput_sliding``).
+
+    Source: Dash-Industry-Forum/dash.js ``src/streaming/rules/abr/ThroughputRule.js``
+    (``getMaxIndex``) with :class:`ThroughputEstimator` and
+    :func:`quality_for_bitrate`. With no sample yet it returns level 0 (dash.js
+    would start at its initial bitrate, 1000 kbit/s for video, or keep the
+    current quality). dash.js only applies the rule in the BUFFER_LOADED state;
+    our player asks only when it is about to request, so that check is moot.
+    """
+
+    name = "throughput"
+
+    def __init__(self, *, method: str = "ewma", safety_factor: float = 0.9) -> None:
+        self.estimator = ThroughputEstimator(method=method, safety_factor=safety_factor)
+
+    def choose(self, state: PlayerState) -> Decision:
+        safe = self.estimator.safe_bps(state.history)
+        if safe is None:
+            return Decision(level=state.last_level or 0)
+        latency = self.estimator.latency_s(state.history)
+        return Decision(level=quality_for_bitrate(state, safe, latency), estimate_bps=safe)
+
+
+# --------------------------------------------------------------------- BBA
+
+
+class Bba(AbrAlgorithm):
+    """BBA-0 (Huang et al., SIGCOMM 2014) as GPAC ``algo=bba0`` implements it.
+
+    Source: gpac/gpac ``src/media_tools/dash_client.c``,
+    ``dash_do_rate_adaptation_bba0``. Reservoir ``r`` = 37.5 % of the max
+    buffer but at least one segment, cushion ``cu`` = 52.5 % (the paper's
+    90 s / 126 s of a 240 s buffer); the rate map
+    ``f(B) = R_min + (R_max - R_min) (B - r) / cu`` is clamped to the ladder;
+    the next rate moves up to the highest rate below ``f(B)`` only when
+    ``f(B)`` reaches the next rate up (``rate_plus``), down to the lowest rate
+    above ``f(B)`` only when it falls to the next rate down (``rate_minus``),
+    else stays. GPAC postpones the download when the buffer cannot hold one
+    more segment; our player already waits while the buffer >= max buffer.
+    """
+
+    name = "bba"
+
+    def __init__(self, *, reservoir_frac: float = 0.375, cushion_frac: float = 0.525) -> None:
+        self.reservoir_frac = reservoir_frac
+        self.cushion_frac = cushion_frac
+
+    def rate_map(self, state: PlayerState) -> float:
+        rates = state.bitrates_bps
+        r = max(self.reservoir_frac * state.max_buffer_s, state.segment_duration_s)
+        cu = self.cushion_frac * state.max_buffer_s
+        if state.buffer_s <= r:
+            return rates[0]
+        if state.buffer_s >= r + cu:
+            return rates[-1]
+        return rates[0] + (rates[-1] - rates[0]) * (state.buffer_s - r) / cu
+
+    def choose(self, state: PlayerState) -> Decision:
+        f = self.rate_map(state)
+        rates, prev = state.bitrates_bps, state.last_level or 0
+        if f >= rates[-1]:
+            return Decision(level=state.top)
+        if f <= rates[0]:
+            return Decision(level=0)
+        if f >= rates[min(prev + 1, state.top)]:
+            return Decision(level=max(i for i, b in enumerate(rates) if b < f))
+        if f <= rates[max(prev - 1, 0)]:
+            return Decision(level=min(i for i, b in enumerate(rates) if b > f))
+        return Decision(level=prev)
+
+
+# -------------------------------------------------------------------- BOLA
+
+
+class Bola(AbrAlgorithm):
+    """BOLA as dash.js ``BolaRule`` (v2.9.3) runs it, without the placeholder buffer.
+
+    Source: Dash-Industry-Forum/dash.js ``src/streaming/rules/abr/BolaRule.js``
+    (``calculateBolaParameters``, ``getQualityFromBufferLevel``, ``getMaxIndex``);
+    Spiteri et al., "BOLA", INFOCOM 2016. Utilities ``u_i = ln(b_i / b_0) + 1``;
+    ``buffer_time = max(stable_buffer, 10 s + 2 s x levels)``,
+    ``gp = (u_max - 1) / (buffer_time / min_buffer - 1)``, ``Vp = min_buffer / gp``;
+    score ``(Vp (u_i + gp) - Q) / b_i``, highest score wins (ties -> higher).
+    STARTUP: throughput-based (``quality_for_bitrate`` of the safe throughput)
+    until the buffer holds one segment, then STEADY. STEADY applies the
+    BOLA-O guard: no step up above both the last level and the
+    throughput-sustainable level.
+
+    Scaling (our change): dash.js's 10 s minimum buffer and 10 + 2 x levels
+    target assume a buffer that can grow past them; it covers shorter buffers
+    with a "placeholder buffer". We do not model the placeholder; instead, when
+    ``buffer_time`` exceeds the player's max buffer, both ``min_buffer`` and
+    ``buffer_time`` are scaled by ``max_buffer / buffer_time`` so that the
+    ladder spans the buffer the player can actually have.
+    """
+
+    name = "bola"
+    MINIMUM_BUFFER_S: ClassVar[float] = 10.0
+    MINIMUM_BUFFER_PER_LEVEL_S: ClassVar[float] = 2.0
+
+    def __init__(self, *, stable_buffer_s: float = 12.0, method: str = "ewma") -> None:
+        self.stable_buffer_s = stable_buffer_s
+        self.estimator = ThroughputEstimator(method=method)
+
+    def parameters(self, state: PlayerState) -> tuple[list[float], float, float]:
+        """``(utilities, gp, Vp)`` for the ladder and max buffer of ``state``."""
+        rates = state.bitrates_bps
+        utilities = [math.log(b / rates[0]) + 1 for b in rates]
+        buffer_time = max(
+            self.stable_buffer_s,
+            self.MINIMUM_BUFFER_S + self.MINIMUM_BUFFER_PER_LEVEL_S * len(rates),
+        )
+        scale = min(1.0, state.max_buffer_s / buffer_time)
+        min_buffer, buffer_time = self.MINIMUM_BUFFER_S * scale, buffer_time * scale
+        gp = (utilities[-1] - 1) / (buffer_time / min_buffer - 1)
+        return utilities, gp, min_buffer / gp
+
+    def level_for_buffer(self, state: PlayerState, buffer_s: float) -> int:
+        utilities, gp, vp = self.parameters(state)
+        scores = [(vp * (u + gp) - buffer_s) / b for u, b in zip(utilities, state.bitrates_bps, strict=True)]
+        best = max(scores)
+        return max(i for i, s in enumerate(scores) if s >= best)
+
+    def choose(self, state: PlayerState) -> Decision:
+        if len(state.bitrates_bps) == 1:
+            return Decision(level=0)
+        safe = self.estimator.safe_bps(state.history)
+        if safe is None:
+            return Decision(level=0, memo={"bola_state": "startup"})
+        tput_level = quality_for_bitrate(state, safe, self.estimator.latency_s(state.history))
+        if state.memo.get("bola_state", "startup") == "startup":
+            steady = state.buffer_s >= state.segment_duration_s
+            return Decision(
+                level=tput_level,
+                estimate_bps=safe,
+                memo={"bola_state": "steady" if steady else "startup"},
+            )
+        return Decision(
+            level=self._steady(state, tput_level),
+            estimate_bps=safe,
+            memo={"bola_state": "steady"},
+        )
+
+    def _steady(self, state: PlayerState, tput_level: int) -> int:
+        level = self.level_for_buffer(state, state.buffer_s)
+        last = state.last_level or 0
+        if level > last and level > tput_level:
+            level = max(tput_level, last)
+        return level
+
+
+# -------------------------------------------------------------------- MPC
+
+
+class Mpc(AbrAlgorithm):
+    """MPC (Yin et al., SIGCOMM 2015) as Pensieve's MPC servers implement it.
+
+    Source: hongzimao/pensieve ``rl_server/mpc_server.py`` (fast) and
+    ``rl_server/robust_mpc_server.py`` (robust). Throughput prediction: the
+    harmonic mean of the last 5 segment rates (``bytes / (finish - request)``);
+    the robust variant divides it by ``1 + max`` of the last 5 relative
+    prediction errors ``|predicted - actual| / actual``. It enumerates every
+    level sequence over ``min(horizon, remaining segments)`` segments, each
+    download taking ``bitrate x duration / prediction``; the buffer drains by
+    the download time (stalling below zero) and gains one segment duration; the
+    reward is the linear QoE ``sum(R)/1e6 - 4.3 x stall_s - sum|dR|/1e6``
+    (bit rates in Mbit/s, ``REBUF_PENALTY = 4.3``, ``SMOOTH_PENALTY = 1``) and
+    the first level of the best sequence is chosen (first best in
+    lexicographic order, as Pensieve's strict ``>``). Segment sizes are
+    nominal (``bitrate x duration``): the player does not know the real sizes.
+    The first segment (no samples) is level 0 (Pensieve's ``DEFAULT_QUALITY``).
+    """
+
+    name = "mpc_fast"
+    robust: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        horizon: int = 5,
+        window: int = 5,
+        rebuffer_penalty: float = 4.3,
+        smooth_penalty: float = 1.0,
+    ) -> None:
+        self.horizon = horizon
+        self.window = window
+        self.rebuffer_penalty = rebuffer_penalty
+        self.smooth_penalty = smooth_penalty
+
+    def choose(self, state: PlayerState) -> Decision:
+        if not state.history:
+            return Decision(level=0)
+        rates = [s.request_rate_bps for s in state.history[-self.window :]]
+        predicted = harmonic_mean(rates)
+        errors = self._errors(state)
+        estimate = predicted / (1 + max(errors[-self.window :], default=0.0)) if self.robust else predicted
+        level = self.best_first_level(state, estimate)
+        return Decision(
+            level=level,
+            estimate_bps=estimate,
+            memo={"predicted_bps": predicted, "errors": errors},
+        )
+
+    def _errors(self, state: PlayerState) -> tuple[float, ...]:
+        """Past relative errors, plus the error of the last prediction vs. the last sample."""
+        errors = tuple(state.memo.get("errors", ()))
+        previous = state.memo.get("predicted_bps")
+        if previous is None:
+            return errors
+        actual = state.history[-1].request_rate_bps
+        return (errors + (abs(previous - actual) / actual,))[-self.window :]
+
+    def best_first_level(self, state: PlayerState, rate_bps: float) -> int:
+        """Enumerate all sequences over the horizon; return the best one's first level."""
+        remaining = self.horizon if state.segment_count is None else state.segment_count - state.next_index
+        horizon = max(1, min(self.horizon, remaining))
+        rewards = self.rewards(state, horizon, rate_bps)
+        return int(np.argmax(rewards)) // len(state.bitrates_bps) ** (horizon - 1)
+
+    def rewards(self, state: PlayerState, horizon: int, rate_bps: float) -> np.ndarray:
+        """Linear-QoE reward of every level sequence, in lexicographic order.
+
+        Built prefix by prefix (each step expands every prefix by every level),
+        so the work is dominated by the last step rather than horizon x levels**horizon.
+        """
+        rates = np.asarray(state.bitrates_bps, dtype=float)
+        seg, n = state.segment_duration_s, len(rates)
+        download = rates * seg / max(rate_bps, 1.0)
+        buffer = np.array([float(state.buffer_s)])
+        reward = np.zeros(1)
+        last = np.array([rates[state.last_level or 0]])
+        for _ in range(horizon):
+            count = len(buffer)
+            buffer, reward, last = (
+                np.repeat(buffer, n),
+                np.repeat(reward, n),
+                np.repeat(last, n),
+            )
+            step_rate, step_dl = np.tile(rates, count), np.tile(download, count)
+            stall = np.maximum(step_dl - buffer, 0.0)
+            buffer = np.maximum(buffer - step_dl, 0.0) + seg
+            reward += (
+                step_rate / 1e6 - self.rebuffer_penalty * stall - self.smooth_penalty * np.abs(step_rate - last) / 1e6
+            )
+            last = step_rate
+        return reward
+
+
+class RobustMpc(Mpc):
+    """Robust MPC: the prediction divided by ``1 + max`` past error (see :class:`Mpc`)."""
+
+    name = "mpc_robust"
+    robust = True
+
+
+# ----------------------------------------------------------------- DYNAMIC
+
+
+class Dynamic(AbrAlgorithm):
+    """dash.js ``ABR_STRATEGY_DYNAMIC`` (v2.9.3 default): ThroughputRule or BOLA.
+
+    Source: Dash-Industry-Forum/dash.js ``src/streaming/controllers/AbrController.js``,
+    ``updateIsUsingBufferOccupancyABR``: BOLA takes over when the buffer level
+    exceeds the stable buffer time and hands back to the throughput rule when it
+    falls to half of it or below (hysteresis). dash.js evaluates this on every
+    buffer-level update; we use the highest level seen since the last decision,
+    ``max(buffer now, buffer right after the last segment arrived)``. The stable
+    buffer time is dash.js's scheduler target (12 s default); ours is the
+    player's max buffer, so the default is ``min(12 s, max_buffer_s)``.
+    """
+
+    name = "dynamic"
+
+    def __init__(self, *, stable_buffer_s: float | None = None, method: str = "ewma") -> None:
+        self.stable_buffer_s = stable_buffer_s
+        self.throughput = Throughput(method=method)
+        self.bola = Bola(method=method)
+
+    def use_bola(self, state: PlayerState) -> bool:
+        stable = self.stable_buffer_s or min(12.0, state.max_buffer_s)
+        peak = max([state.buffer_s] + [s.buffer_after_s for s in state.history[-1:]])
+        using = bool(state.memo.get("use_bola", False))
+        return peak > (0.5 * stable if using else stable)
+
+    def choose(self, state: PlayerState) -> Decision:
+        use_bola = self.use_bola(state)
+        bola_memo = state.memo.get("bola", _EMPTY)
+        # dash.js's BolaRule returns early (its state untouched) when not in use
+        if use_bola:
+            chosen = self.bola.choose(_with_memo(state, bola_memo))
+            bola_memo = chosen.memo
+        else:
+            chosen = self.throughput.choose(state)
+        memo = {"use_bola": use_bola, "bola": bola_memo}
+        return Decision(level=chosen.level, estimate_bps=chosen.estimate_bps, memo=memo)
+
+
+def _with_memo(state: PlayerState, memo: Mapping[str, Any]) -> PlayerState:
+    return replace(state, memo=memo)
+
+
+for _cls in (GpacRate, Throughput, Bba, Bola, Mpc, RobustMpc, Dynamic):
+    register_abr(_cls.name, _cls)
+register_abr("throughput_sliding", lambda **kw: Throughput(method="sliding_window", **kw))
