@@ -1,0 +1,541 @@
+"""A headless DASH player: a sans-I/O session plus a thin asyncio driver.
+
+:class:`PlayerSession` is a state machine in the style of aioquic's
+connection: the caller asks :meth:`PlayerSession.next_action` what to do at
+time ``now`` (fetch a segment, wait, or stop), reports finished downloads
+with :meth:`PlayerSession.on_fetch_complete`, and drains
+:meth:`PlayerSession.next_event`. It never reads a clock or a socket, so tests
+drive it with a simulated clock.
+
+Model (DESIGN.md §4): video and audio each have a buffer (media seconds
+downloaded but not played) and their own ABR; one request is outstanding per
+stream; a stream waits while its buffer >= ``max_buffer_s``. Playback needs
+both streams: it starts, and resumes after a stall, when every stream holds
+at least ``threshold_s`` (or all of its remaining media); a stall starts when
+any stream's buffer runs empty before the end. The stall time is written on
+the segment whose arrival ended it. Init segments are fetched the first time
+a representation is chosen, and are not segment rows.
+
+:func:`play` fetches the MPD through a :class:`~nest_experiments.dash.fetch.Fetcher`
+and runs the session in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
+from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
+from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
+from nest_experiments.dash.records import DecisionRow, SegmentRow
+from nest_experiments.errors import ConfigError, RunError
+
+EPS = 1e-9
+STREAMS = ("video", "audio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlayerConfig:
+    """Player settings (the NeST paper: max buffer 10 s, threshold 1 s)."""
+
+    max_buffer_s: float = 10.0
+    threshold_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.threshold_s <= 0 or self.max_buffer_s <= 0:
+            raise ConfigError("player", "max_buffer_s and threshold_s must be > 0")
+        if self.threshold_s > self.max_buffer_s:
+            raise ConfigError("player.threshold_s", "must not exceed max_buffer_s")
+
+
+# ----------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchAction:
+    """Send this GET now (``kind`` "init" or "media"; ``index`` None for init)."""
+
+    stream: str
+    path: str
+    kind: str
+    level: int
+    index: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitAction:
+    """Nothing to send: call again at ``until`` or when a fetch completes (``until`` None)."""
+
+    until: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DoneAction:
+    """Playback is over (``reason``: "ended" or why it stopped)."""
+
+    reason: str
+
+
+Action = FetchAction | WaitAction | DoneAction
+
+
+# ------------------------------------------------------------------ events
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlaybackStarted:
+    t: float
+    startup_delay_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class StallStarted:
+    t: float
+    stream: str  # the stream whose buffer ran empty
+
+
+@dataclass(frozen=True, kw_only=True)
+class StallEnded:
+    t: float
+    duration_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SegmentReceived:
+    row: SegmentRow
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelChosen:
+    row: DecisionRow
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlaybackEnded:
+    t: float
+    reason: str
+
+
+Event = PlaybackStarted | StallStarted | StallEnded | SegmentReceived | LevelChosen | PlaybackEnded
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlayerReport:
+    """Everything a session produced."""
+
+    segments: tuple[SegmentRow, ...]
+    decisions: tuple[DecisionRow, ...]
+    inits: tuple[FetchResult, ...]
+    mpd: FetchResult | None
+    startup_delay_s: float | None
+    stalls: tuple[StallEnded, ...]
+    end_reason: str
+    ended_at: float | None
+
+
+# ----------------------------------------------------------------- streams
+
+
+@dataclass
+class _Stream:
+    name: str
+    aset: AdaptationSet
+    abr: AbrAlgorithm
+    count: int
+    buffered_end_s: float = 0.0
+    next_index: int = 0
+    outstanding: FetchAction | None = None
+    chosen: int | None = None  # level chosen for next_index, awaiting its request
+    last_level: int | None = None
+    memo: Any = None
+    history: list[Sample] = field(default_factory=list)
+    inits: set[int] = field(default_factory=set)
+
+    @property
+    def complete(self) -> bool:
+        return self.next_index >= self.count
+
+
+class PlayerSession:
+    """The sans-I/O player. Times are seconds on the caller's clock."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        abr_video: AbrAlgorithm,
+        abr_audio: AbrAlgorithm,
+        start_time: float,
+        config: PlayerConfig | None = None,
+        base_path: str = "",
+    ) -> None:
+        self.manifest = manifest
+        self.config = config or PlayerConfig()
+        self.base_path = base_path
+        self.start_time = start_time
+        self.duration_s = manifest.duration_s
+        self.streams = self._make_streams(manifest, {"video": abr_video, "audio": abr_audio})
+        self.state = "startup"  # startup | playing | stalled | ended
+        self.position_s = 0.0
+        self.clock_s = start_time
+        self.stall_start: float | None = None
+        self.startup_delay_s: float | None = None
+        self.end_reason = ""
+        self.ended_at: float | None = None
+        self.segments: list[SegmentRow] = []
+        self.decisions: list[DecisionRow] = []
+        self.inits: list[FetchResult] = []
+        self.stalls: list[StallEnded] = []
+        self._events: deque[Event] = deque()
+
+    @staticmethod
+    def _make_streams(manifest: Manifest, abrs: dict[str, AbrAlgorithm]) -> dict[str, _Stream]:
+        streams = {}
+        for name in STREAMS:
+            try:
+                aset = manifest.adaptation_set(name)
+            except ConfigError:
+                continue
+            streams[name] = _Stream(name=name, aset=aset, abr=abrs[name], count=manifest.segment_count(name))
+        if "video" not in streams and "audio" not in streams:
+            raise ConfigError("MPD", "neither a video nor an audio AdaptationSet")
+        return streams
+
+    # ------------------------------------------------------------ queries
+
+    def buffer_s(self, stream: str) -> float:
+        """Media seconds of ``stream`` downloaded and not yet played."""
+        return max(0.0, self.streams[stream].buffered_end_s - self.position_s)
+
+    @property
+    def done(self) -> bool:
+        return self.state == "ended"
+
+    def next_event(self) -> Event | None:
+        return self._events.popleft() if self._events else None
+
+    # ------------------------------------------------------------ driving
+
+    def next_action(self, now: float) -> Action:
+        """What to do at ``now``; call until it returns a wait or done action."""
+        self.advance(now)
+        if self.state == "ended":
+            return DoneAction(reason=self.end_reason)
+        for stream in self.streams.values():
+            if self._may_request(stream):
+                return self._request(stream, now)
+        return WaitAction(until=self.next_wakeup())
+
+    def _may_request(self, stream: _Stream) -> bool:
+        if stream.outstanding is not None or stream.complete:
+            return False
+        return self.buffer_s(stream.name) < self.config.max_buffer_s - 1e-6
+
+    def _request(self, stream: _Stream, now: float) -> FetchAction:
+        if stream.chosen is None:
+            stream.chosen = self._decide(stream, now)
+        rep = stream.aset.representations[stream.chosen]
+        init = init_url(rep)
+        if init is not None and stream.chosen not in stream.inits:
+            action = FetchAction(stream=stream.name, path=self._url(init), kind="init", level=stream.chosen, index=None)
+        else:
+            action = FetchAction(
+                stream=stream.name,
+                path=self._url(segment_url(rep, stream.next_index)),
+                kind="media",
+                level=stream.chosen,
+                index=stream.next_index,
+            )
+        stream.outstanding = action
+        return action
+
+    def _url(self, relative: str) -> str:
+        return posixpath.join(self.base_path, relative) if self.base_path else relative
+
+    def _decide(self, stream: _Stream, now: float) -> int:
+        state = self._abr_state(stream, now)
+        decision: Decision = stream.abr.choose(state)
+        level = min(max(decision.level, 0), state.top)
+        stream.memo = decision.memo
+        row = DecisionRow(
+            t=now,
+            stream=stream.name,
+            index=stream.next_index,
+            algorithm=stream.abr.name,
+            buffer_s=state.buffer_s,
+            throughput_bps=decision.estimate_bps,
+            level=level,
+            bitrate_bps=state.bitrates_bps[level],
+        )
+        self.decisions.append(row)
+        self._events.append(LevelChosen(row=row))
+        return level
+
+    def _abr_state(self, stream: _Stream, now: float) -> PlayerState:
+        extra = {"memo": stream.memo} if stream.memo is not None else {}
+        return PlayerState(
+            now=now,
+            buffer_s=self.buffer_s(stream.name),
+            bitrates_bps=stream.aset.bitrates_bps,
+            segment_duration_s=self.manifest.segment_duration_s(stream.name),
+            max_buffer_s=self.config.max_buffer_s,
+            last_level=stream.last_level,
+            history=tuple(stream.history),
+            next_index=stream.next_index,
+            segment_count=stream.count,
+            **extra,
+        )
+
+    def next_wakeup(self) -> float | None:
+        """When the session changes state without a download finishing (None: never)."""
+        if self.state != "playing":
+            return None
+        times = [self.clock_s + min(self.buffer_s(s) for s in self.streams)]
+        for stream in self.streams.values():
+            if stream.outstanding is None and not stream.complete:
+                excess = self.buffer_s(stream.name) - self.config.max_buffer_s
+                times.append(self.clock_s + max(excess, 0.0) + 1e-5)
+        return min(times)
+
+    # ---------------------------------------------------------- playback
+
+    def advance(self, now: float) -> None:
+        """Play media from the last call up to ``now`` (stall or end on the way)."""
+        if now < self.clock_s - EPS:
+            raise RunError(f"player clock went backwards: {now} < {self.clock_s}")
+        if self.state == "playing":
+            self._play_until(now)
+        self.clock_s = max(self.clock_s, now)
+
+    def _play_until(self, now: float) -> None:
+        starving = min(self.streams, key=self.buffer_s)
+        available = self.buffer_s(starving)
+        elapsed = now - self.clock_s
+        if elapsed < available - EPS:
+            self.position_s += elapsed
+            return
+        self.position_s += available
+        t = self.clock_s + available
+        if self.position_s >= self.duration_s - 1e-6:
+            self._end(t, "ended")
+        else:
+            self.state, self.stall_start = "stalled", t
+            self._events.append(StallStarted(t=t, stream=starving))
+
+    def _end(self, t: float, reason: str) -> None:
+        self.state, self.end_reason, self.ended_at = "ended", reason, t
+        self._events.append(PlaybackEnded(t=t, reason=reason))
+
+    def stop(self, now: float, reason: str) -> None:
+        """End the session early (duration limit, error)."""
+        if self.state != "ended":
+            self.advance(now)
+        if self.state != "ended":
+            self._end(now, reason)
+
+    def _ready(self) -> bool:
+        remaining = self.duration_s - self.position_s
+        need = min(self.config.threshold_s, remaining) - 1e-6
+        return all(self.buffer_s(s) >= need for s in self.streams)
+
+    def _maybe_resume(self, now: float) -> float:
+        """Start or resume playback when ready; return the stall time that ended (0 if none)."""
+        if self.state not in ("startup", "stalled") or not self._ready():
+            return 0.0
+        stalled = 0.0
+        if self.state == "startup":
+            self.startup_delay_s = now - self.start_time
+            self._events.append(PlaybackStarted(t=now, startup_delay_s=self.startup_delay_s))
+        else:
+            stalled = now - (self.stall_start or now)
+            ended = StallEnded(t=now, duration_s=stalled)
+            self.stalls.append(ended)
+            self._events.append(ended)
+        self.state, self.stall_start = "playing", None
+        return stalled
+
+    # ------------------------------------------------------------ results
+
+    def on_fetch_complete(self, result: FetchResult, now: float) -> None:
+        """Account for a finished GET issued by :meth:`next_action`."""
+        stream = self._stream_for(result.path)
+        action = stream.outstanding
+        assert action is not None
+        if result.status != 200:
+            raise RunError(f"GET {result.path}: HTTP {result.status}")
+        self.advance(now)
+        stream.outstanding = None
+        if action.kind == "init":
+            stream.inits.add(action.level)
+            self.inits.append(result)
+            return
+        self._on_media(stream, action, result, now)
+
+    def _stream_for(self, path: str) -> _Stream:
+        for stream in self.streams.values():
+            if stream.outstanding is not None and stream.outstanding.path == path:
+                return stream
+        raise RunError(f"no outstanding request for {path!r}")
+
+    def _on_media(self, stream: _Stream, action: FetchAction, result: FetchResult, now: float) -> None:
+        assert action.index is not None
+        seg = self.manifest.segment_media_duration_s(stream.name, action.index)
+        stream.buffered_end_s += seg
+        stream.next_index += 1
+        stream.chosen, stream.last_level = None, action.level
+        buffer = self.buffer_s(stream.name)
+        stream.history.append(
+            Sample(
+                level=action.level,
+                bytes=result.bytes,
+                t_request=result.t_request,
+                t_first_byte=result.t_first_byte,
+                t_last_byte=result.t_last_byte,
+                duration_s=seg,
+                buffer_after_s=buffer,
+            )
+        )
+        row = self._row(stream, action, result, buffer)
+        stalled = self._maybe_resume(now)
+        if stalled > 0:
+            row = replace(row, stall_s=stalled)
+        self.segments.append(row)
+        self._events.append(SegmentReceived(row=row))
+
+    def _row(self, stream: _Stream, action: FetchAction, result: FetchResult, buffer: float) -> SegmentRow:
+        assert action.index is not None
+        return SegmentRow(
+            stream=stream.name,
+            index=action.index,
+            level=action.level,
+            bitrate_bps=stream.aset.bitrates_bps[action.level],
+            bytes=result.bytes,
+            t_request=result.t_request,
+            t_first_byte=result.t_first_byte,
+            t_last_byte=result.t_last_byte,
+            buffer_s=buffer,
+            stall_s=0.0,
+            transport=result.transport,
+        )
+
+    def report(self) -> PlayerReport:
+        return PlayerReport(
+            segments=tuple(self.segments),
+            decisions=tuple(self.decisions),
+            inits=tuple(self.inits),
+            mpd=None,
+            startup_delay_s=self.startup_delay_s,
+            stalls=tuple(self.stalls),
+            end_reason=self.end_reason or self.state,
+            ended_at=self.ended_at,
+        )
+
+
+# ------------------------------------------------------------------ driver
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def play(
+    mpd_url_path: str,
+    fetcher: Fetcher,
+    *,
+    abr: str = "grate",
+    abr_audio: str = "grate",
+    max_buffer_s: float = 10.0,
+    threshold_s: float = 1.0,
+    clock: Clock = time.monotonic,
+    max_duration_s: float | None = None,
+    mpd_text: str | bytes | None = None,
+) -> PlayerReport:
+    """Fetch the MPD (stream "mpd"), then play it in real time; return the report.
+
+    The MPD body comes from ``mpd_text`` when given, else from the fetch
+    result's ``body`` attribute (see the note in the module's report: the
+    :class:`FetchResult` seam has no body field yet). ``max_duration_s`` stops
+    the session that many seconds after the MPD request.
+    """
+    config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s)
+    mpd_result = await fetcher.fetch("mpd", mpd_url_path)
+    manifest = parse_mpd(mpd_text if mpd_text is not None else _body(mpd_result))
+    session = PlayerSession(
+        manifest,
+        abr_video=create_abr(abr),
+        abr_audio=create_abr(abr_audio),
+        config=config,
+        start_time=mpd_result.t_request,
+        base_path=posixpath.dirname(mpd_url_path),
+    )
+    deadline = None if max_duration_s is None else mpd_result.t_request + max_duration_s
+    await _run(session, fetcher, clock, deadline)
+    return replace(session.report(), mpd=mpd_result)
+
+
+def _body(result: FetchResult) -> bytes:
+    body = getattr(result, "body", None)
+    if not isinstance(body, bytes | str):
+        raise RunError("the fetcher returned no MPD body (FetchResult.body) and no mpd_text was given")
+    return body.encode() if isinstance(body, str) else body
+
+
+async def _run(session: PlayerSession, fetcher: Fetcher, clock: Clock, deadline: float | None) -> None:
+    tasks: dict[asyncio.Task[FetchResult], FetchAction] = {}
+    try:
+        while not session.done:
+            action = session.next_action(clock())
+            if isinstance(action, FetchAction):
+                tasks[asyncio.create_task(fetcher.fetch(action.stream, action.path))] = action
+            elif isinstance(action, WaitAction):
+                await _wait(session, tasks, action.until, clock, deadline)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _wait(
+    session: PlayerSession,
+    tasks: dict[asyncio.Task[FetchResult], FetchAction],
+    until: float | None,
+    clock: Clock,
+    deadline: float | None,
+) -> None:
+    now = clock()
+    if deadline is not None and now >= deadline:
+        session.stop(now, "duration limit")
+        return
+    wake = min((t for t in (until, deadline) if t is not None), default=None)
+    timeout = None if wake is None else max(0.0, wake - now)
+    if not tasks:
+        if timeout is None:
+            raise RunError("player stuck: nothing to fetch and nothing to wait for")
+        await asyncio.sleep(timeout)
+        return
+    done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        tasks.pop(task)
+        session.on_fetch_complete(task.result(), clock())
+
+
+__all__ = [
+    "Action",
+    "DoneAction",
+    "Event",
+    "FetchAction",
+    "LevelChosen",
+    "PlaybackEnded",
+    "PlaybackStarted",
+    "PlayerConfig",
+    "PlayerReport",
+    "PlayerSession",
+    "SegmentReceived",
+    "StallEnded",
+    "StallStarted",
+    "WaitAction",
+    "play",
+]
