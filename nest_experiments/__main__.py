@@ -1,0 +1,3 @@
+from nest_experiments.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Figures from run folders (reads files only; never touches the network).
+
+Link utilisation is measured at the qdisc: bytes the shaped egress sent in
+the steady part of the run divided by what its rate allows. iperf3 goodput
+(application payload) is reported beside it; it is lower by the headers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import pandas as pd
+
+from nest_experiments.rundir import read_manifest
+
+STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
+
+
+@dataclass(frozen=True)
+class EgressFigures:
+    link: str
+    node: str
+    qdisc: str | None
+    rate_bps: int | None
+    utilization: float | None
+    mean_backlog_pkts: float
+    drops: int
+    mean_delay_ms: float | None  # as the kernel reports it (PIE), per sample
+
+
+def run_dirs(folder: Path) -> list[Path]:
+    """A run folder itself, or every run folder below an experiment folder."""
+    if (folder / "manifest.json").exists():
+        return [folder]
+    return sorted(p.parent for p in folder.glob("*/manifest.json"))
+
+
+def load_qdisc(run_dir: Path) -> pd.DataFrame:
+    path = run_dir / "qdisc.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def egresses(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
+    path = run_dir / "links.json"
+    return json.loads(path.read_text())["egresses"] if path.exists() else []
+
+
+def steady_window(run_dir: Path) -> tuple[float, float]:
+    m = read_manifest(run_dir) or {}
+    start = float(m.get("traffic_start_t", 0.0)) + STEADY_SKIP_S
+    end = float(m.get("traffic_end_t", m.get("duration_s", 0.0)))
+    return start, max(start, end - 1.0)
+
+
+def egress_figures(run_dir: Path) -> list[EgressFigures]:
+    q = load_qdisc(run_dir)
+    t0, t1 = steady_window(run_dir)
+    out = []
+    for e in egresses(run_dir):
+        if not e.get("sampled") or q.empty:
+            continue
+        rows = q[(q.node == e["node"]) & (q.dev == e["dev"])]
+        leaf = rows[rows.handle == e["leaf_handle"]] if e.get("leaf_handle") else rows
+        out.append(EgressFigures(
+            link=e["link"], node=e["node"], qdisc=e.get("qdisc"), rate_bps=e.get("rate_bps"),
+            utilization=_utilization(leaf, e.get("rate_bps"), t0, t1),
+            mean_backlog_pkts=float(leaf.backlog_pkts.mean()) if len(leaf) else 0.0,
+            drops=int(leaf.drops.max() - leaf.drops.min()) if len(leaf) else 0,
+            mean_delay_ms=_mean_delay(leaf),
+        ))
+    return out
+
+
+def _utilization(rows: pd.DataFrame, rate_bps: int | None, t0: float, t1: float) -> float | None:
+    win = rows[(rows.t >= t0) & (rows.t <= t1)]
+    if rate_bps is None or len(win) < 2:
+        return None
+    span = float(win.t.iloc[-1] - win.t.iloc[0])
+    sent = float(win.sent_bytes.iloc[-1] - win.sent_bytes.iloc[0])
+    return sent * 8 / span / rate_bps if span > 0 else None
+
+
+def _mean_delay(rows: pd.DataFrame) -> float | None:
+    if "delay_ms" not in rows or rows.delay_ms.isna().all():
+        return None
+    return float(rows.delay_ms.mean())
+
+
+def iperf3_goodput_bps(run_dir: Path) -> float | None:
+    path = run_dir / "iperf3_summary.csv"
+    if not path.exists():
+        return None
+    s = pd.read_csv(path)
+    return float(s.receiver_bits_per_second.sum()) if len(s) else None
+
+
+def qdisc_gaps(run_dir: Path) -> dict[str, float]:
+    """First and last sample time and the largest gap between samples."""
+    q = load_qdisc(run_dir)
+    if q.empty:
+        return {}
+    ts = sorted(q.t.unique())
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    return {"first_t": ts[0], "last_t": ts[-1], "max_gap_s": max(gaps) if gaps else 0.0}
+
+
+def print_summary(folder: Path, out: TextIO = sys.stderr) -> None:
+    for run_dir in run_dirs(folder):
+        m = read_manifest(run_dir) or {}
+        if m.get("status") != "completed":
+            print(f"{run_dir.name}: {m.get('status', '?')} {m.get('reason', '')}", file=out)
+            continue
+        goodput = iperf3_goodput_bps(run_dir)
+        for f in egress_figures(run_dir):
+            util = f"{f.utilization:.3f}" if f.utilization is not None else "-"
+            rate = f"{f.rate_bps / 1e6:g} Mbit/s" if f.rate_bps else "unshaped"
+            delay = f", {f.qdisc} delay {f.mean_delay_ms:.2f} ms" if f.mean_delay_ms is not None else ""
+            gp = f", iperf3 goodput {goodput / 1e6:.2f} Mbit/s ({goodput / f.rate_bps:.3f} of rate)" \
+                if goodput and f.rate_bps else ""
+            print(f"{run_dir.name}: {f.link} {f.node}->{f.qdisc} {rate}: utilization {util}, "
+                  f"backlog {f.mean_backlog_pkts:.1f} pkts, drops {f.drops}{delay}{gp}", file=out)

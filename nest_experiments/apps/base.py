@@ -1,0 +1,117 @@
+"""The application interface: one start/stop object per traffic source.
+
+Life of an app in a run: ``prepare()`` (servers up, before the clock's
+traffic phase), ``start()`` at its ``start_s`` on the run clock, ``finish()``
+after the run's duration (wait for clients, parse raw logs into the run
+folder's CSVs), and ``stop()`` always (idempotent; kills what is left).
+"""
+
+from __future__ import annotations
+
+import abc
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from nest_experiments.config import AppConfig
+from nest_experiments.errors import RunError
+from nest_experiments.net import Network
+from nest_experiments.procs import check_run, popen_in_ns, stop
+
+
+class App(abc.ABC):
+    def __init__(self, cfg: AppConfig, *, net: Network, run_dir: Path, clock: Callable[[], float],
+                 duration_s: float) -> None:
+        self.cfg = cfg
+        self.net = net
+        self.run_dir = run_dir
+        self.clock = clock
+        self.run_duration_s = duration_s
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._files: list[IO[bytes]] = []
+        self.warnings: list[str] = []
+        self.versions: dict[str, str] = {}
+
+    @property
+    def raw_dir(self) -> Path:
+        path = self.run_dir / "raw"
+        path.mkdir(exist_ok=True)
+        return path
+
+    def prepare(self) -> None:
+        """Start servers; return when they accept connections."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start the traffic (called at ``cfg.start_s`` on the run clock)."""
+
+    @abc.abstractmethod
+    def finish(self, deadline: float) -> None:
+        """Wait (until ``deadline`` on the run clock) for the traffic to end; write CSVs."""
+
+    def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
+        """CSV files of this app: name -> (fields, rows); apps of one kind share files."""
+        return {}
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+        for fh in self._files:
+            fh.close()
+
+    # ------------------------------------------------------------ helpers
+
+    def spawn(self, node: str, argv: Sequence[str], *, log: str, cwd: Path | None = None,
+              stderr_log: str | None = None) -> subprocess.Popen[bytes]:
+        out = (self.raw_dir / log).open("wb")
+        err = (self.raw_dir / stderr_log).open("wb") if stderr_log else subprocess.STDOUT
+        self._files.append(out)
+        if not isinstance(err, int):
+            self._files.append(err)
+        proc = popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd)
+        self.procs.append(proc)
+        return proc
+
+    def wait_listening(self, node: str, port: int, *, proto: str = "tcp", timeout_s: float = 10.0,
+                       proc: subprocess.Popen[bytes] | None = None) -> None:
+        flag = "-Hltn" if proto == "tcp" else "-Hlun"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            out = check_run(["ip", "netns", "exec", self.net.ns(node), "ss", flag, "sport", "=", f":{port}"], what="ss")
+            if out.strip():
+                return
+            if proc is not None and proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RunError(f"apps.{self.cfg.name}: server on {node} port {port}/{proto} did not start "
+                       f"(see {self.raw_dir})")
+
+    def wait_proc(self, proc: subprocess.Popen[bytes], deadline: float, what: str) -> int:
+        try:
+            return proc.wait(timeout=max(0.1, deadline - self.clock()))
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            raise RunError(f"apps.{self.cfg.name}: {what} did not finish in time") from None
+
+
+def tool_version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else "?"
+
+
+AppFactory = Callable[..., App]
+APP_CLASSES: dict[str, Any] = {}
+
+
+def register(kind: str) -> Callable[[type[App]], type[App]]:
+    def deco(cls: type[App]) -> type[App]:
+        APP_CLASSES[kind] = cls
+        return cls
+
+    return deco

@@ -1,0 +1,93 @@
+"""Command line: ``run``, ``doctor``, ``plot``, ``media``, ``clean``.
+
+Thin: parse arguments, call the library, catch :class:`NestExpError` once
+and print it as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from nest_experiments.errors import ConfigError, Interrupted, NestExpError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nest_experiments",
+                                description="Namespace emulation for DASH QoE research (TCP, MPTCP, QUIC, AQM).")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run an experiment (default: the built-in one)")
+    run.add_argument("experiment", nargs="?", type=Path, help="experiment TOML file")
+    run.add_argument("--runtime", choices=("auto", "host", "vm"), help="where to run (default: the file's, else auto)")
+    run.add_argument("--reps", type=int, help="repetitions per sweep point (overrides the file)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a key, e.g. --set experiment.duration=30s (repeatable)")
+    run.add_argument("--results", type=Path, help="results folder (default: ./results in the project)")
+    run.add_argument("--only", action="append", default=[], metavar="RUN", help="run only these run names")
+    run.add_argument("--check", action="store_true", help="validate and list the runs, create nothing")
+    run.add_argument("--no-plot", action="store_true", help="do not plot after the sweep")
+    sub.add_parser("doctor", help="what this machine can run, and what is missing")
+    plot = sub.add_parser("plot", help="plot a run folder or a whole experiment folder")
+    plot.add_argument("folder", type=Path)
+    sub.add_parser("clean", help="remove what dead runs left behind (namespaces, processes)")
+    try:
+        from nest_experiments.dash.cli import add_media_parser
+    except ImportError:
+        pass
+    else:
+        add_media_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(_dispatch(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 143
+    except NestExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        from nest_experiments.launch import run_command
+
+        return run_command(args)
+    if args.command == "doctor":
+        from nest_experiments.doctor import doctor
+
+        return doctor()
+    if args.command == "plot":
+        from nest_experiments.plot import plot_folder
+
+        for path in plot_folder(args.folder):
+            print(path)
+        return 0
+    if args.command == "clean":
+        return _clean()
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        raise NestExpError(f"unknown command {args.command}")
+    return int(handler(args) or 0)
+
+
+def _clean() -> int:
+    from nest_experiments.procs import clean_dead_runs
+
+    _need_root("clean")
+    cleaned = clean_dead_runs()
+    print(f"cleaned: {', '.join(cleaned)}" if cleaned else "nothing to clean")
+    return 0
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise NestExpError(f"'{what}' needs root (network namespaces): run it with sudo")

@@ -1,0 +1,59 @@
+"""CPU load of the machine (or the VM) during a run, per 1 s window.
+
+On 2 cores, a busy-polling tool or the emulator itself can saturate the CPU;
+then the emulation, not the network, may have shaped the result. The runner
+puts the figures and a warning into the manifest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+SATURATED = 0.95
+
+
+def _read_stat() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+class CpuMonitor:
+    def __init__(self, clock: Callable[[], float], interval_s: float = 1.0) -> None:
+        self.clock = clock
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []  # (t, busy fraction 0..1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        busy0, total0 = _read_stat()
+        while not self._stop.wait(self.interval_s):
+            busy1, total1 = _read_stat()
+            if total1 > total0:
+                self.samples.append((round(self.clock(), 3), (busy1 - busy0) / (total1 - total0)))
+            busy0, total0 = busy1, total1
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2 * self.interval_s)
+
+    def summary(self) -> dict[str, float | int]:
+        loads = [load for _, load in self.samples]
+        if not loads:
+            return {}
+        return {"cpu_mean": round(sum(loads) / len(loads), 3), "cpu_max": round(max(loads), 3),
+                "cpu_saturated_windows": sum(1 for x in loads if x >= SATURATED)}
+
+    def warnings(self) -> list[str]:
+        n = self.summary().get("cpu_saturated_windows", 0)
+        if not n:
+            return []
+        return [f"CPU saturated (>= {SATURATED:.0%}) in {n} of {len(self.samples)} 1 s windows: "
+                "the emulation, not the network, may have shaped the result"]

@@ -1,0 +1,348 @@
+"""Experiment files: TOML in, frozen, validated dataclasses out.
+
+Everything is checked here, before any namespace exists; every error names
+the key path (``links.bottleneck.qdisc.taget: unknown key (did you mean
+'target'?)``). An experiment file looks like::
+
+    [experiment]
+    name = "dumbbell_pie"
+    topology = "dumbbell"          # topologies/dumbbell.toml
+    duration = "20s"
+    repetitions = 2
+
+    [links.bottleneck]             # settings for both directions ...
+    rate = "10mbit"
+    qdisc = { kind = "pie", target = "5ms" }
+    [links.bottleneck.reverse]     # ... and per direction (forward = a -> b)
+    delay = "20ms"
+    qdisc = { kind = "pfifo" }
+
+    [apps.bulk]
+    kind = "iperf3"
+    src = "h1"
+    dst = "s1"
+    flows = 5
+
+    [sweep]                        # cartesian product, in this order
+    "links.bottleneck.qdisc.kind" = ["pie", "fq_pie"]
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from nest_experiments import PROJECT_ROOT
+from nest_experiments import topology as topo
+from nest_experiments.errors import ConfigError
+from nest_experiments.tomlread import Table, as_bool, as_name, as_str, one_of, positive_int, as_int, join
+from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
+
+QDISC_FILE = PROJECT_ROOT / "qdisc" / "kinds.toml"
+DEFAULT_EXPERIMENT = Path(__file__).parent / "default.toml"
+RUNTIMES = ("auto", "host", "vm")
+CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "htcp", "vegas", "dctcp")
+DEFAULT_FIFO_LIMIT = 1000
+
+
+@cache
+def qdisc_kinds() -> dict[str, dict[str, Any]]:
+    with QDISC_FILE.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+# ---------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True, kw_only=True)
+class QdiscConfig:
+    """A leaf qdisc and its parameters, normalised (times in s, sizes in bytes)."""
+
+    kind: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EgressConfig:
+    """What shapes one direction of a link, at the sending interface."""
+
+    rate_bps: int | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss_pct: float = 0.0
+    qdisc: QdiscConfig | None = None
+
+    @property
+    def needs_netem(self) -> bool:
+        return self.delay_s > 0 or self.loss_pct > 0 or self.jitter_s > 0
+
+    @property
+    def shaped(self) -> bool:
+        return self.rate_bps is not None or self.needs_netem or self.qdisc is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkConfig:
+    name: str
+    a: str
+    b: str
+    forward: EgressConfig  # a -> b, at a's interface
+    reverse: EgressConfig  # b -> a, at b's interface
+    offloads: bool = False
+
+    def egresses(self) -> list[tuple[str, str, EgressConfig]]:
+        """(node, peer, egress) for both directions."""
+        return [(self.a, self.b, self.forward), (self.b, self.a, self.reverse)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConfig:
+    name: str
+    kind: str
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Iperf3App(AppConfig):
+    """``flows`` parallel iperf3 TCP flows from ``src`` to ``dst``."""
+
+    src: str
+    dst: str
+    flows: int = 1
+    duration_s: float | None = None  # None: until the run ends
+    congestion_control: str | None = None  # None: the experiment's
+    port: int = 5201
+    interval_s: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    name: str
+    description: str
+    topology: topo.TopologySpec
+    duration_s: float
+    repetitions: int
+    seed: int
+    congestion_control: str
+    runtime: str
+    sample_interval_s: float
+    sample_links: tuple[str, ...]
+    links: tuple[LinkConfig, ...]
+    apps: tuple[AppConfig, ...]
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    def link(self, name: str) -> LinkConfig:
+        return next(link for link in self.links if link.name == name)
+
+    def qdisc_kinds_used(self) -> set[str]:
+        return {e.qdisc.kind for link in self.links for _, _, e in link.egresses() if e.qdisc}
+
+
+# ---------------------------------------------------------------- loading
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(str(path), "no such experiment file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), f"not valid TOML: {exc}") from exc
+
+
+def load_default_raw() -> dict[str, Any]:
+    return read_toml(DEFAULT_EXPERIMENT)
+
+
+def parse_experiment(raw: dict[str, Any]) -> Experiment:
+    """Validate one resolved experiment (sweep already applied)."""
+    top = Table("", raw)
+    top.mark("sweep")  # expanded by nest_experiments.sweep before we get here
+    e = top.table("experiment")
+    name = e.get("name", as_name_long)
+    topology = topo.load("experiment.topology", e.get("topology", as_str, "dumbbell"))
+    duration = e.get("duration", lambda p, v: parse_time(p, v, allow_zero=False))
+    links = _parse_links(top.table("links"), topology)
+    apps = _parse_apps(top.table("apps"), topology, duration)
+    exp = Experiment(
+        name=name,
+        description=e.get("description", as_str, ""),
+        topology=topology,
+        duration_s=duration,
+        repetitions=e.get("repetitions", positive_int, 1),
+        seed=e.get("seed", as_int, 1),
+        congestion_control=e.get("tcp_congestion_control", one_of(CONGESTION_CONTROLS), "cubic"),
+        runtime=e.get("runtime", one_of(RUNTIMES), "auto"),
+        sample_interval_s=e.get("sample_interval", lambda p, v: parse_time(p, v, allow_zero=False), 0.1),
+        sample_links=_sample_links(e, links),
+        links=links,
+        apps=apps,
+        raw=copy.deepcopy(raw),
+    )
+    e.done()
+    top.done()
+    return exp
+
+
+def as_name_long(path: str, value: object) -> str:
+    return as_name(path, value, max_len=40)
+
+
+def _sample_links(e: Table, links: tuple[LinkConfig, ...]) -> tuple[str, ...]:
+    names = tuple(link.name for link in links)
+    default = [link.name for link in links if link.forward.qdisc or link.reverse.qdisc]
+
+    def conv(path: str, value: object) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise ConfigError(path, f"expected a list of link names, got {value!r}")
+        return tuple(one_of(names)(f"{path}[{i}]", v) for i, v in enumerate(value))
+
+    return e.get("sample_links", conv, tuple(default))
+
+
+# ---------------------------------------------------------------- links
+
+
+def _parse_links(t: Table, spec: topo.TopologySpec) -> tuple[LinkConfig, ...]:
+    for key in t.data:
+        if key not in {link.name for link in spec.links}:
+            raise ConfigError(join(t.path, key), f"no link {key!r} in topology {spec.name!r}; links: "
+                                                 f"{', '.join(link.name for link in spec.links)}")
+    t.mark(*t.data)
+    return tuple(_parse_link(link, t.data.get(link.name, {}), join(t.path, link.name)) for link in spec.links)
+
+
+def _merge_link(defaults: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(defaults)
+    for key, value in override.items():
+        if key in ("forward", "reverse") and isinstance(value, dict):
+            merged[key] = _merge_link(merged.get(key, {}), value)
+        elif key == "qdisc" and isinstance(value, dict) and "kind" not in value and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+EGRESS_KEYS = ("rate", "delay", "jitter", "loss", "qdisc")
+
+
+def _parse_link(spec: topo.LinkSpec, override: object, path: str) -> LinkConfig:
+    if not isinstance(override, dict):
+        raise ConfigError(path, f"expected a table, got {override!r}")
+    data = _merge_link(spec.defaults, override)
+    t = Table(path, data)
+    base = {k: data[k] for k in EGRESS_KEYS if k in data}
+    _parse_egress(Table(path, base), spec.name)  # errors in shared keys name the shared path
+    directions = {}
+    for direction in ("forward", "reverse"):
+        own = t.table(direction)
+        merged = {**base, **own.data}
+        directions[direction] = _parse_egress(Table(own.path, merged), spec.name)
+    offloads = t.get("offloads", as_bool, False)
+    t.mark(*EGRESS_KEYS)
+    t.done()
+    return LinkConfig(name=spec.name, a=spec.a, b=spec.b, offloads=offloads, **directions)
+
+
+def _parse_egress(t: Table, link: str) -> EgressConfig:
+    egress = EgressConfig(
+        rate_bps=t.get("rate", parse_rate, None),
+        delay_s=t.get("delay", parse_time, 0.0),
+        jitter_s=t.get("jitter", parse_time, 0.0),
+        loss_pct=t.get("loss", parse_percent, 0.0),
+        qdisc=t.get("qdisc", parse_qdisc, None),
+    )
+    t.done()
+    if egress.rate_bps is not None and egress.qdisc is None:
+        # an explicit leaf: HTB's implicit default leaf is an invisible pfifo
+        egress = EgressConfig(**{**egress.__dict__, "qdisc": QdiscConfig(kind="pfifo", params=(("limit", DEFAULT_FIFO_LIMIT),))})
+    return egress
+
+
+_PARAM_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "time": lambda p, v: parse_time(p, v, allow_zero=False),
+    "int": positive_int,
+    "size": parse_size,
+    "bool": as_bool,
+}
+
+
+def parse_qdisc(path: str, value: object) -> QdiscConfig:
+    if isinstance(value, str):
+        value = {"kind": value}
+    t = Table(path, value)
+    kind = t.get("kind", one_of(tuple(qdisc_kinds())))
+    spec = qdisc_kinds()[kind]["params"]
+    params = tuple((key, t.get(key, _PARAM_PARSERS[spec[key]["type"]])) for key in t.data if key in spec)
+    t.mark(*spec)
+    try:
+        t.done()
+    except ConfigError as exc:
+        raise ConfigError(exc.path, f"{str(exc).split(': ', 1)[1]} (parameters of {kind})") from None
+    return QdiscConfig(kind=kind, params=params)
+
+
+# ---------------------------------------------------------------- apps
+
+AppParser = Callable[[Table, str, topo.TopologySpec, float], AppConfig]
+APP_KINDS: dict[str, AppParser] = {}
+
+
+def register_app_kind(kind: str) -> Callable[[AppParser], AppParser]:
+    def deco(fn: AppParser) -> AppParser:
+        APP_KINDS[kind] = fn
+        return fn
+
+    return deco
+
+
+def _parse_apps(t: Table, spec: topo.TopologySpec, duration: float) -> tuple[AppConfig, ...]:
+    apps = []
+    for name in t.data:
+        a = t.table(name)
+        as_name(a.path, name, max_len=20)
+        kind = a.get("kind", one_of(tuple(APP_KINDS)))
+        app = APP_KINDS[kind](a, name, spec, duration)
+        a.done()
+        apps.append(app)
+    return tuple(apps)
+
+
+def node_of(spec: topo.TopologySpec) -> Callable[[str, object], str]:
+    return one_of(tuple(spec.nodes))
+
+
+def start_time(t: Table, duration: float) -> float:
+    start = t.get("start", parse_time, 0.0)
+    if start >= duration:
+        raise ConfigError(join(t.path, "start"), f"starts at {start:g} s, after the run ends ({duration:g} s)")
+    return start
+
+
+@register_app_kind("iperf3")
+def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> Iperf3App:
+    node = node_of(spec)
+    src, dst = t.get("src", node), t.get("dst", node)
+    if src == dst:
+        raise ConfigError(join(t.path, "dst"), "src and dst must be different nodes")
+    start = start_time(t, duration)
+    length = t.get("duration", lambda p, v: parse_time(p, v, allow_zero=False), None)
+    if length is not None and start + length > duration:
+        raise ConfigError(join(t.path, "duration"), f"start + duration ({start + length:g} s) exceeds the run ({duration:g} s)")
+    return Iperf3App(
+        name=name, kind="iperf3", src=src, dst=dst, start_s=start, duration_s=length,
+        flows=t.get("flows", lambda p, v: as_int(p, v, minimum=1), 1),
+        congestion_control=t.get("tcp_congestion_control", one_of(CONGESTION_CONTROLS), None),
+        port=t.get("port", lambda p, v: as_int(p, v, minimum=1024), 5201),
+        interval_s=t.get("interval", lambda p, v: parse_time(p, v, allow_zero=False), 1.0),
+    )

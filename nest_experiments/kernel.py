@@ -1,0 +1,107 @@
+"""What the running kernel and this machine can do (used by ``doctor`` and ``run``).
+
+Kernel features are probed in a throw-away, unnamed network namespace
+(``unshare --net``), so probing never leaves anything behind and never
+touches the host's interfaces.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+
+from nest_experiments.config import Experiment
+from nest_experiments.errors import KernelFeatureError
+
+_QDISC_PROBE = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:"]
+
+#: feature -> (probe argv run in a fresh netns, what provides it)
+FEATURES: dict[str, tuple[list[str], str]] = {
+    "veth": (["ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"], "CONFIG_VETH (veth)"),
+    "htb": (_QDISC_PROBE + ["htb"], "sch_htb"),
+    "tbf": (_QDISC_PROBE + ["tbf", "rate", "1mbit", "burst", "10kb", "latency", "50ms"], "sch_tbf"),
+    "pfifo": (_QDISC_PROBE + ["pfifo"], "sch_fifo"),
+    "bfifo": (_QDISC_PROBE + ["bfifo"], "sch_fifo"),
+    "netem": (_QDISC_PROBE + ["netem", "delay", "1ms"], "sch_netem"),
+    "pie": (_QDISC_PROBE + ["pie"], "sch_pie"),
+    "fq_pie": (_QDISC_PROBE + ["fq_pie"], "sch_fq_pie"),
+    "fq_codel": (_QDISC_PROBE + ["fq_codel"], "sch_fq_codel"),
+    "codel": (_QDISC_PROBE + ["codel"], "sch_codel"),
+    "mptcp": (["ip", "mptcp", "limits", "show"], "CONFIG_MPTCP"),
+    "nftables": (["nft", "list", "tables"], "nf_tables"),
+}
+
+#: tool -> (executable, Debian/Ubuntu package, needed by)
+TOOLS: dict[str, tuple[str, str, str]] = {
+    "ip/tc": ("tc", "iproute2", "everything"),
+    "ethtool": ("ethtool", "ethtool", "everything (offloads off)"),
+    "iperf3": ("iperf3", "iperf3", "iperf3 apps"),
+    "sipp": ("sipp", "sip-tester", "VoIP background traffic"),
+    "httperf": ("httperf", "httperf", "HTTP background traffic"),
+    "gpac": ("gpac", "gpac (Ubuntu; not in Debian: build from github.com/gpac/gpac)", "player = \"gpac\""),
+    "caddy": ("caddy", "caddy", "the Caddy web server option"),
+    "qemu": ("qemu-system-x86_64", "qemu-system-x86", "the VM runtime"),
+    "ffmpeg": ("ffmpeg", "ffmpeg", "real media encodes"),
+    "tcpdump": ("tcpdump", "tcpdump", "capture-based queue delay"),
+    "nft": ("nft", "nftables", "firewall rules"),
+}
+
+
+@dataclass(frozen=True)
+class Probe:
+    ok: bool
+    detail: str
+
+
+@cache
+def probe_feature(name: str) -> Probe:
+    argv, provider = FEATURES[name]
+    if shutil.which(argv[0]) is None:
+        return Probe(False, f"cannot probe: {argv[0]} missing")
+    try:
+        proc = subprocess.run(["unshare", "--net", "--", *argv], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Probe(False, f"probe failed: {exc}")
+    if proc.returncode == 0:
+        return Probe(True, provider)
+    return Probe(False, f"missing {provider}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:] or ['?']}")
+
+
+def features_needed(exp: Experiment) -> dict[str, str]:
+    """Kernel feature -> the config key that needs it."""
+    need: dict[str, str] = {"veth": "experiment.topology"}
+    for link in exp.links:
+        for direction, e in (("forward", link.forward), ("reverse", link.reverse)):
+            where = f"links.{link.name}.{direction}"
+            if e.rate_bps is not None:
+                need.setdefault("htb", f"{where}.rate")
+            if e.needs_netem:
+                need.setdefault("netem", f"{where}.delay")
+            if e.qdisc is not None:
+                need.setdefault(e.qdisc.kind, f"{where}.qdisc.kind")
+    for app in exp.apps:
+        for feature in getattr(app, "kernel_features", ()):
+            need.setdefault(feature, f"apps.{app.name}")
+    return need
+
+
+def missing_on_host(exp: Experiment) -> dict[str, str]:
+    """Features the experiment needs that this kernel lacks: feature -> config key."""
+    return {f: key for f, key in features_needed(exp).items() if f in FEATURES and not probe_feature(f).ok}
+
+
+def require_host_features(exp: Experiment) -> None:
+    missing = missing_on_host(exp)
+    if missing:
+        feature, key = next(iter(missing.items()))
+        module = FEATURES[feature][1]
+        others = f" (also missing: {', '.join(list(missing)[1:])})" if len(missing) > 1 else ""
+        raise KernelFeatureError(f"{key}: this kernel has no '{feature}' ({module}){others}; "
+                                 "use --runtime vm (or auto) to run in a VM with a stock kernel")
+
+
+def kernel_release() -> str:
+    return os.uname().release

@@ -1,0 +1,111 @@
+"""``run``: load and validate everything, pick the runtime, run the sweep, plot.
+
+Validation (config, sweep, kernel features, tools) happens before any
+namespace exists. With ``--runtime vm`` (or ``auto`` on a kernel without the
+qdiscs) the same command runs inside one VM for the whole sweep, with the
+results folder shared read-write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.config import load_default_raw, read_toml
+from nest_experiments.errors import NestExpError
+from nest_experiments.kernel import missing_on_host, require_host_features
+from nest_experiments.sweep import RunSpec, apply_overrides, expand
+
+VM_TIMEOUT_MARGIN_S = 600.0
+
+
+def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
+    raw = read_toml(args.experiment) if args.experiment else load_default_raw()
+    raw = apply_overrides(raw, list(args.set))
+    if args.reps is not None and args.reps < 1:
+        raise NestExpError("--reps must be at least 1")
+    runs = expand(raw, repetitions=args.reps)
+    if args.only:
+        unknown = sorted(set(args.only) - {r.name for r in runs})
+        if unknown:
+            raise NestExpError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(r.name for r in runs)}")
+        runs = [r for r in runs if r.name in args.only]
+    return raw, runs
+
+
+def choose_runtime(args: argparse.Namespace, runs: list[RunSpec]) -> str:
+    wanted = args.runtime or runs[0].experiment.runtime
+    if os.environ.get("NEST_EXP_RUNTIME") == "vm":
+        return "host"  # we are the guest
+    if wanted == "auto":
+        return "vm" if any(missing_on_host(r.experiment) for r in runs) else "host"
+    if wanted == "host":
+        for r in runs:
+            require_host_features(r.experiment)
+    return wanted
+
+
+def run_command(args: argparse.Namespace) -> int:
+    _, runs = load_runs(args)
+    results = (args.results or _default_results()).resolve()
+    if args.check:
+        for r in runs:
+            print(f"{r.experiment.name}/{r.name}")
+        return 0
+    if os.geteuid() != 0:
+        raise NestExpError("running an experiment needs root (network namespaces): use sudo")
+    runtime = choose_runtime(args, runs)
+    if runtime == "vm":
+        return _run_in_vm(args, runs, results)
+    from nest_experiments.runner import run_sweep
+
+    outcomes = run_sweep(runs, results_root=results)
+    if not args.no_plot and os.environ.get("NEST_EXP_RUNTIME") != "vm":
+        _plot(results / runs[0].experiment.name)
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+def _default_results() -> Path:
+    from nest_experiments.runner import RESULTS_ROOT
+
+    return RESULTS_ROOT
+
+
+def _plot(folder: Path) -> None:
+    from nest_experiments.analysis import print_summary
+    from nest_experiments.plot import plot_folder
+
+    print_summary(folder)
+    pngs = plot_folder(folder)
+    print(f"{len(pngs)} plots in {folder}", file=sys.stderr)
+
+
+def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+    from nest_experiments.vm import run_in_vm
+
+    results.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results)]
+    budget = sum(r.experiment.duration_s + 60 for r in runs) * 3 + VM_TIMEOUT_MARGIN_S
+    print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
+          f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
+          file=sys.stderr, flush=True)
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env={"NEST_EXP_RUNTIME": "vm"}, timeout_s=budget)
+    if not args.no_plot:
+        _plot(results / runs[0].experiment.name)
+    return result.exit_code
+
+
+def _guest_args(args: argparse.Namespace, results: Path) -> list[str]:
+    out = ["run", "--runtime", "host", "--results", str(results), "--no-plot"]
+    if args.experiment:
+        out.insert(1, str(args.experiment.resolve()))
+    if args.reps is not None:
+        out += ["--reps", str(args.reps)]
+    for item in args.set:
+        out += ["--set", item]
+    for name in args.only:
+        out += ["--only", name]
+    return out

@@ -1,0 +1,83 @@
+"""PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from nest_experiments.analysis import load_qdisc, run_dirs  # noqa: E402
+from nest_experiments.errors import NestExpError  # noqa: E402
+from nest_experiments.rundir import read_manifest  # noqa: E402
+
+
+def plot_folder(folder: Path) -> list[Path]:
+    runs = [d for d in run_dirs(folder) if (read_manifest(d) or {}).get("status") == "completed"]
+    if not runs:
+        raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here")
+    out: list[Path] = []
+    for run_dir in runs:
+        out += plot_run(run_dir)
+    return out
+
+
+def plot_run(run_dir: Path) -> list[Path]:
+    out = []
+    q = load_qdisc(run_dir)
+    if not q.empty:
+        out.append(_qdisc_plot(run_dir, q))
+    if (run_dir / "iperf3.csv").exists():
+        out.append(_throughput_plot(run_dir, pd.read_csv(run_dir / "iperf3.csv")))
+    return out
+
+
+def _leaves(q: pd.DataFrame) -> pd.DataFrame:
+    """The queues that matter: every qdisc except HTB shapers and netem delay lines."""
+    leaves = q[~q.kind.isin(["htb", "netem"])]
+    return leaves if len(leaves) else q
+
+
+def _qdisc_plot(run_dir: Path, q: pd.DataFrame) -> Path:
+    leaves = _leaves(q)
+    has_delay = leaves.delay_ms.notna().any() if "delay_ms" in leaves else False
+    fig, axes = plt.subplots(3 if has_delay else 2, 1, figsize=(8, 7 if has_delay else 5), sharex=True)
+    for (node, dev, kind), rows in leaves.groupby(["node", "dev", "kind"]):
+        label = f"{node}->{dev} {kind}"
+        axes[0].plot(rows.t, rows.backlog_pkts, label=label, lw=0.8)
+        axes[1].plot(rows.t, rows.drops - rows.drops.iloc[0], label=label, lw=0.8)
+        if has_delay and rows.delay_ms.notna().any():
+            axes[2].plot(rows.t, rows.delay_ms, label=label, lw=0.8)
+    axes[0].set_ylabel("backlog (packets)")
+    axes[1].set_ylabel("drops (cumulative)")
+    if has_delay:
+        axes[2].set_ylabel("queue delay (ms, kernel)")
+    axes[-1].set_xlabel("time since run start (s)")
+    axes[0].legend(fontsize=7, loc="upper right")
+    axes[0].set_title(f"{run_dir.parent.name} / {run_dir.name}: qdiscs")
+    return _save(fig, run_dir / "qdisc.png")
+
+
+def _throughput_plot(run_dir: Path, df: pd.DataFrame) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for flow, rows in df.groupby("flow"):
+        ax.plot(rows.t, rows.bits_per_second / 1e6, label=str(flow), lw=0.8)
+    total = df.groupby(df.t.round(0)).bits_per_second.sum() / 1e6
+    ax.plot(total.index, total.values, "k--", lw=1, label="sum")
+    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel("throughput (Mbit/s)")
+    ax.set_title(f"{run_dir.parent.name} / {run_dir.name}: iperf3 flows")
+    ax.legend(fontsize=7, ncol=3, loc="lower right")
+    return _save(fig, run_dir / "throughput.png")
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,243 @@
+"""Running experiments: one run (topology up, apps, samplers, teardown) and a sweep.
+
+A run always ends with a manifest that says ``completed``, ``failed`` (with
+the reason) or ``interrupted``; every CSV is written under a temp name and
+renamed; the network and every process are gone when :func:`run_one`
+returns or raises. A sweep skips runs whose folder says ``completed`` for
+the same config, and goes on after a failed run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
+from nest_experiments import PROJECT_ROOT, __version__
+from nest_experiments.apps.base import APP_CLASSES, App, tool_version
+from nest_experiments.collectors.cpu import CpuMonitor
+from nest_experiments.collectors.qdisc import QdiscSampler
+from nest_experiments.config import Experiment
+from nest_experiments.errors import Interrupted, NestExpError
+from nest_experiments.net import Network
+from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, run_lock
+from nest_experiments.rundir import SCHEMA_VERSION, dump_toml, is_completed, write_csv, write_json
+from nest_experiments.sweep import RunSpec
+
+RESULTS_ROOT = PROJECT_ROOT / "results"
+FINISH_GRACE_S = 15.0
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def runtime_name() -> str:
+    return os.environ.get("NEST_EXP_RUNTIME", "host")
+
+
+def config_text(spec: RunSpec) -> str:
+    raw = dict(spec.experiment.raw)
+    raw["run"] = {"name": spec.name, "repetition": spec.repetition, "seed": spec.seed}
+    return dump_toml(raw)
+
+
+@contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) raise :class:`Interrupted`, like SIGINT raises KeyboardInterrupt."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(f"received {signal.Signals(signum).name}")
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class RunOutcome:
+    name: str
+    status: str
+    reason: str
+    seconds: float
+    run_dir: Path
+
+
+class Run:
+    """One run of an experiment, into ``run_dir``."""
+
+    def __init__(self, spec: RunSpec, run_dir: Path) -> None:
+        self.spec = spec
+        self.exp: Experiment = spec.experiment
+        self.run_dir = run_dir
+        self.manifest: dict[str, Any] = {}
+        self.apps: list[App] = []
+        self.t0 = time.monotonic()
+
+    def clock(self) -> float:
+        return time.monotonic() - self.t0
+
+    def execute(self) -> RunOutcome:
+        started = time.monotonic()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.toml").write_text(config_text(self.spec))
+        self._init_manifest()
+        try:
+            with run_lock():
+                cleaned = clean_dead_runs()
+                if cleaned:
+                    self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
+                self._run_network()
+            self.manifest["status"] = "completed"
+        except (KeyboardInterrupt, Interrupted) as exc:
+            self._fail("interrupted", str(exc) or "interrupted (SIGINT)")
+            raise
+        except NestExpError as exc:
+            self._fail("failed", str(exc))
+        except Exception as exc:  # a bug: record it, keep the sweep going
+            self._fail("failed", f"{type(exc).__name__}: {exc}")
+            (self.run_dir / "error.log").write_text(traceback.format_exc())
+        finally:
+            self.manifest["finished"] = now_iso()
+            write_json(self.run_dir / "manifest.json", self.manifest)
+        m = self.manifest
+        return RunOutcome(self.spec.name, m["status"], m.get("reason", ""), time.monotonic() - started, self.run_dir)
+
+    def _fail(self, status: str, reason: str) -> None:
+        self.manifest["status"] = status
+        self.manifest["reason"] = reason
+
+    def _init_manifest(self) -> None:
+        self.manifest = {
+            "schema_version": SCHEMA_VERSION, "status": "running", "experiment": self.exp.name,
+            "run": self.spec.name, "repetition": self.spec.repetition, "point": dict(self.spec.point),
+            "seed": self.spec.seed, "runtime": runtime_name(), "kernel": platform.release(),
+            "started": now_iso(), "warnings": [], "versions": self._versions(),
+            "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
+        }
+        if runtime_name() == "vm":
+            self.manifest["vm"] = {k[12:].lower(): v for k, v in os.environ.items() if k.startswith("NEST_EXP_VM_")}
+        write_json(self.run_dir / "manifest.json", self.manifest)
+
+    def _versions(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"nest_experiments": __version__, "python": platform.python_version(), "nest": version("nest"),
+                "pyroute2": version("pyroute2"), "iproute2": tool_version(["tc", "-V"])}
+
+    def _run_network(self) -> None:
+        state = RunState(prefix=new_prefix())
+        self.manifest["prefix"] = state.prefix
+        with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control) as net:
+            write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
+            self.apps = [APP_CLASSES[a.kind](a, net=net, run_dir=self.run_dir, clock=self.clock,
+                                             duration_s=self.exp.duration_s) for a in self.exp.apps]
+            try:
+                self._run_apps(net)
+            finally:
+                for app in self.apps:
+                    app.stop()
+                    self.manifest["warnings"] += app.warnings
+                    self.manifest["versions"].update(app.versions)
+
+    def _run_apps(self, net: Network) -> None:
+        for app in self.apps:
+            app.prepare()
+        targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
+        self.t0 = time.monotonic()
+        self.manifest["t0_wall"] = now_iso()
+        sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
+        cpu = CpuMonitor(self.clock)
+        sampler.start()
+        cpu.start()
+        try:
+            self._schedule()
+            deadline = self.exp.duration_s + FINISH_GRACE_S
+            for app in self.apps:
+                app.finish(deadline)
+            self.manifest["traffic_end_t"] = round(self.clock(), 3)
+        finally:
+            cpu.stop()
+            sampler.stop(keep=True)
+            self.manifest.update(cpu.summary())
+            self.manifest["warnings"] += cpu.warnings()
+            write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
+        self._write_outputs()
+
+    def _schedule(self) -> None:
+        for app in sorted(self.apps, key=lambda a: a.cfg.start_s):
+            delay = app.cfg.start_s - self.clock()
+            if delay > 0:
+                time.sleep(delay)
+            app.start()
+        self.manifest["traffic_start_t"] = round(min((getattr(a, "t_start", 0.0) for a in self.apps), default=0.0), 3)
+        remaining = self.exp.duration_s - self.clock()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def _write_outputs(self) -> None:
+        merged: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+        for app in self.apps:
+            for name, (fields, rows) in app.outputs().items():
+                merged.setdefault(name, (fields, []))[1].extend(rows)
+        for name, (fields, rows) in merged.items():
+            write_csv(self.run_dir / name, fields, rows)
+
+
+def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
+    link = exp.link(e.link)
+    cfg = link.forward if e.node == link.a else link.reverse
+    return {"link": e.link, "node": e.node, "peer": e.peer, "dev": e.dev, "rate_bps": cfg.rate_bps,
+            "delay_s": cfg.delay_s, "loss_pct": cfg.loss_pct, "leaf_handle": e.plan.leaf_handle,
+            "qdisc": cfg.qdisc.kind if cfg.qdisc else None, "qdisc_params": dict(cfg.qdisc.params) if cfg.qdisc else {},
+            "sampled": e.link in exp.sample_links}
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: TextIO = sys.stderr,
+              after_each: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
+    """Run every run not yet completed; print progress; go on after failures."""
+    outcomes: list[RunOutcome] = []
+    total = len(runs)
+    t_start = time.monotonic()
+    with signals_as_exceptions():
+        for i, spec in enumerate(runs, 1):
+            run_dir = results_root / spec.experiment.name / spec.name
+            if is_completed(run_dir, config_text(spec)):
+                print(f"[{i}/{total}] {spec.name}: completed earlier, skipped", file=out, flush=True)
+                outcomes.append(RunOutcome(spec.name, "skipped", "", 0.0, run_dir))
+                continue
+            print(f"[{i}/{total}] {spec.name}: running ({spec.experiment.duration_s:g} s){_eta(outcomes, total - i + 1)}",
+                  file=out, flush=True)
+            outcome = Run(spec, run_dir).execute()
+            outcomes.append(outcome)
+            note = f": {outcome.reason}" if outcome.reason else ""
+            print(f"[{i}/{total}] {spec.name}: {outcome.status} in {outcome.seconds:.1f} s{note}", file=out, flush=True)
+            if after_each:
+                after_each(outcome)
+    print(f"{sum(o.status == 'completed' for o in outcomes)} completed, {sum(o.status == 'skipped' for o in outcomes)} "
+          f"skipped, {sum(o.status == 'failed' for o in outcomes)} failed in {time.monotonic() - t_start:.0f} s; "
+          f"results in {results_root / runs[0].experiment.name if runs else results_root}", file=out, flush=True)
+    return outcomes
+
+
+def _eta(outcomes: list[RunOutcome], remaining: int) -> str:
+    done = [o.seconds for o in outcomes if o.status != "skipped"]
+    if not done:
+        return ""
+    return f", about {sum(done) / len(done) * remaining / 60:.1f} min left"

@@ -1,0 +1,168 @@
+"""Traffic-control plans: an egress config in, ``tc`` argument lists out.
+
+Nothing here runs anything. :mod:`nest_experiments.net` applies a plan with
+the exit status checked and compares the kernel's view (``tc -j qdisc show``,
+``tc class show``) with :func:`expected`, so that a qdisc the kernel silently
+did not install stops the run.
+
+Layout of one egress (the AQM leaf is the only queue that builds up):
+
+* rate only:        ``htb 1:`` -> class ``1:1`` (rate = ceil) -> leaf ``10:``
+* delay/loss + rate: ``netem 1:`` (delay only, large limit) -> ``htb 2:`` ->
+  class ``2:1`` -> leaf ``10:``; netem holds packets for the delay but never
+  queues because of the rate, so the leaf is still the only bottleneck queue
+* delay/loss only:  ``netem 1:`` (its own tfifo is the queue)
+* qdisc only:       the qdisc at the root
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from nest_experiments.config import EgressConfig, QdiscConfig, qdisc_kinds
+from nest_experiments.units import format_rate
+
+NETEM_LIMIT = 100_000  # packets: the delay line must never be what drops
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedQdisc:
+    kind: str
+    handle: str
+    parent: str  # "root" or "1:1"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class EgressPlan:
+    ns: str
+    dev: str
+    commands: tuple[tuple[str, ...], ...]
+    qdiscs: tuple[ExpectedQdisc, ...]
+    htb_rate_bps: int | None
+    htb_class: str | None
+    leaf_handle: str | None  # the AQM / FIFO the sampler watches
+
+
+def qdisc_args(q: QdiscConfig) -> list[str]:
+    spec = qdisc_kinds()[q.kind]["params"]
+    args = [q.kind]
+    for name, value in q.params:
+        p = spec[name]
+        if p["type"] == "bool":
+            flag = p["tc"] if value else p.get("no")
+            args += [flag] if flag else []
+        elif p["type"] == "time":
+            args += [p["tc"], f"{round(value * 1e6)}us"]
+        else:
+            args += [p["tc"], str(value)]
+    return args
+
+
+def _readback_options(q: QdiscConfig) -> tuple[tuple[str, Any], ...]:
+    spec = qdisc_kinds()[q.kind]["params"]
+    out = []
+    for name, value in q.params:
+        key = spec[name].get("readback")
+        if key:
+            out.append((key, round(value * 1e6) if spec[name]["type"] == "time" else value))
+    return tuple(out)
+
+
+def netem_args(e: EgressConfig) -> list[str]:
+    args = ["netem", "limit", str(NETEM_LIMIT)]
+    if e.delay_s or e.jitter_s:
+        args += ["delay", f"{round(e.delay_s * 1e6)}us"]
+        if e.jitter_s:
+            args += [f"{round(e.jitter_s * 1e6)}us"]
+    if e.loss_pct:
+        args += ["loss", f"{e.loss_pct:g}%"]
+    return args
+
+
+def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
+    tc = ["tc", "-n", ns]
+    cmds: list[list[str]] = [tc + ["qdisc", "del", "dev", dev, "root"]]  # may fail: nothing there yet
+    qdiscs: list[ExpectedQdisc] = []
+    parent, top = ["root"], "root"
+    if e.needs_netem:
+        cmds.append(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem_args(e))
+        qdiscs.append(ExpectedQdisc(kind="netem", handle="1:", parent="root"))
+        parent, top = ["parent", "1:1"], "1:1"
+    htb_class = None
+    if e.rate_bps is not None:
+        h = "2:" if e.needs_netem else "1:"
+        htb_class = f"{h}1"
+        rate = format_rate(e.rate_bps)
+        cmds.append(tc + ["qdisc", "add", "dev", dev] + parent + ["handle", h, "htb", "default", "1"])
+        cmds.append(tc + ["class", "add", "dev", dev, "parent", h, "classid", htb_class, "htb", "rate", rate, "ceil", rate])
+        qdiscs.append(ExpectedQdisc(kind="htb", handle=h, parent=top))
+        parent, top = ["parent", htb_class], htb_class
+    leaf = None
+    if e.qdisc is not None:
+        leaf = "10:"
+        cmds.append(tc + ["qdisc", "add", "dev", dev] + parent + ["handle", leaf] + qdisc_args(e.qdisc))
+        qdiscs.append(ExpectedQdisc(kind=e.qdisc.kind, handle=leaf, parent=top, options=_readback_options(e.qdisc)))
+    elif e.needs_netem and e.rate_bps is None:
+        leaf = "1:"
+    return EgressPlan(ns=ns, dev=dev, commands=tuple(tuple(c) for c in cmds), qdiscs=tuple(qdiscs),
+                      htb_rate_bps=e.rate_bps, htb_class=htb_class, leaf_handle=leaf)
+
+
+# ---------------------------------------------------------------- read-back (pure)
+
+
+def compare_qdiscs(plan: EgressPlan, shown: list[dict[str, Any]]) -> list[str]:
+    """Differences between the plan and ``tc -j qdisc show dev X`` output."""
+    problems = []
+    for want in plan.qdiscs:
+        got = next((q for q in shown if q.get("handle") == want.handle), None)
+        where = f"{plan.ns}/{plan.dev} {want.handle}"
+        if got is None or got.get("kind") != want.kind:
+            found = got.get("kind") if got else "nothing"
+            problems.append(f"{where}: expected qdisc {want.kind}, kernel has {found}")
+            continue
+        parent = "root" if got.get("root") else got.get("parent")
+        if parent != want.parent:
+            problems.append(f"{where}: {want.kind} under {parent}, expected under {want.parent}")
+        problems += _compare_options(where, want, got.get("options", {}))
+    return problems
+
+
+def _compare_options(where: str, want: ExpectedQdisc, options: dict[str, Any]) -> list[str]:
+    problems = []
+    for key, value in want.options:
+        got = options.get(key)
+        if got is None:
+            continue  # this iproute2 does not report it: nothing to compare
+        if isinstance(value, int) and isinstance(got, (int, float)):
+            ok = abs(got - value) <= max(1, 0.02 * abs(value))  # kernels round times to their tick
+        else:
+            ok = got == value
+        if not ok:
+            problems.append(f"{where}: {want.kind} {key} is {got}, expected {value}")
+    return problems
+
+
+_CLASS_RE = re.compile(r"class htb (?P<id>\S+) .*?\brate (?P<rate>\d+(?:\.\d+)?)(?P<unit>[KMG]?)bit\b")
+_MULT = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_htb_classes(text: str) -> dict[str, int]:
+    """``tc class show`` text -> {classid: rate in bit/s} (iproute2 6.1 ignores -j here)."""
+    out = {}
+    for m in _CLASS_RE.finditer(text):
+        out[m.group("id")] = int(round(float(m.group("rate")) * _MULT[m.group("unit")]))
+    return out
+
+
+def compare_rate(plan: EgressPlan, classes: dict[str, int]) -> list[str]:
+    if plan.htb_class is None or plan.htb_rate_bps is None:
+        return []
+    got = classes.get(plan.htb_class)
+    want = plan.htb_rate_bps
+    if got is None or abs(got - want) > 0.01 * want:
+        return [f"{plan.ns}/{plan.dev} class {plan.htb_class}: rate {got} bit/s, expected {want}"]
+    return []
