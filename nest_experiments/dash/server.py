@@ -66,6 +66,7 @@ from nest_experiments.dash.http1 import (
     format_response_head,
     parse_request_head,
 )
+from nest_experiments.dash.transports import UDP_BUFFER, set_udp_buffers
 from nest_experiments.errors import KernelFeatureError, NestExpError, RunError
 
 LOG_FIELDS = (
@@ -81,9 +82,7 @@ LOG_FIELDS = (
 CHUNK = 256 * 1024  # file read size
 TCP_HIGH_WATER = 1024 * 1024  # asyncio write buffer before drain() blocks
 QUIC_WINDOW = 64 * 1024 * 1024  # max_data / max_stream_data (aioquic default: 1 MB)
-QUIC_SEND_BUFFER = (
-    4 * 1024 * 1024
-)  # unacknowledged bytes per QUIC stream before we stop feeding
+QUIC_SEND_BUFFER = 4 * 1024 * 1024  # unacknowledged bytes per QUIC stream before we stop feeding
 
 
 # --------------------------------------------------------------------------- content
@@ -199,7 +198,8 @@ async def _flush(writer: asyncio.StreamWriter) -> None:
     if transport.is_closing():
         return  # nothing left to wait for: the peer is gone or we are closing
     transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
-    await writer.drain()
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
     if not transport.is_closing():
         transport.set_write_buffer_limits(high=TCP_HIGH_WATER)  # type: ignore[attr-defined]
 
@@ -225,13 +225,14 @@ async def _respond_http1(
 ) -> tuple[float, int]:
     headers = ctx.base_headers(res, res.size)
     headers["connection"] = "keep-alive" if keep_alive else "close"
-    writer.write(format_response_head(res.status, headers))
     t_first = ctx.now()
+    writer.write(format_response_head(res.status, headers))
     sent = 0
     for chunk in [] if head_only else read_chunks(res.path):
         writer.write(chunk)
         sent += len(chunk)
         await writer.drain()
+        await asyncio.sleep(0)  # one process serves every connection: take turns
     await _flush(writer)
     return t_first, sent
 
@@ -254,9 +255,7 @@ async def _http1_exchange(
     except HttpError as exc:
         res, target, keep, head_only = _error(exc.status), "", False, False
     t_arrival = ctx.now()
-    t_first, sent = await _respond_http1(
-        ctx, writer, res=res, head_only=head_only, keep_alive=keep
-    )
+    t_first, sent = await _respond_http1(ctx, writer, res=res, head_only=head_only, keep_alive=keep)
     ctx.log.write(
         t=(t_arrival, t_first, ctx.now()),
         transport=transport,
@@ -299,9 +298,7 @@ def _text(value: bytes | str) -> str:
 class H2Session:
     """One HTTP/2 connection: a reader loop plus one sender task per stream."""
 
-    def __init__(
-        self, ctx: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, ctx: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.ctx, self.reader, self.writer = ctx, reader, writer
         self.conn_id = ctx.conn_id("h2")
         config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
@@ -325,16 +322,14 @@ class H2Session:
         except (ConnectionError, h2.exceptions.ProtocolError):
             pass
         finally:
-            for task in self.tasks.values():
-                task.cancel()
-            self.writer.close()
+            self.writer.close()  # unfinished responses fail; finished ones get logged
+            self.window_open.set()
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
     def handle(self, event: h2.events.Event) -> None:
         if isinstance(event, h2.events.RequestReceived):
             self.start_response(event.stream_id, _str_headers(event.headers or []))
-        elif isinstance(
-            event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged
-        ):
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
             self.window_open.set()
         elif isinstance(event, h2.events.StreamReset):
             self.cancel(event.stream_id)
@@ -357,13 +352,11 @@ class H2Session:
         t_arrival = self.ctx.now()
         target = headers.get(":path", "")
         method = headers.get(":method", "")
-        res = (
-            resolve(self.ctx.root, target) if method in ("GET", "HEAD") else _error(405)
-        )
+        res = resolve(self.ctx.root, target) if method in ("GET", "HEAD") else _error(405)
         out = self.ctx.base_headers(res, res.size)
         self.conn.send_headers(stream_id, [(":status", str(res.status)), *out.items()])
-        self.flush()
         t_first = self.ctx.now()
+        self.flush()
         sent = 0 if method == "HEAD" else await self.send_body(stream_id, res.path)
         self.conn.end_stream(stream_id)
         self.flush()
@@ -397,13 +390,13 @@ class H2Session:
             n = min(want, window, self.conn.max_outbound_frame_size)
             if n > 0:
                 return n
+            if self.writer.is_closing():
+                raise ConnectionResetError("connection closed while waiting for a window")
             self.window_open.clear()
             await self.window_open.wait()
 
 
-async def serve_tls(
-    ctx: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
+async def serve_tls(ctx: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     ssl_obj = writer.get_extra_info("ssl_object")
     if ssl_obj is not None and ssl_obj.selected_alpn_protocol() == "h2":
         await H2Session(ctx, reader, writer).run()
@@ -448,19 +441,13 @@ class H3ServerProtocol(QuicConnectionProtocol):
             headers = {k.decode(): v.decode() for k, v in event.headers}
             t_arrival = self.ctx.now()
             target, method = headers.get(":path", ""), headers.get(":method", "")
-            res = (
-                resolve(self.ctx.root, target)
-                if method in ("GET", "HEAD")
-                else _error(405)
-            )
+            res = resolve(self.ctx.root, target) if method in ("GET", "HEAD") else _error(405)
             out = self.ctx.base_headers(res, res.size)
             head = [(b":status", str(res.status).encode())]
             head += [(k.encode(), v.encode()) for k, v in out.items()]
             self.h3.send_headers(event.stream_id, head)
             chunks = read_chunks(res.path if method == "GET" else None)
-            self.outs[event.stream_id] = _H3Out(
-                event.stream_id, target, res.status, chunks, t_arrival, self.ctx.now()
-            )
+            self.outs[event.stream_id] = _H3Out(event.stream_id, target, res.status, chunks, t_arrival, self.ctx.now())
 
     def transmit(self) -> None:
         self.feed()
@@ -471,11 +458,7 @@ class H3ServerProtocol(QuicConnectionProtocol):
         assert self.h3 is not None
         for out in self.outs.values():
             stream = self._quic._streams.get(out.stream_id)
-            while (
-                stream is not None
-                and not out.fed_all
-                and _unacked(stream) < QUIC_SEND_BUFFER
-            ):
+            while stream is not None and not out.fed_all and _unacked(stream) < QUIC_SEND_BUFFER:
                 chunk = next(out.chunks, None)
                 self.h3.send_data(out.stream_id, chunk or b"", end_stream=chunk is None)
                 out.fed_all = chunk is None
@@ -500,11 +483,7 @@ class H3ServerProtocol(QuicConnectionProtocol):
         if stream is None:  # finished and forgotten: everything was acknowledged
             return True
         sender = stream.sender
-        return (
-            len(sender._pending) == 0
-            and not sender._pending_eof
-            and sender._buffer_fin is not None
-        )
+        return len(sender._pending) == 0 and not sender._pending_eof and sender._buffer_fin is not None
 
 
 def _unacked(stream: QuicStream) -> int:
@@ -563,9 +542,7 @@ class ServerConfig:
     quic_cc: str = "reno"
 
 
-async def _start_h3(
-    cfg: ServerConfig, ctx: Context, cert: Path, key: Path
-) -> tuple[Any, int]:
+async def _start_h3(cfg: ServerConfig, ctx: Context, cert: Path, key: Path) -> tuple[Any, int]:
     assert cfg.port_h3 is not None
     server = await quic_serve(
         cfg.bind,
@@ -574,26 +551,21 @@ async def _start_h3(
         create_protocol=functools.partial(H3ServerProtocol, ctx=ctx),
     )
     assert server._transport is not None
+    set_udp_buffers(server._transport, UDP_BUFFER)
     port = server._transport.get_extra_info("sockname")[1]
     ctx.alt_svc = f'h3=":{port}"; ma=86400'
     return server, port
 
 
-async def _start_tcp(
-    cfg: ServerConfig, ctx: Context, cert: Path, key: Path
-) -> dict[str, Any]:
+async def _start_tcp(cfg: ServerConfig, ctx: Context, cert: Path, key: Path) -> dict[str, Any]:
     servers: dict[str, Any] = {}
     if cfg.port_tcp is not None:
         handler = functools.partial(serve_http1, ctx, "tcp")
-        servers["tcp"] = await asyncio.start_server(
-            handler, cfg.bind, cfg.port_tcp, limit=MAX_HEAD
-        )
+        servers["tcp"] = await asyncio.start_server(handler, cfg.bind, cfg.port_tcp, limit=MAX_HEAD)
     if cfg.port_mptcp is not None:
         handler = functools.partial(serve_http1, ctx, "mptcp")
         sock = mptcp_listener(cfg.bind, cfg.port_mptcp)
-        servers["mptcp"] = await asyncio.start_server(
-            handler, sock=sock, limit=MAX_HEAD
-        )
+        servers["mptcp"] = await asyncio.start_server(handler, sock=sock, limit=MAX_HEAD)
     if cfg.port_h2 is not None:
         handler = functools.partial(serve_tls, ctx)
         servers["h2"] = await asyncio.start_server(
@@ -626,9 +598,7 @@ async def serve(cfg: ServerConfig, stop: asyncio.Event) -> None:
         for name, server in servers.items():
             stack.callback(server.close)
             ports[name] = server.sockets[0].getsockname()[1]
-        print(
-            json.dumps({"ready": True, "pid": os.getpid(), "ports": ports}), flush=True
-        )
+        print(json.dumps({"ready": True, "pid": os.getpid(), "ports": ports}), flush=True)
         await stop.wait()
 
 
@@ -641,14 +611,10 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
     p.add_argument("--root", type=Path, required=True, help="directory to serve")
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on")
     for name in ("tcp", "mptcp", "h2", "h3"):
-        p.add_argument(
-            f"--port-{name}", type=int, help=f"{name} port (0 = any free port)"
-        )
+        p.add_argument(f"--port-{name}", type=int, help=f"{name} port (0 = any free port)")
     p.add_argument("--access-log", type=Path, help="CSV access log")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
-    p.add_argument(
-        "--ca-out", type=Path, help="write the self-signed certificate (PEM) here"
-    )
+    p.add_argument("--ca-out", type=Path, help="write the self-signed certificate (PEM) here")
     p.add_argument(
         "--quic-cc",
         default="reno",

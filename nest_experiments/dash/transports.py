@@ -9,7 +9,7 @@
   ``max_data``/``max_stream_data`` raised to ``window``.
 
 Times come from the caller's ``clock``: ``t_request`` when the request was
-handed to the kernel, ``t_first_byte`` when the first response byte (head)
+handed to the kernel (stamped just before the send call), ``t_first_byte`` when the first response byte (head)
 arrived, ``t_last_byte`` when the last body byte arrived. Every low-level
 failure is raised as :class:`~nest_experiments.errors.RunError` naming the
 URL. Non-2xx answers are results (``status``), not errors.
@@ -66,6 +66,7 @@ from nest_experiments.errors import (
 KINDS = ("tcp", "mptcp", "h2", "h3")
 CHUNK = 256 * 1024
 DEFAULT_WINDOW = 64 * 1024 * 1024  # h2 / QUIC receive windows (QUIC default: 1 MB)
+UDP_BUFFER = 4 * 1024 * 1024  # like quic-go / Chromium, which raise it to avoid drops
 SOL_MPTCP = 284  # linux/socket.h; not in Python's socket module
 MPTCP_INFO = 1
 Connector = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
@@ -84,6 +85,7 @@ class FetcherOptions:
     window: int = DEFAULT_WINDOW  # h2/h3 receive windows, bytes
     h2_max_frame: int = 16384  # SETTINGS_MAX_FRAME_SIZE we announce
     quic_cc: str = "reno"  # aioquic congestion control of the client side
+    udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
 
 
 async def open_fetcher(
@@ -109,9 +111,7 @@ async def open_fetcher(
         return await H2Fetcher.open(host, port, opts)
     if kind == "h3":
         return await H3Fetcher.open(host, port, opts)
-    raise ConfigError(
-        "transport", f"unknown transport {kind!r}; expected one of {KINDS}"
-    )
+    raise ConfigError("transport", f"unknown transport {kind!r}; expected one of {KINDS}")
 
 
 def url_of(kind: str, host: str, port: int, path: str) -> str:
@@ -173,9 +173,7 @@ class _Exchange:
 class _H1Connection:
     """One HTTP/1.1 connection; one request at a time."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.open = True
         self.requests = 0
@@ -185,8 +183,8 @@ class _H1Connection:
 
     async def get(self, path: str, host: str, clock: Clock, idle: float) -> _Exchange:
         ex = _Exchange(path)
-        self.writer.write(format_request(target=path, host=host))
         ex.t_request = clock()
+        self.writer.write(format_request(target=path, host=host))
         self.reused, self.got_bytes = self.requests > 0, False
         self.requests += 1
         async with asyncio.timeout(idle) as deadline:
@@ -205,9 +203,7 @@ class _H1Connection:
             ex.t_first = ex.t_last
         return data
 
-    async def _read_head(
-        self, ex: _Exchange, clock: Clock, deadline: asyncio.Timeout, idle: float
-    ) -> bytes:
+    async def _read_head(self, ex: _Exchange, clock: Clock, deadline: asyncio.Timeout, idle: float) -> bytes:
         buf = b""
         while (end := buf.find(b"\r\n\r\n")) < 0:
             if len(buf) > MAX_HEAD:
@@ -249,15 +245,11 @@ class _H1Connection:
         self.writer.close()
 
 
-async def _connect_tcp(
-    host: str, port: int
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _connect_tcp(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.open_connection(host, port, limit=4 * CHUNK)
 
 
-async def _connect_mptcp(
-    host: str, port: int
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _connect_mptcp(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     family, _, _, _, addr = infos[0]
@@ -296,9 +288,7 @@ async def _sock_connect(sock: socket.socket, addr: Any) -> None:
 class Http1Fetcher(Fetcher):
     """HTTP/1.1 over TCP or MPTCP, one keep-alive connection per stream name."""
 
-    def __init__(
-        self, *, kind: str, host: str, port: int, opts: FetcherOptions
-    ) -> None:
+    def __init__(self, *, kind: str, host: str, port: int, opts: FetcherOptions) -> None:
         self.kind, self.host, self.port, self.opts = kind, host, port, opts
         connect = _connect_mptcp if kind == "mptcp" else _connect_tcp
         self._connect: Connector = functools.partial(connect, host, port)
@@ -315,19 +305,13 @@ class Http1Fetcher(Fetcher):
     async def _fetch(self, stream: str, path: str) -> FetchResult:
         conn = await self._connection(stream)
         try:
-            ex = await conn.get(
-                path, self._host_header, self.opts.clock, self.opts.idle_timeout
-            )
+            ex = await conn.get(path, self._host_header, self.opts.clock, self.opts.idle_timeout)
         except (ConnectionError, OSError):
             conn.close()
             if not conn.reused or conn.got_bytes:
                 raise
-            conn = await self._connection(
-                stream
-            )  # server closed an idle connection: retry once
-            ex = await conn.get(
-                path, self._host_header, self.opts.clock, self.opts.idle_timeout
-            )
+            conn = await self._connection(stream)  # server closed an idle connection: retry once
+            ex = await conn.get(path, self._host_header, self.opts.clock, self.opts.idle_timeout)
         if not conn.open:
             conn.close()
         return ex.result(self.kind)
@@ -356,9 +340,7 @@ class Http1Fetcher(Fetcher):
 @dataclass
 class _Pending:
     ex: _Exchange
-    done: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
     def fail(self, exc: BaseException) -> None:
         if not self.done.done():
@@ -424,9 +406,7 @@ class H2Fetcher(Fetcher):
             alpn = writer.get_extra_info("ssl_object").selected_alpn_protocol()
             if alpn != "h2":
                 writer.close()
-                raise RunError(
-                    f"h2 {url_of('h2', host, port, '/')}: server chose ALPN {alpn!r}"
-                )
+                raise RunError(f"h2 {url_of('h2', host, port, '/')}: server chose ALPN {alpn!r}")
         fetcher = cls(host=host, port=port, opts=opts, reader=reader, writer=writer)
         fetcher.start()
         return fetcher
@@ -435,17 +415,13 @@ class H2Fetcher(Fetcher):
         self.conn.local_settings = h2.settings.Settings(
             client=True,
             initial_values={
-                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: min(
-                    self.opts.window, 2**31 - 1
-                ),
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: min(self.opts.window, 2**31 - 1),
                 h2.settings.SettingCodes.MAX_FRAME_SIZE: self.opts.h2_max_frame,
                 h2.settings.SettingCodes.ENABLE_PUSH: 0,
             },
         )
         self.conn.initiate_connection()
-        self.conn.increment_flow_control_window(
-            min(self.opts.window, 2**31 - 1) - 65535
-        )
+        self.conn.increment_flow_control_window(min(self.opts.window, 2**31 - 1) - 65535)
         self.writer.write(self.conn.data_to_send())
         self._reader_task = asyncio.create_task(self._read_loop())
 
@@ -470,17 +446,11 @@ class H2Fetcher(Fetcher):
         elif isinstance(event, h2.events.DataReceived) and p:
             p.ex.nbytes += len(event.data or b"")
             p.ex.t_last = now
-            self.conn.acknowledge_received_data(
-                event.flow_controlled_length or 0, event.stream_id
-            )
+            self.conn.acknowledge_received_data(event.flow_controlled_length or 0, event.stream_id)
         elif isinstance(event, h2.events.StreamEnded) and p:
             p.finish()
         elif isinstance(event, h2.events.StreamReset) and p:
-            p.fail(
-                ConnectionResetError(
-                    f"stream reset by the server (code {event.error_code})"
-                )
-            )
+            p.fail(ConnectionResetError(f"stream reset by the server (code {event.error_code})"))
         elif isinstance(event, h2.events.ConnectionTerminated):
             reason = f"GOAWAY (code {event.error_code})"
             for q in self.pending.values():
@@ -497,8 +467,8 @@ class H2Fetcher(Fetcher):
                 (":path", path),
             ]
             self.conn.send_headers(stream_id, headers, end_stream=True)
-            self.writer.write(self.conn.data_to_send())
             p.ex.t_request = self.opts.clock()
+            self.writer.write(self.conn.data_to_send())
             try:
                 await _wait_idle(p, self.opts.idle_timeout)
             finally:
@@ -517,6 +487,15 @@ class H2Fetcher(Fetcher):
 
 
 # --------------------------------------------------------------------------- HTTP/3
+
+
+def set_udp_buffers(transport: asyncio.BaseTransport | None, size: int) -> None:
+    """Raise a UDP socket's buffers: a Python QUIC endpoint reads in bursts and the
+    default 208 KiB receive buffer overflows (drops look like congestion to QUIC)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None and size > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
 
 class _H3ClientProtocol(QuicConnectionProtocol):
@@ -560,8 +539,8 @@ class _H3ClientProtocol(QuicConnectionProtocol):
             (b":path", path.encode()),
         ]
         self.h3.send_headers(stream_id, headers, end_stream=True)
-        self.transmit()
         p.ex.t_request = self.clock()
+        self.transmit()
         p.done.add_done_callback(lambda _f: self.pending.pop(stream_id, None))
         return p
 
@@ -602,14 +581,13 @@ class H3Fetcher(Fetcher):
             try:
                 async with asyncio.timeout(opts.connect_timeout):
                     protocol = await stack.enter_async_context(
-                        quic_connect(
-                            host, port, configuration=config, create_protocol=factory
-                        )
+                        quic_connect(host, port, configuration=config, create_protocol=factory)
                     )
             except BaseException:
                 await stack.aclose()
                 raise
         assert isinstance(protocol, _H3ClientProtocol)
+        set_udp_buffers(protocol._transport, opts.udp_buffer)
         return cls(host=host, port=port, opts=opts, protocol=protocol, stack=stack)
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
@@ -626,9 +604,7 @@ class H3Fetcher(Fetcher):
 # --------------------------------------------------------------------------- CLI
 
 
-async def _run_stream(
-    fetcher: Fetcher, stream: str, paths: list[str]
-) -> list[dict[str, Any]]:
+async def _run_stream(fetcher: Fetcher, stream: str, paths: list[str]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:
         result = await fetcher.fetch(stream, path)
@@ -674,14 +650,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STREAM=PATH",
         help="fetch PATH on STREAM; streams run concurrently, paths in order",
     )
-    p.add_argument(
-        "--repeat", type=int, default=1, help="fetch each PATH this many times"
-    )
+    p.add_argument("--repeat", type=int, default=1, help="fetch each PATH this many times")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
     p.add_argument("--ca", type=Path, help="CA certificate (PEM) for h2/h3")
-    p.add_argument(
-        "--insecure", action="store_true", help="do not verify the certificate"
-    )
+    p.add_argument("--insecure", action="store_true", help="do not verify the certificate")
     args = p.parse_args(argv)
     try:
         summary = asyncio.run(run_cli(args))

@@ -1,0 +1,222 @@
+"""DASH server and fetchers over tcp, mptcp, h2 and h3, in a private network namespace.
+
+The server and the client each run as a subprocess inside a fresh namespace
+(only its loopback is up), on one shared monotonic clock (``--t0``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SIZES = {"/video.bin": 6_000_000, "/audio.bin": 600_000, "/manifest.mpd": 2_000}
+# seconds: t_last_byte_sent is stamped after the send returns, and a process can be
+# preempted between the two on a busy machine; clock offsets would be far larger.
+TOL = 0.05
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def netns() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2 (ip) not installed")
+    name = "nxt" + secrets.token_hex(4)
+    _run("ip", "netns", "add", name)
+    try:
+        _run("ip", "-n", name, "link", "set", "lo", "up")
+        yield name
+    finally:
+        _run("ip", "netns", "del", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def content(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dash-content")
+    for path, size in SIZES.items():
+        (root / path.lstrip("/")).write_bytes(os.urandom(size))
+    return root
+
+
+@dataclass
+class Server:
+    ns: str
+    proc: subprocess.Popen[str]
+    ports: dict[str, int]
+    log: Path
+    ca: Path
+    t0: float
+
+    def stop(self) -> list[dict[str, str]]:
+        """Stop with SIGTERM (must exit 0) and return the access log rows."""
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=10) == 0, self.proc.stderr.read() if self.proc.stderr else ""
+        with self.log.open() as fh:
+            return list(csv.DictReader(fh))
+
+
+def _ready_line(proc: subprocess.Popen[str], timeout: float = 15.0) -> dict[str, object]:
+    assert proc.stdout is not None
+    readable, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if readable else ""
+    if not line:
+        proc.kill()
+        pytest.fail(f"server not ready: {proc.stderr.read() if proc.stderr else ''}")
+    return json.loads(line)
+
+
+@pytest.fixture
+def server(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
+    t0 = time.monotonic()
+    log, ca = tmp_path / "access.csv", tmp_path / "ca.pem"
+    cmd = ["ip", "netns", "exec", netns, sys.executable, "-m", "nest_experiments.dash.server",
+           "--root", str(content), "--bind", "127.0.0.1", "--access-log", str(log),
+           "--t0", repr(t0), "--ca-out", str(ca)]  # fmt: skip
+    for kind in ("tcp", "mptcp", "h2", "h3"):
+        cmd += [f"--port-{kind}", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = _ready_line(proc)
+        yield Server(netns, proc, dict(ready["ports"]), log, ca, t0)  # type: ignore[arg-type]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def fetch(srv: Server, kind: str, *gets: str, repeat: int = 1, port: int | None = None,
+          check: bool = True) -> tuple[list[dict[str, object]], dict[str, object]]:  # fmt: skip
+    """Run the fetcher CLI in the namespace; return (results, summary)."""
+    cmd = ["ip", "netns", "exec", srv.ns, sys.executable, "-m", "nest_experiments.dash.transports",
+           "--kind", kind, "--host", "127.0.0.1", "--port", str(port or srv.ports[kind]),
+           "--ca", str(srv.ca), "--t0", repr(srv.t0), "--repeat", str(repeat)]  # fmt: skip
+    for get in gets:
+        cmd += ["--get", get]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    results = [d for d in lines if "summary" not in d]
+    summary = next((d["summary"] for d in lines if "summary" in d), {"stderr": proc.stderr})
+    return results, summary
+
+
+def check_results(results: list[dict[str, object]], kind: str) -> None:
+    for r in results:
+        assert r["status"] == 200 and r["transport"] == kind
+        assert r["bytes"] == SIZES[str(r["path"])]
+        assert r["t_request"] <= r["t_first_byte"] <= r["t_last_byte"]  # type: ignore[operator]
+
+
+def check_log(results: list[dict[str, object]], rows: list[dict[str, str]], kind: str) -> None:
+    """Every client result has its server row, and the two clocks agree."""
+    assert len(rows) == len(results)
+    assert all(row["transport"] == kind for row in rows)
+    unmatched = list(rows)
+    for r in sorted(results, key=lambda r: float(r["t_request"])):  # type: ignore[arg-type]
+        row = next(x for x in unmatched if x["path"] == r["path"])
+        unmatched.remove(row)
+        assert int(row["status"]) == r["status"] and int(row["bytes"]) == r["bytes"]
+        t_arr, t_first, t_last = (float(row[k]) for k in
+                                  ("t_arrival", "t_first_byte_sent", "t_last_byte_sent"))  # fmt: skip
+        assert t_arr <= t_first <= t_last
+        assert float(r["t_request"]) <= t_arr  # type: ignore[arg-type]
+        assert t_first <= float(r["t_first_byte"]) + TOL  # type: ignore[arg-type]
+        assert t_last <= float(r["t_last_byte"]) + TOL  # type: ignore[arg-type]
+
+
+def conn_ids(rows: list[dict[str, str]], path: str) -> set[str]:
+    return {row["conn_id"] for row in rows if row["path"] == path}
+
+
+def overlap(results: list[dict[str, object]]) -> bool:
+    """Were an audio and a video request in flight at the same time?"""
+    audio = [r for r in results if r["path"] == "/audio.bin"]
+    video = [r for r in results if r["path"] == "/video.bin"]
+    return any(a["t_request"] < v["t_last_byte"] and v["t_request"] < a["t_last_byte"]  # type: ignore[operator]
+               for a in audio for v in video)  # fmt: skip
+
+
+GETS = ("video=/video.bin", "audio=/audio.bin")
+
+
+def test_tcp_one_persistent_connection_per_stream(server: Server) -> None:
+    results, summary = fetch(server, "tcp", "mpd=/manifest.mpd", *GETS, repeat=2)
+    rows = server.stop()
+    check_results(results, "tcp")
+    check_log(results, rows, "tcp")
+    video, audio, mpd = (conn_ids(rows, p) for p in ("/video.bin", "/audio.bin", "/manifest.mpd"))
+    assert len(video) == len(audio) == len(mpd) == 1  # keep-alive: 2 requests, 1 connection
+    assert len(video | audio | mpd) == 3
+    assert summary["mptcp_active"] == {"mpd": False, "video": False, "audio": False}
+
+
+def test_mptcp_connections_are_mptcp(server: Server) -> None:
+    monitor = subprocess.Popen(["ip", "netns", "exec", server.ns, "ip", "mptcp", "monitor"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        time.sleep(0.3)
+        results, summary = fetch(server, "mptcp", *GETS, repeat=2)
+        time.sleep(0.3)
+    finally:
+        monitor.terminate()
+        events, _ = monitor.communicate(timeout=10)
+    rows = server.stop()
+    check_results(results, "mptcp")
+    check_log(results, rows, "mptcp")
+    assert summary["mptcp_active"] == {"video": True, "audio": True}  # MPTCP_INFO answers
+    port = server.ports["mptcp"]
+    established = [e for e in events.splitlines() if "ESTABLISHED" in e and f"dport={port}" in e]
+    assert len(established) == 2, events  # one MPTCP connection per stream
+
+
+@pytest.mark.parametrize("kind", ["h2", "h3"])
+def test_multiplexed_streams_share_one_connection(server: Server, kind: str) -> None:
+    results, _ = fetch(server, kind, *GETS, repeat=2)
+    rows = server.stop()
+    check_results(results, kind)
+    check_log(results, rows, kind)
+    assert len({row["conn_id"] for row in rows}) == 1
+    assert overlap(results), results  # audio and video really were concurrent
+
+
+def test_h3_advertised_by_alt_svc(server: Server) -> None:
+    # the test process is outside the namespace: ask from inside it
+    code = ("import urllib.request,sys; r=urllib.request.urlopen(sys.argv[1]); "
+            "print(r.headers['alt-svc'])")  # fmt: skip
+    url = f"http://127.0.0.1:{server.ports['tcp']}/manifest.mpd"
+    out = _run("ip", "netns", "exec", server.ns, sys.executable, "-c", code, url).stdout
+    assert out.strip().startswith(f'h3=":{server.ports["h3"]}"')
+    server.stop()
+
+
+def test_errors_name_the_url(server: Server) -> None:
+    results, summary = fetch(server, "tcp", "video=/missing.bin")
+    assert results[0]["status"] == 404 and results[0]["bytes"] == 0
+    closed = server.ports["tcp"]
+    server.stop()
+    _, summary = fetch(server, "tcp", "video=/video.bin", port=closed, check=False)
+    assert f"http://127.0.0.1:{closed}/video.bin" in str(summary["stderr"])
+    assert "ConnectionRefused" in str(summary["stderr"])
