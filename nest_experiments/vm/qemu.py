@@ -1,0 +1,483 @@
+"""Boot the guest image with qemu and run one command in it.
+
+The guest sees the host's root file system read-only over 9p, the directories
+in ``rw_dirs`` writable at the same absolute paths, and nothing of the host's
+network (``-nic none``). The command, its working directory and environment go
+to the guest as a JSON file in a private run share; no shell string is ever
+built from them. qemu runs in its own process group with ``PR_SET_PDEATHSIG``
+set to SIGKILL and is killed on timeout, exceptions, KeyboardInterrupt and
+SIGTERM; the per-run folder is always removed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from nest_experiments.errors import Interrupted, VMError
+from nest_experiments.vm.image import MSIZE, VMImage, cache_dir, ensure_image
+
+QEMU = "qemu-system-x86_64"
+MARKER = "@@nestvm:"
+KERNEL_CMDLINE = ("console=ttyS0", "panic=-1", "quiet", "loglevel=3", "mitigations=off",
+                  "random.trust_cpu=on", "8250.nr_uarts=1")
+#: Seconds a KVM probe boot may take before KVM is declared broken on this host.
+KVM_PROBE_TIMEOUT_S = 20.0
+#: Paths the guest cannot see on the shared root (its own tmpfs/procfs is mounted there).
+GUEST_PRIVATE = (Path("/tmp"), Path("/run"), Path("/proc"), Path("/sys"), Path("/dev"))
+
+PR_SET_PDEATHSIG = 1
+
+
+class VMTimeoutError(VMError):
+    """The guest did not finish within the timeout; qemu was killed."""
+
+
+@dataclass(frozen=True)
+class VMResult:
+    """Outcome of :func:`run_in_vm`."""
+
+    exit_code: int
+    accel: str
+    guest_kernel: str
+    boot_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of :func:`probe` (for ``doctor``)."""
+
+    ok: bool
+    reason: str
+    accel: str
+    boot_s: float
+    guest_kernel: str
+    qdiscs: tuple[tuple[str, bool], ...] = ()
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def _qemu_opt(value: str) -> str:
+    """Escape a value for a qemu ``-opt key=value,...`` list (commas are doubled)."""
+    return value.replace(",", ",,")
+
+
+def qemu_argv(
+    *,
+    image: VMImage,
+    accel: str,
+    shares: Sequence[tuple[str, Path, bool]],
+    memory_mb: int = 2048,
+    cpus: int = 2,
+    qemu: str = QEMU,
+) -> list[str]:
+    """The qemu command line. ``shares`` are ``(mount tag, host path, read_only)``."""
+    if accel not in ("kvm", "tcg"):
+        raise VMError(f"unknown accelerator {accel!r} (use auto, kvm or tcg)")
+    argv = [
+        qemu, "-name", "nestvm",
+        "-accel", "kvm" if accel == "kvm" else "tcg,thread=multi",
+        "-cpu", "host" if accel == "kvm" else "max",
+        "-m", str(int(memory_mb)), "-smp", str(int(cpus)),
+        "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+        "-append", " ".join(KERNEL_CMDLINE),
+        "-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
+        "-device", "virtio-rng-pci",
+    ]
+    for tag, path, read_only in shares:
+        opts = f"local,path={_qemu_opt(str(path))},mount_tag={tag},security_model=passthrough,multidevs=remap"
+        if read_only:
+            opts += ",readonly=on"
+        argv += ["-virtfs", opts]
+    return argv
+
+
+def _mount_order(rw_dirs: Sequence[Path]) -> list[tuple[str, Path]]:
+    """Mount tags ``rw0``, ``rw1``, ... with parents before children."""
+    ordered = sorted(rw_dirs, key=lambda p: (len(p.parts), str(p)))
+    return [(f"rw{i}", p) for i, p in enumerate(ordered)]
+
+
+def run_spec(*, argv: Sequence[str], cwd: Path, env: Mapping[str, str], rw_dirs: Sequence[Path]) -> dict[str, object]:
+    """The JSON document the guest helper reads (mount tags ``rw0``, ``rw1``, ... in mount order)."""
+    full_env = dict(env)
+    full_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    return {
+        "argv": list(argv),
+        "cwd": str(cwd),
+        "env": full_env,
+        "mounts": [{"tag": tag, "path": str(path)} for tag, path in _mount_order(rw_dirs)],
+        "msize": MSIZE,
+    }
+
+
+def _validate(argv: Sequence[str], cwd: Path, rw_dirs: Sequence[Path], env: Mapping[str, str]) -> list[Path]:
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise VMError("run_in_vm: argv must be a non-empty list of strings")
+    if any("\0" in a for a in argv) or any("\0" in k + v for k, v in env.items()):
+        raise VMError("run_in_vm: argv and env must not contain NUL characters")
+    if not Path(cwd).is_absolute():
+        raise VMError(f"run_in_vm: cwd must be an absolute path, got {cwd}")
+    dirs: list[Path] = []
+    for d in rw_dirs:
+        p = Path(d)
+        if not p.is_absolute() or not p.is_dir():
+            raise VMError(f"run_in_vm: writable directory {d} must be an existing absolute directory")
+        dirs.append(p.resolve())
+    if len(set(dirs)) != len(dirs):
+        raise VMError("run_in_vm: rw_dirs lists a directory twice")
+    return dirs
+
+
+def _guest_python(explicit: str | None) -> str:
+    candidates = [explicit] if explicit else [sys.executable, "/usr/bin/python3"]
+    for c in candidates:
+        if not c or "\n" in c:
+            continue
+        p = Path(c)
+        if p.is_absolute() and p.exists() and not any(p == g or g in p.parents for g in GUEST_PRIVATE):
+            return c
+    raise VMError("no python usable inside the guest (it must live on the host root, not under /tmp or /run): "
+                  "apt-get install python3")
+
+
+# --------------------------------------------------------------------------- process handling
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _prctl() -> Callable[..., int]:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc.prctl  # type: ignore[no-any-return]
+
+
+def _make_preexec() -> Callable[[], None]:
+    """preexec_fn for qemu: die with SIGKILL when the parent dies (even by kill -9)."""
+    prctl = _prctl()  # resolved before the fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While inside, SIGTERM raises Interrupted, unless the caller installed its own handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: types.FrameType | None) -> None:
+        raise Interrupted("interrupted by SIGTERM")
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid (process_group=0); not reaped yet
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired as exc:
+        raise VMError(f"qemu (pid {proc.pid}) did not die after SIGKILL") from exc
+
+
+class _Console(threading.Thread):
+    """Reads qemu's stdout (the guest's serial console), forwards it, and watches markers.
+
+    Firmware and kernel boot output (before the init marker) and the power-off
+    message (after the done marker) are not forwarded, only kept for error messages.
+    """
+
+    def __init__(self, stream: io.BufferedReader, out: TextIO | None, t0: float) -> None:
+        super().__init__(name="nestvm-console", daemon=True)
+        self.stream = stream
+        self.out = out
+        self.t0 = t0
+        self.phase = "boot"
+        self.started_at: float | None = None
+        self.errors: list[str] = []
+        self.tail: list[str] = []
+
+    def _marker(self, what: str) -> None:
+        if what == "init":
+            self.phase = "init"
+        elif what == "start":
+            self.phase = "run"
+            if self.started_at is None:
+                self.started_at = time.monotonic() - self.t0
+        elif what == "done":
+            self.phase = "done"
+        elif what.startswith("error"):
+            self.errors.append(what[len("error"):].strip())
+
+    def run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").replace("\r", "")
+            at = line.find(MARKER)
+            if at >= 0 and self.phase != "run":
+                self._marker(line[at + len(MARKER):].strip())
+                continue
+            if at >= 0 and line[at + len(MARKER):].strip() == "done":
+                self._marker("done")
+                continue
+            stripped = line.strip()
+            if stripped:
+                self.tail = (self.tail + [stripped])[-20:]
+            if self.out is not None and self.phase in ("init", "run"):
+                try:
+                    self.out.write(line)
+                    self.out.flush()
+                except (OSError, ValueError):
+                    self.out = None
+
+
+def _clean_stale_runs(runs: Path) -> None:
+    """Remove run folders of runners that no longer exist (left by kill -9)."""
+    if not runs.is_dir():
+        return
+    for d in runs.iterdir():
+        pid_s = d.name.split("-", 1)[0]
+        if not pid_s.isdigit() or int(pid_s) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid_s), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+# --------------------------------------------------------------------------- accelerator
+
+
+def _accel_cache_file(root: Path | None) -> Path:
+    return cache_dir(root) / "accel.json"
+
+
+def _read_accel_cache(root: Path | None) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(_accel_cache_file(root).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def resolve_accel(accel: str = "auto", *, root: Path | None = None, image: VMImage | None = None,
+                  console: TextIO | None = None) -> tuple[str, str]:
+    """Return ``(accelerator, reason)``. ``auto`` probes KVM once per host kernel and caches the verdict."""
+    if accel == "tcg":
+        return "tcg", "requested"
+    kvm_ok = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    if accel == "kvm":
+        if not kvm_ok:
+            raise VMError("accel kvm requested but /dev/kvm is missing or not accessible")
+        return "kvm", "requested"
+    if accel != "auto":
+        raise VMError(f"unknown accelerator {accel!r} (use auto, kvm or tcg)")
+    if not kvm_ok:
+        return "tcg", "/dev/kvm not available"
+    release = platform.release()
+    cached = _read_accel_cache(root).get(release)
+    if cached and cached.get("accel") in ("kvm", "tcg"):
+        return cached["accel"], cached.get("reason", "cached")
+    # Probe: a trivial command under KVM with a short timeout.
+    try:
+        run_in_vm(["true"], cwd=Path("/"), rw_dirs=[], env={}, timeout_s=KVM_PROBE_TIMEOUT_S, accel="kvm",
+                  console=None, root=root, image=image)
+        verdict, reason = "kvm", "KVM probe boot succeeded"
+    except VMTimeoutError:
+        verdict, reason = "tcg", f"KVM probe boot hung (> {KVM_PROBE_TIMEOUT_S:.0f} s); using TCG"
+    except VMError as exc:
+        verdict, reason = "tcg", f"KVM probe boot failed ({exc}); using TCG"
+    if console is not None:
+        console.write(f"vm: {reason}\n")
+    data = _read_accel_cache(root)
+    data[release] = {"accel": verdict, "reason": reason,
+                     "checked": datetime.now(UTC).isoformat(timespec="seconds")}
+    path = _accel_cache_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".accel.json.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return verdict, reason
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_in_vm(
+    argv: list[str],
+    *,
+    cwd: Path,
+    rw_dirs: list[Path],
+    env: dict[str, str],
+    timeout_s: float,
+    accel: str = "auto",
+    console: TextIO | None = sys.stderr,
+    memory_mb: int = 2048,
+    cpus: int = 2,
+    python: str | None = None,
+    image: VMImage | None = None,
+    root: Path | None = None,
+) -> VMResult:
+    """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
+
+    ``rw_dirs`` are writable inside the guest at the same absolute paths; the
+    rest of the host's root is read-only. The guest console (the command's
+    stdout and stderr) is streamed to ``console`` (``None`` discards it).
+    Returns the command's exit code (128+N when killed by signal N). Raises
+    :class:`VMTimeoutError` after ``timeout_s`` seconds (boot included) and
+    :class:`VMError` when the guest cannot be built, booted or report back.
+    """
+    cwd = Path(cwd)
+    dirs = _validate(argv, cwd, rw_dirs, env)
+    if shutil.which(QEMU) is None:
+        raise VMError(f"{QEMU} not found: apt-get install qemu-system-x86")
+    def log(message: str) -> None:
+        if console is not None:
+            console.write(message + "\n")
+
+    img = image or ensure_image(root=root, log=log)
+    if accel == "auto":
+        acc, _reason = resolve_accel("auto", root=root, image=img, console=console)
+    else:
+        acc, _reason = resolve_accel(accel, root=root)
+    guest_python = _guest_python(python)
+
+    runs = cache_dir(root) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    _clean_stale_runs(runs)
+    run_dir = runs / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    run_dir.mkdir(mode=0o700)
+    proc: subprocess.Popen[bytes] | None = None
+    reader: _Console | None = None
+    t0 = time.monotonic()
+    try:
+        spec = run_spec(argv=argv, cwd=cwd, env=env, rw_dirs=dirs)
+        mounts = _mount_order(dirs)
+        (run_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        (run_dir / "python").write_text(guest_python + "\n", encoding="utf-8")
+        shutil.copyfile(Path(__file__).with_name("guest.py"), run_dir / "guest.py")
+        shares: list[tuple[str, Path, bool]] = [("host", Path("/"), True), ("nestrun", run_dir, False)]
+        shares += [(tag, path, False) for tag, path in mounts]
+        cmd = qemu_argv(image=img, accel=acc, shares=shares, memory_mb=memory_mb, cpus=cpus)
+        with _sigterm_raises():
+            t0 = time.monotonic()
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, process_group=0,
+                                    preexec_fn=_make_preexec(), close_fds=True)
+            assert proc.stdout is not None
+            reader = _Console(proc.stdout, console, t0)  # type: ignore[arg-type]
+            reader.start()
+            try:
+                proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+                raise VMTimeoutError(
+                    f"guest command {argv[0]} did not finish within {timeout_s:g} s; qemu killed") from None
+        wall = time.monotonic() - t0
+        reader.join(timeout=5)
+        exit_file = run_dir / "exit_code"
+        if reader.errors:
+            raise VMError(f"guest init failed: {reader.errors[0]}")
+        if not exit_file.is_file():
+            last = reader.tail[-1] if reader.tail else "no console output"
+            raise VMError(f"guest exited (qemu status {proc.returncode}) without reporting an exit code; "
+                          f"last console line: {last}")
+        try:
+            code = int(exit_file.read_text().strip())
+        except ValueError as exc:
+            raise VMError(f"guest reported an unreadable exit code: {exit_file.read_text()!r}") from exc
+        boot = reader.started_at if reader.started_at is not None else wall
+        return VMResult(exit_code=code, accel=acc, guest_kernel=img.kernel_version,
+                        boot_s=round(boot, 3), wall_s=round(wall, 3))
+    finally:
+        if proc is not None:
+            _kill(proc)
+            if proc.stdout is not None:
+                if reader is not None:
+                    reader.join(timeout=5)
+                proc.stdout.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- probe
+
+#: Guest-side check for ``probe``: one bit per qdisc that could not be installed.
+#: A constant script: no value is interpolated into it.
+PROBE_QDISCS = ("pie", "fq_pie", "netem")
+_PROBE_SCRIPT = """
+ip netns add nestvm-probe || exit 64
+ip -n nestvm-probe link add a type veth peer name b || exit 65
+ip -n nestvm-probe link set a up && ip -n nestvm-probe link set b up || exit 66
+rc=0
+tc -n nestvm-probe qdisc add dev a root pie || rc=$((rc | 1))
+tc -n nestvm-probe qdisc add dev b root fq_pie || rc=$((rc | 2))
+tc -n nestvm-probe qdisc replace dev a root netem delay 10ms || rc=$((rc | 4))
+tc -n nestvm-probe qdisc show
+ip netns del nestvm-probe
+exit $rc
+"""
+
+
+def probe(*, accel: str = "auto", timeout_s: float = 180.0, console: TextIO | None = None,
+          root: Path | None = None) -> ProbeResult:
+    """Boot a guest and check that ``pie``, ``fq_pie`` and ``netem`` can be installed on a veth."""
+    sh = "/bin/sh"
+    try:
+        res = run_in_vm([sh, "-c", _PROBE_SCRIPT], cwd=Path("/"), rw_dirs=[],
+                        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, timeout_s=timeout_s,
+                        accel=accel, console=console, root=root)
+    except VMError as exc:
+        return ProbeResult(ok=False, reason=str(exc), accel=accel, boot_s=0.0, guest_kernel="")
+    if res.exit_code >= 64 or res.exit_code not in range(0, 8):
+        return ProbeResult(ok=False, reason=f"could not create a veth pair in a guest namespace "
+                           f"(exit {res.exit_code}); is iproute2 installed on the host?",
+                           accel=res.accel, boot_s=res.boot_s, guest_kernel=res.guest_kernel)
+    qdiscs = tuple((q, not res.exit_code & (1 << i)) for i, q in enumerate(PROBE_QDISCS))
+    missing = [q for q, ok in qdiscs if not ok]
+    reason = "ok" if not missing else f"guest kernel {res.guest_kernel} cannot install: {', '.join(missing)}"
+    return ProbeResult(ok=not missing, reason=reason, accel=res.accel, boot_s=res.boot_s,
+                       guest_kernel=res.guest_kernel, qdiscs=qdiscs)
+
+
+__all__ = ["ProbeResult", "VMResult", "VMTimeoutError", "probe", "qemu_argv", "resolve_accel", "run_in_vm",
+           "run_spec"]

@@ -1,0 +1,243 @@
+"""Pure parts of the VM runtime: module resolution, cache key, init script, cpio, qemu argv."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import lzma
+import struct
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.errors import VMError
+from nest_experiments.vm import image
+from nest_experiments.vm.image import (
+    INIT_SCRIPT,
+    CpioWriter,
+    VMImage,
+    extract_vmlinux,
+    image_key,
+    is_static_elf,
+    kernel_version_from_depends,
+    module_name,
+    resolve_modules,
+)
+from nest_experiments.vm.qemu import qemu_argv, run_spec
+
+MODULES_DEP = """\
+kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko
+kernel/net/9p/9pnet.ko:
+kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko
+kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko
+kernel/fs/netfs/netfs.ko:
+kernel/drivers/virtio/virtio.ko:
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/char/hw_random/virtio-rng.ko: kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko
+kernel/net/sched/sch_pie.ko:
+kernel/net/sched/sch_fq_pie.ko: kernel/net/sched/sch_pie.ko
+kernel/net/sched/sch_netem.ko:
+kernel/net/netfilter/nf_tables.ko: kernel/net/netfilter/nfnetlink.ko kernel/lib/libcrc32c.ko
+kernel/net/netfilter/nfnetlink.ko:
+kernel/lib/libcrc32c.ko:
+kernel/crypto/crc32c_generic.ko:
+kernel/arch/x86/crypto/crc32c-intel.ko:
+kernel/drivers/gpu/drm/unrelated.ko:
+"""
+SOFTDEP = "# comment\nsoftdep libcrc32c pre: crc32c\n"
+ALIAS = "alias crc32c crc32c_generic\nalias crc32c crc32c_intel\nalias pci:v*d* virtio_pci\n"
+BUILTIN = "kernel/net/sched/sch_fifo.ko\n"
+
+
+def test_module_name_normalises() -> None:
+    assert module_name("kernel/net/sched/sch_fq_pie.ko") == "sch_fq_pie"
+    assert module_name("kernel/drivers/char/hw_random/virtio-rng.ko") == "virtio_rng"
+    assert module_name("kernel/x/y.ko.xz") == "y"
+
+
+def test_resolve_puts_dependencies_first() -> None:
+    sel = resolve_modules(modules_dep=MODULES_DEP, preload=["9p", "sch_fq_pie"])
+    files = list(sel.files)
+    assert files.index("kernel/fs/netfs/netfs.ko") < files.index("kernel/fs/fscache/fscache.ko")
+    assert files.index("kernel/fs/fscache/fscache.ko") < files.index("kernel/fs/9p/9p.ko")
+    assert files.index("kernel/net/9p/9pnet.ko") < files.index("kernel/fs/9p/9p.ko")
+    assert files.index("kernel/net/sched/sch_pie.ko") < files.index("kernel/net/sched/sch_fq_pie.ko")
+    assert "kernel/drivers/gpu/drm/unrelated.ko" not in files
+    assert sel.preload == sel.files  # nothing but preloads and their deps
+    assert len(set(files)) == len(files)
+
+
+def test_resolve_dash_and_underscore_names() -> None:
+    sel = resolve_modules(modules_dep=MODULES_DEP, preload=["virtio_rng"])
+    assert sel.preload[-1] == "kernel/drivers/char/hw_random/virtio-rng.ko"
+
+
+def test_resolve_include_globs_are_not_preloaded() -> None:
+    sel = resolve_modules(modules_dep=MODULES_DEP, preload=["sch_pie"], include=["kernel/net/sched/*.ko"])
+    assert set(sel.files) == {"kernel/net/sched/sch_pie.ko", "kernel/net/sched/sch_fq_pie.ko",
+                              "kernel/net/sched/sch_netem.ko"}
+    assert sel.preload == ("kernel/net/sched/sch_pie.ko",)
+
+
+def test_resolve_softdeps_through_aliases() -> None:
+    sel = resolve_modules(modules_dep=MODULES_DEP, preload=["nf_tables"], softdep=SOFTDEP, alias=ALIAS)
+    files = list(sel.files)
+    assert "kernel/crypto/crc32c_generic.ko" in files
+    assert "kernel/arch/x86/crypto/crc32c-intel.ko" in files
+    assert files.index("kernel/crypto/crc32c_generic.ko") < files.index("kernel/lib/libcrc32c.ko")
+    assert files.index("kernel/lib/libcrc32c.ko") < files.index("kernel/net/netfilter/nf_tables.ko")
+    assert sel.preload[-1] == "kernel/net/netfilter/nf_tables.ko"
+
+
+def test_resolve_builtin_and_missing() -> None:
+    sel = resolve_modules(modules_dep=MODULES_DEP, preload=["sch_fifo", "sch_pie"], builtin=BUILTIN)
+    assert sel.builtin == ("sch_fifo",)
+    assert sel.preload == ("kernel/net/sched/sch_pie.ko",)
+    with pytest.raises(VMError, match="sch_cake"):
+        resolve_modules(modules_dep=MODULES_DEP, preload=["sch_cake"])
+
+
+def test_resolve_survives_dependency_cycles() -> None:
+    dep = "kernel/a.ko: kernel/b.ko\nkernel/b.ko: kernel/a.ko\n"
+    sel = resolve_modules(modules_dep=dep, preload=["a"])
+    assert set(sel.files) == {"kernel/a.ko", "kernel/b.ko"}
+
+
+def test_image_key_changes_with_every_input() -> None:
+    base = {"kernel_version": "6.1.0-56-amd64", "preload": ["sch_pie"], "include": ["kernel/net/sched/*.ko"],
+            "init_script": "#!/bin/sh\n"}
+    key = image_key(**base)  # type: ignore[arg-type]
+    assert key.startswith("6.1.0-56-amd64-") and len(key) == len("6.1.0-56-amd64-") + 16
+    assert image_key(**base) == key  # type: ignore[arg-type]
+    for field, value in (("kernel_version", "6.1.0-57-amd64"), ("preload", ["sch_pie", "sch_netem"]),
+                         ("include", []), ("init_script", "#!/bin/sh\necho\n")):
+        assert image_key(**{**base, field: value}) != key  # type: ignore[arg-type]
+    assert image_key(**base, extra=["busybox-hash"]) != key  # type: ignore[arg-type]
+
+
+def test_kernel_version_from_apt_cache_depends() -> None:
+    out = "linux-image-amd64\n  Depends: linux-image-6.1.0-56-amd64\n"
+    assert kernel_version_from_depends(out) == "6.1.0-56-amd64"
+    with pytest.raises(VMError, match="apt-cache depends"):
+        kernel_version_from_depends("linux-image-amd64\n")
+
+
+def test_init_script_content() -> None:
+    s = INIT_SCRIPT
+    assert s.startswith("#!/bin/busybox sh\n")
+    for needle in ("mount -t proc proc /proc", "mount -t devtmpfs", "/etc/nestvm/preload",
+                   "trans=virtio", "ro,", "host /newroot", "mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp",
+                   "/newroot/run", "mount -o bind /dev /newroot/dev", "nestrun /newroot/run/nestvm",
+                   'chroot /newroot "$PY"', "/run/nestvm/guest.py", "exit_code", "poweroff -f"):
+        assert needle in s, needle
+    assert s.index("@@nestvm:start") < s.index("chroot /newroot")
+    assert "@MSIZE@" not in s
+    # every applet the script calls is linked in the initramfs
+    for word in ("mount", "mkdir", "insmod", "chroot", "poweroff", "cat", "echo", "sync", "sleep"):
+        assert word in image.APPLETS
+
+
+def test_preload_contains_the_qdiscs() -> None:
+    for m in ("virtio_pci", "9pnet_virtio", "9p", "veth", "ifb", "sch_htb", "sch_tbf", "sch_pie", "sch_fq_pie",
+              "sch_netem", "sch_fq_codel", "sch_codel", "sch_prio", "sch_sfq", "sch_ingress", "act_mirred",
+              "cls_u32", "cls_matchall", "nf_tables", "nft_chain_nat", "nft_nat", "tcp_bbr"):
+        assert m in image.PRELOAD_MODULES, m
+
+
+def _read_cpio(data: bytes) -> dict[str, tuple[int, bytes]]:
+    out: dict[str, tuple[int, bytes]] = {}
+    pos = 0
+    while True:
+        assert data[pos:pos + 6] == b"070701"
+        fields = [int(data[pos + 6 + 8 * i: pos + 14 + 8 * i], 16) for i in range(13)]
+        mode, size, namesize = fields[1], fields[6], fields[11]
+        name = data[pos + 110: pos + 110 + namesize - 1].decode()
+        pos += 110 + namesize
+        pos += -pos % 4
+        body = data[pos:pos + size]
+        pos += size
+        pos += -pos % 4
+        if name == "TRAILER!!!":
+            return out
+        out[name] = (mode, body)
+
+
+def test_cpio_newc_round_trip() -> None:
+    w = CpioWriter()
+    w.directory("bin")
+    w.file("bin/busybox", b"\x7fELF...", 0o755)
+    w.symlink("bin/sh", "busybox")
+    w.char_device("dev/console", 5, 1)
+    entries = _read_cpio(w.finish())
+    assert entries["bin"][0] == 0o40755
+    assert entries["bin/busybox"] == (0o100755, b"\x7fELF...")
+    assert entries["bin/sh"] == (0o120777, b"busybox")
+    assert entries["dev/console"][0] == 0o20600
+
+
+def _elf(with_interp: bool) -> bytes:
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 0x20, 64)
+    struct.pack_into("<HH", header, 0x36, 56, 2)
+    ph = bytearray(112)
+    struct.pack_into("<I", ph, 0, 1)
+    struct.pack_into("<I", ph, 56, 3 if with_interp else 1)
+    return bytes(header + ph)
+
+
+def test_is_static_elf() -> None:
+    assert is_static_elf(_elf(False))
+    assert not is_static_elf(_elf(True))
+    assert not is_static_elf(b"#!/bin/sh\n" + b"\0" * 100)
+
+
+def test_extract_vmlinux_from_fake_bzimage() -> None:
+    payload = lzma.compress(b"\x7fELF" + b"kernel" * 100, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32)
+    setup_sects = 1
+    bz = bytearray((setup_sects + 1) * 512)
+    bz[0x1F1] = setup_sects
+    bz[0x202:0x206] = b"HdrS"
+    struct.pack_into("<II", bz, 0x248, 16, len(payload))
+    bz += b"\0" * 16 + payload
+    assert extract_vmlinux(bytes(bz)) == b"\x7fELF" + b"kernel" * 100
+    gz = gzip.compress(b"\x7fELFgz")
+    bz2 = bytearray(bz[:1024])
+    struct.pack_into("<II", bz2, 0x248, 0, len(gz))
+    assert extract_vmlinux(bytes(bz2 + gz)) == b"\x7fELFgz"
+    assert extract_vmlinux(b"not a kernel" * 100) is None
+
+
+def test_qemu_argv_and_spec() -> None:
+    img = VMImage(kernel_version="6.1.0-56-amd64", key="k", kernel=Path("/c/vmlinux"), initrd=Path("/c/initrd.gz"))
+    argv = qemu_argv(image=img, accel="tcg", memory_mb=1024, cpus=1,
+                     shares=[("host", Path("/"), True), ("rw0", Path("/data/a,b"), False)])
+    assert argv[0] == "qemu-system-x86_64"
+    for opt in ("-nographic", "-no-reboot"):
+        assert opt in argv
+    assert argv[argv.index("-nic") + 1] == "none"
+    assert argv[argv.index("-accel") + 1].startswith("tcg")
+    assert argv[argv.index("-m") + 1] == "1024" and argv[argv.index("-smp") + 1] == "1"
+    assert "panic=-1" in argv[argv.index("-append") + 1]
+    shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
+    assert shares[0] == "local,path=/,mount_tag=host,security_model=passthrough,multidevs=remap,readonly=on"
+    assert "path=/data/a,,b," in shares[1] and "readonly" not in shares[1]
+    kvm = qemu_argv(image=img, accel="kvm", shares=[])
+    assert kvm[kvm.index("-accel") + 1] == "kvm"
+    with pytest.raises(VMError):
+        qemu_argv(image=img, accel="xen", shares=[])
+
+    spec = run_spec(argv=["echo", "a b; $(rm -rf /)"], cwd=Path("/w"), env={"X": "'\""},
+                    rw_dirs=[Path("/w/res/sub"), Path("/w/res")])
+    doc = json.loads(json.dumps(spec))
+    assert doc["argv"] == ["echo", "a b; $(rm -rf /)"]
+    assert doc["env"]["X"] == "'\"" and "PATH" in doc["env"]
+    assert [m["path"] for m in doc["mounts"]] == ["/w/res", "/w/res/sub"]  # parents first
+    assert [m["tag"] for m in doc["mounts"]] == ["rw0", "rw1"]
+
+
+def test_guest_helper_is_stdlib_only() -> None:
+    src = (Path(image.__file__).with_name("guest.py")).read_text()
+    assert "nest_experiments" not in src.split('"""', 2)[2]  # no package import after the docstring
+    compile(io.StringIO(src).read(), "guest.py", "exec")
