@@ -105,18 +105,15 @@ def load_ladder(name_or_path: str | Path) -> Ladder:
 
 
 def parse_ladder(data: Mapping[str, Any], *, where: str = "ladder") -> Ladder:
-    """Validate a ladder given as a TOML mapping."""
-    _no_unknown(
-        data,
-        {"name", "source", "segment_duration_s", "duration_s", "video", "audio"},
-        where,
-    )
-    seg = _positive(data, "segment_duration_s", where)
-    dur = _positive(data, "duration_s", where)
+    """Validate a ladder given as a TOML mapping (errors: ``<where>: <key path>``)."""
+    top = f"{where}:"
+    _no_unknown(data, {"name", "source", "segment_duration_s", "duration_s", "video", "audio"}, top)
+    seg = _positive(data, "segment_duration_s", top)
+    dur = _positive(data, "duration_s", top)
     if seg > dur:
         raise ConfigError(f"{where}: segment_duration_s", "longer than duration_s")
     return Ladder(
-        name=_string(data, "name", where),
+        name=_string(data, "name", top),
         source=str(data.get("source", "")),
         segment_duration_s=seg,
         duration_s=dur,
@@ -161,23 +158,28 @@ def _level(raw: object, path: str) -> Level:
     )
 
 
+def _join(path: str, key: str) -> str:
+    """``x.toml:`` + ``duration_s`` -> ``x.toml: duration_s``; ``x.toml: video`` + ``codecs`` -> ``...video.codecs``."""
+    return f"{path} {key}" if path.endswith(":") else f"{path}.{key}"
+
+
 def _no_unknown(table: Mapping[str, Any], known: set[str], path: str) -> None:
     unknown = sorted(set(table) - known)
     if unknown:
-        raise ConfigError(f"{path}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(known))})")
+        raise ConfigError(_join(path, unknown[0]), f"unknown key (known: {', '.join(sorted(known))})")
 
 
 def _string(table: Mapping[str, Any], key: str, path: str) -> str:
     value = table.get(key)
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{path}.{key}", "must be a non-empty string")
+        raise ConfigError(_join(path, key), "must be a non-empty string")
     return value
 
 
 def _positive(table: Mapping[str, Any], key: str, path: str) -> float:
     value = table.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{path}.{key}", "must be a positive number (seconds)")
+        raise ConfigError(_join(path, key), "must be a positive number (seconds)")
     return float(value)
 
 
@@ -186,7 +188,7 @@ def _optional_int(table: Mapping[str, Any], key: str, path: str) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{path}.{key}", "must be a positive integer")
+        raise ConfigError(_join(path, key), "must be a positive integer")
     return value
 
 
