@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from nest_experiments.dash.mpd import Manifest, Representation
@@ -151,7 +151,7 @@ class _Parse:
                 handler(t, match)
                 return
 
-    def _handlers(self) -> list[tuple[re.Pattern[str], object]]:
+    def _handlers(self) -> list[tuple[re.Pattern[str], Callable[[float | None, re.Match[str]], None]]]:
         return [
             (_GOT, self.on_got),
             (_QUALITY, self.on_quality),

@@ -78,20 +78,25 @@ def read_segments(path: Path) -> list[SegmentRow]:
         return [_segment_from_csv(d) for d in csv.DictReader(f)]
 
 
-def _segment_from_csv(d: dict[str, str]) -> SegmentRow:
-    def num(key: str, kind: type = float) -> int | float | None:
-        return kind(d[key]) if d.get(key, "") != "" else None
+def _float(d: dict[str, str], key: str) -> float | None:
+    return float(d[key]) if d.get(key, "") != "" else None
 
+
+def _int(d: dict[str, str], key: str) -> int | None:
+    return int(d[key]) if d.get(key, "") != "" else None
+
+
+def _segment_from_csv(d: dict[str, str]) -> SegmentRow:
     return SegmentRow(
         stream=d["stream"],
         index=int(d["index"]),
-        level=num("level", int),  # type: ignore[arg-type]
-        bitrate_bps=num("bitrate_bps", int),
-        bytes=int(d["bytes"]),  # type: ignore[arg-type]
-        t_request=num("t_request"),
-        t_first_byte=num("t_first_byte"),
-        t_last_byte=num("t_last_byte"),
-        buffer_s=num("buffer_s"),
+        level=_int(d, "level"),
+        bitrate_bps=_int(d, "bitrate_bps"),
+        bytes=int(d["bytes"]),
+        t_request=_float(d, "t_request"),
+        t_first_byte=_float(d, "t_first_byte"),
+        t_last_byte=_float(d, "t_last_byte"),
+        buffer_s=_float(d, "buffer_s"),
         stall_s=float(d.get("stall_s") or 0.0),
         transport=d.get("transport", ""),
     )
