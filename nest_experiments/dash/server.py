@@ -97,7 +97,7 @@ class Resource:
 
 
 def resolve(root: Path, target: str) -> Resource:
-    """Map a request target to a file under ``root`` (no escape, no listing)."""
+    """Map a request target to a file under ``root`` (resolved; no escape, no listing)."""
     rel = unquote(target.split("?", 1)[0]).lstrip("/")
     try:
         path = (root / rel).resolve(strict=True)
