@@ -166,7 +166,8 @@ def load_default_raw() -> dict[str, Any]:
 def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
-    top.mark("sweep")  # expanded by nest_experiments.sweep before we get here
+    top.mark("sweep", "experiment", "links", "apps")  # sweep: expanded by nest_experiments.sweep already
+    top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
     e = top.table("experiment")
     name = e.get("name", as_name_long)
     topology = topo.load("experiment.topology", e.get("topology", as_str, "dumbbell"))

@@ -117,6 +117,8 @@ class Network:
 
     def teardown(self) -> None:
         """Remove processes and namespaces; SIGINT/SIGTERM wait until it is done."""
+        if os.getpid() != self.state.pid:
+            return  # a forked child (pyroute2's netns helper) must never tear down our network
         blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         old = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
         try:

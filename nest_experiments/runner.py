@@ -54,12 +54,22 @@ def config_text(spec: RunSpec) -> str:
 
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
-    """SIGTERM (and SIGHUP) raise :class:`Interrupted`, like SIGINT raises KeyboardInterrupt."""
+    """SIGTERM (and SIGHUP) raise :class:`Interrupted`, SIGINT raises KeyboardInterrupt.
+
+    Only in this process: a forked child (pyroute2 forks to open sockets in a
+    namespace, and signals it with SIGTERM) must not unwind our stack and run
+    our teardown, so it exits at once.
+    """
+    owner = os.getpid()
 
     def handler(signum: int, _frame: object) -> None:
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Interrupted(f"received {signal.Signals(signum).name}")
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         yield
     finally:
@@ -184,6 +194,10 @@ class Run:
                 time.sleep(delay)
             app.start()
         self.manifest["traffic_start_t"] = round(min((getattr(a, "t_start", 0.0) for a in self.apps), default=0.0), 3)
+        fault_at = os.environ.get("NEST_EXP_FAULT_AT")  # test seam: an exception in the middle of a run
+        if fault_at:
+            time.sleep(max(0.0, float(fault_at) - self.clock()))
+            raise RuntimeError(f"injected fault at t={fault_at} s (NEST_EXP_FAULT_AT)")
         remaining = self.exp.duration_s - self.clock()
         if remaining > 0:
             time.sleep(remaining)

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def our_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [n for n in names if re.match(r"nx[0-9a-f]{6}-", n) or n.startswith("nxforeign")]
+
+
+def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "qemu-system-x86_64")) -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "-x", "|".join(names)], capture_output=True, text=True, check=False).stdout
+    return [line for line in out.splitlines() if "<defunct>" not in line]  # zombies hold no resources
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nest_experiments", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
+
+
+@pytest.fixture
+def no_leftovers():  # type: ignore[no-untyped-def]
+    """Asserts that the test left no namespace of ours and no traffic process behind."""
+    before = set(our_namespaces())
+    yield
+    assert set(our_namespaces()) - before == set(), "namespaces left behind"
+    assert child_processes() == [], "processes left behind"

@@ -1,0 +1,78 @@
+"""Experiment files: the default and every shipped file load; bad files name their key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.config import load_default_raw, parse_experiment, read_toml
+from nest_experiments.errors import ConfigError
+from nest_experiments.sweep import expand
+
+ROOT = Path(__file__).resolve().parents[2]
+BAD = sorted((ROOT / "tests/data/bad").glob("*.toml"))
+
+
+def expected_key(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# error: ")
+    return first.removeprefix("# error: ")
+
+
+def load_all(path: Path) -> None:
+    expand(read_toml(path))
+
+
+def test_default_experiment_loads() -> None:
+    runs = expand(load_default_raw())
+    assert runs and all(r.experiment.duration_s > 0 for r in runs)
+    assert {r.experiment.name for r in runs} == {"default"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_experiments_load(path: Path) -> None:
+    runs = expand(read_toml(path))
+    assert len(runs) >= 1
+
+
+def test_there_are_at_least_ten_bad_files() -> None:
+    assert len(BAD) >= 10
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_bad_file_names_its_key(path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_all(path)
+    message = str(info.value)
+    assert expected_key(path) in message
+    assert "\n" not in message
+
+
+def test_typo_suggests_the_right_key() -> None:
+    with pytest.raises(ConfigError, match=r"did you mean 'target'"):
+        load_all(ROOT / "tests/data/bad/unknown_qdisc_param.toml")
+
+
+def test_units_and_defaults_are_normalised() -> None:
+    raw = {
+        "experiment": {"name": "x", "duration": "1.5s"},
+        "links": {"bottleneck": {"rate": "10mbit", "qdisc": {"kind": "pie", "target": "15ms"},
+                                 "reverse": {"delay": "20ms", "qdisc": "pfifo"}}},
+    }
+    exp = parse_experiment(raw)
+    link = exp.link("bottleneck")
+    assert exp.duration_s == 1.5
+    assert link.forward.rate_bps == 10_000_000 and link.reverse.rate_bps == 10_000_000
+    assert link.forward.qdisc is not None and link.forward.qdisc.param("target") == pytest.approx(0.015)
+    assert link.forward.delay_s == 0 and link.reverse.delay_s == pytest.approx(0.02)
+    assert link.reverse.qdisc is not None and link.reverse.qdisc.kind == "pfifo"
+    assert exp.sample_links == ("bottleneck",)
+    assert exp.congestion_control == "cubic"
+
+
+def test_rate_without_qdisc_gets_an_explicit_fifo_leaf() -> None:
+    exp = parse_experiment({"experiment": {"name": "x", "duration": "1s"}})
+    fwd = exp.link("bottleneck").forward  # the topology file gives the rate
+    assert fwd.qdisc is not None and fwd.qdisc.kind == "pfifo"
+    assert exp.link("h1_r1").forward.shaped is False

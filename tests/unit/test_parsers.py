@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.errors import RunError
+from nest_experiments.parsers import iperf3
+from nest_experiments.parsers.tcstats import PIE_MAX_PROB, pie_xstats, qdisc_row, xstats_bytes
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_iperf3_json_from_a_real_run() -> None:
+    data = iperf3.load((DATA / "iperf3_5flows.json").read_text(), what="t")
+    rows = iperf3.interval_rows(data, flow_prefix="bulk", src="h1", dst="s1", t_offset=10.0)
+    summary = iperf3.summary_rows(data, flow_prefix="bulk", src="h1", dst="s1")
+    assert {r["flow"] for r in rows} == {f"bulk.{i}" for i in range(5)}
+    assert min(r["t"] for r in rows) > 10.0
+    assert len(summary) == 5 and all(s["bytes"] > 0 for s in summary)
+    total = sum(s["receiver_bits_per_second"] for s in summary)
+    assert total == pytest.approx(json.loads((DATA / "iperf3_5flows.json").read_text())["end"]["sum_received"]
+                                  ["bits_per_second"], rel=0.01)
+
+
+def test_iperf3_errors_become_run_errors() -> None:
+    with pytest.raises(RunError, match="unable to connect"):
+        iperf3.load('{"error": "unable to connect to server"}', what="t")
+    with pytest.raises(RunError, match="no JSON"):
+        iperf3.load("iperf3: error", what="t")
+
+
+def test_pie_xstats_are_decoded() -> None:
+    raw = struct.pack("=QIIIIIIII", PIE_MAX_PROB // 4, 5460, 0, 0, 100, 7, 0, 0, 0)
+    delay, prob = pie_xstats(raw)
+    assert delay == pytest.approx(5.46) and prob == pytest.approx(0.25)
+    assert xstats_bytes(raw.hex(":")) == raw
+    row = qdisc_row("pie", {"backlog": 3000, "qlen": 2, "drop": 7, "packets": 10, "bytes": 15000}, raw)
+    assert row["delay_ms"] == 5.46 and row["drops"] == 7 and row["backlog_pkts"] == 2
+    assert qdisc_row("pfifo", {}, None)["delay_ms"] == ""

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from nest_experiments.errors import ConfigError
+from nest_experiments.sweep import apply_overrides, expand
+
+BASE = {
+    "experiment": {"name": "s", "duration": "5s", "repetitions": 2},
+    "links": {"bottleneck": {"qdisc": {"kind": "pie", "target": "5ms"}}},
+    "sweep": {"links.bottleneck.qdisc.kind": ["pie", "fq_pie"], "links.bottleneck.qdisc.target": ["5ms", "15ms"]},
+}
+
+
+def test_product_times_repetitions_with_deterministic_names() -> None:
+    runs = expand(BASE)
+    assert [r.name for r in runs] == [
+        "kind-pie_target-5ms_r1", "kind-pie_target-5ms_r2", "kind-pie_target-15ms_r1", "kind-pie_target-15ms_r2",
+        "kind-fqpie_target-5ms_r1", "kind-fqpie_target-5ms_r2", "kind-fqpie_target-15ms_r1",
+        "kind-fqpie_target-15ms_r2",
+    ]
+    assert [r.name for r in expand(BASE)] == [r.name for r in runs]
+    fq = runs[-1].experiment.link("bottleneck").forward.qdisc
+    assert fq is not None and fq.kind == "fq_pie" and fq.param("target") == pytest.approx(0.015)
+    assert runs[1].seed == runs[0].seed + 1
+
+
+def test_repetitions_override() -> None:
+    assert len(expand(BASE, repetitions=4)) == 16
+
+
+def test_a_bad_value_in_a_sweep_is_found_before_anything_runs() -> None:
+    bad = {**BASE, "sweep": {"links.bottleneck.qdisc.kind": ["pie", "pfifo"]}}
+    with pytest.raises(ConfigError, match=r"links\.bottleneck\.qdisc\.target.*pfifo"):
+        expand(bad)
+
+
+def test_set_overrides_parse_toml_values() -> None:
+    raw = apply_overrides(BASE, ["experiment.duration=30s", "experiment.repetitions=3", "links.bottleneck.rate=5mbit"])
+    assert raw["experiment"]["duration"] == "30s"
+    assert raw["experiment"]["repetitions"] == 3
+    assert raw["links"]["bottleneck"]["rate"] == "5mbit"
+    assert BASE["experiment"]["duration"] == "5s"  # the base is not modified
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        apply_overrides(BASE, ["nonsense"])
+
+
+def test_qdisc_shorthand_can_be_swept_into() -> None:
+    raw = {"experiment": {"name": "s", "duration": "5s"}, "links": {"bottleneck": {"qdisc": "pie"}},
+           "sweep": {"links.bottleneck.qdisc.target": ["5ms"]}}
+    (run,) = expand(raw)
+    q = run.experiment.link("bottleneck").forward.qdisc
+    assert q is not None and q.kind == "pie" and q.param("target") == pytest.approx(0.005)
