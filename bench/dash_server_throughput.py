@@ -27,6 +27,7 @@ from pathlib import Path
 
 KINDS = ("tcp", "mptcp", "h2", "h3")
 TICK = os.sysconf("SC_CLK_TCK")
+DATAGRAM = 1200  # QUIC max datagram size, set by --quic-max-datagram
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def cpu_seconds(pid: int) -> float:
 
 def start_server(ns: str, root: Path, kind: str) -> tuple[subprocess.Popen[str], int]:
     cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.server",
-           "--root", str(root), "--bind", "127.0.0.1", f"--port-{kind}", "0"]  # fmt: skip
+           "--root", str(root), "--bind", "127.0.0.1", f"--port-{kind}", "0",
+           "--quic-max-datagram", str(DATAGRAM)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     ready = json.loads(proc.stdout.readline() or "{}")
@@ -72,7 +74,8 @@ def client_cpu() -> float:
 def fetch(ns: str, kind: str, port: int, repeat: int) -> list[dict[str, float]]:
     cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.transports",
            "--kind", kind, "--host", "127.0.0.1", "--port", str(port), "--insecure",
-           "--get", "video=/object.bin", "--repeat", str(repeat)]  # fmt: skip
+           "--get", "video=/object.bin", "--repeat", str(repeat),
+           "--quic-max-datagram", str(DATAGRAM)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if '"summary"' not in line]
 
@@ -110,7 +113,10 @@ def main() -> int:
     p.add_argument("--total-mb", type=int, default=200)
     p.add_argument("--object-mb", type=int, default=20)
     p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--quic-max-datagram", type=int, default=1200)
     args = p.parse_args()
+    global DATAGRAM
+    DATAGRAM = args.quic_max_datagram
     if os.geteuid() != 0:
         raise SystemExit("needs root (network namespaces)")
     ns = "nxt" + secrets.token_hex(4)

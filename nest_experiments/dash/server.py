@@ -17,6 +17,7 @@ the process (handed to the kernel for TCP, put in a datagram for QUIC).
     python -m nest_experiments.dash.server --root DIR --bind ADDR \
         [--port-tcp N] [--port-mptcp N] [--port-h2 N] [--port-h3 N] \
         [--access-log FILE] [--t0 FLOAT] [--ca-out FILE] [--quic-cc reno|cubic]
+        [--quic-max-datagram BYTES]
 
 Port 0 picks a free port. When listening, one JSON line
 ``{"ready": true, "ports": {...}}`` is printed on stdout. SIGTERM/SIGINT stop
@@ -516,13 +517,14 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return ctx
 
 
-def quic_config(cert: Path, key: Path, congestion_control: str) -> QuicConfiguration:
+def quic_config(cert: Path, key: Path, cfg: ServerConfig) -> QuicConfiguration:
     config = QuicConfiguration(
         is_client=False,
         alpn_protocols=H3_ALPN,
         max_data=QUIC_WINDOW,
         max_stream_data=QUIC_WINDOW,
-        congestion_control_algorithm=congestion_control,
+        congestion_control_algorithm=cfg.quic_cc,
+        max_datagram_size=cfg.quic_max_datagram,
     )
     config.load_cert_chain(cert, key)
     return config
@@ -540,6 +542,7 @@ class ServerConfig:
     t0: float | None = None
     ca_out: Path | None = None
     quic_cc: str = "reno"
+    quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350
 
 
 async def _start_h3(cfg: ServerConfig, ctx: Context, cert: Path, key: Path) -> tuple[Any, int]:
@@ -547,7 +550,7 @@ async def _start_h3(cfg: ServerConfig, ctx: Context, cert: Path, key: Path) -> t
     server = await quic_serve(
         cfg.bind,
         cfg.port_h3,
-        configuration=quic_config(cert, key, cfg.quic_cc),
+        configuration=quic_config(cert, key, cfg),
         create_protocol=functools.partial(H3ServerProtocol, ctx=ctx),
     )
     assert server._transport is not None
@@ -621,6 +624,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         choices=("reno", "cubic"),
         help="QUIC congestion control",
     )
+    p.add_argument("--quic-max-datagram", type=int, default=1200, help="QUIC UDP payload, bytes")
     a = p.parse_args(argv)
     if not a.root.is_dir():
         p.error(f"--root {a.root}: not a directory")
@@ -635,6 +639,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         t0=a.t0,
         ca_out=a.ca_out,
         quic_cc=a.quic_cc,
+        quic_max_datagram=a.quic_max_datagram,
     )
 
 

@@ -85,6 +85,7 @@ class FetcherOptions:
     window: int = DEFAULT_WINDOW  # h2/h3 receive windows, bytes
     h2_max_frame: int = 16384  # SETTINGS_MAX_FRAME_SIZE we announce
     quic_cc: str = "reno"  # aioquic congestion control of the client side
+    quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
 
 
@@ -128,7 +129,7 @@ def mapped_errors(kind: str, url: str) -> Iterator[None]:
     except NestExpError:
         raise
     except TimeoutError as exc:
-        raise RunError(f"{kind} {url}: timed out ({exc or 'no response'})") from exc
+        raise RunError(f"{kind} {url}: timed out ({exc or 'no answer in time'})") from exc
     except (OSError, EOFError, HttpError, h2.exceptions.H2Error) as exc:
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise RunError(f"{kind} {url}: {reason}") from exc
@@ -256,7 +257,9 @@ async def _connect_mptcp(host: str, port: int) -> tuple[asyncio.StreamReader, as
     try:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
     except OSError as exc:
-        raise KernelFeatureError(f"cannot create an MPTCP socket: {exc}") from exc
+        raise KernelFeatureError(
+            f"mptcp {host}:{port}: cannot create an MPTCP socket (kernel without MPTCP or net.mptcp.enabled=0): {exc}"
+        ) from exc
     try:
         await _sock_connect(sock, addr)
     except BaseException:
@@ -529,6 +532,19 @@ class _H3ClientProtocol(QuicConnectionProtocol):
         if getattr(event, "stream_ended", False):
             p.finish()
 
+    async def handshake(self, timeout: float) -> None:
+        """Send the Initial and wait for the handshake (``connect`` did neither)."""
+        self.transmit()
+        try:
+            async with asyncio.timeout(timeout):
+                await self.wait_connected()
+        except TimeoutError:
+            # aioquic fails its own shielded waiter on close; nobody would read it
+            waiter = self._connected_waiter
+            if waiter is not None:
+                waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+            raise TimeoutError(f"no QUIC handshake within {timeout} s") from None
+
     def request(self, authority: str, path: str) -> _Pending:
         stream_id = self._quic.get_next_available_stream_id()
         p = self.pending[stream_id] = _Pending(_Exchange(path))
@@ -569,6 +585,7 @@ class H3Fetcher(Fetcher):
             max_data=opts.window,
             max_stream_data=opts.window,
             congestion_control_algorithm=opts.quic_cc,
+            max_datagram_size=opts.quic_max_datagram,
             server_name=opts.server_name or host,
         )
         if opts.insecure:
@@ -577,17 +594,16 @@ class H3Fetcher(Fetcher):
             config.load_verify_locations(cafile=str(opts.ca))
         stack = contextlib.AsyncExitStack()
         factory = functools.partial(_H3ClientProtocol, clock=opts.clock)
+        connecting = quic_connect(host, port, configuration=config, create_protocol=factory, wait_connected=False)
         with mapped_errors("h3", url_of("h3", host, port, "/")):
             try:
-                async with asyncio.timeout(opts.connect_timeout):
-                    protocol = await stack.enter_async_context(
-                        quic_connect(host, port, configuration=config, create_protocol=factory)
-                    )
+                protocol = await stack.enter_async_context(connecting)
+                assert isinstance(protocol, _H3ClientProtocol)
+                set_udp_buffers(protocol._transport, opts.udp_buffer)
+                await protocol.handshake(opts.connect_timeout)
             except BaseException:
                 await stack.aclose()
                 raise
-        assert isinstance(protocol, _H3ClientProtocol)
-        set_udp_buffers(protocol._transport, opts.udp_buffer)
         return cls(host=host, port=port, opts=opts, protocol=protocol, stack=stack)
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
@@ -622,6 +638,7 @@ async def run_cli(args: argparse.Namespace) -> dict[str, Any]:
         clock=lambda: time.monotonic() - t0,
         ca=args.ca,
         insecure=args.insecure,
+        quic_max_datagram=args.quic_max_datagram,
     )
     plan: dict[str, list[str]] = {}
     for item in args.get:
@@ -654,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
     p.add_argument("--ca", type=Path, help="CA certificate (PEM) for h2/h3")
     p.add_argument("--insecure", action="store_true", help="do not verify the certificate")
+    p.add_argument("--quic-max-datagram", type=int, default=1200, help="QUIC UDP payload, bytes")
     args = p.parse_args(argv)
     try:
         summary = asyncio.run(run_cli(args))

@@ -6,6 +6,7 @@ The server and the client each run as a subprocess inside a fresh namespace
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -34,8 +35,9 @@ def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, check=check, capture_output=True, text=True, timeout=30)
 
 
-@pytest.fixture(scope="module")
-def netns() -> Iterator[str]:
+@contextlib.contextmanager
+def namespace() -> Iterator[str]:
+    """A fresh namespace ``nxt<hex>`` with loopback up, always deleted."""
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces)")
     if shutil.which("ip") is None:
@@ -47,6 +49,12 @@ def netns() -> Iterator[str]:
         yield name
     finally:
         _run("ip", "netns", "del", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def netns() -> Iterator[str]:
+    with namespace() as name:
+        yield name
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +228,13 @@ def test_errors_name_the_url(server: Server) -> None:
     _, summary = fetch(server, "tcp", "video=/video.bin", port=closed, check=False)
     assert f"http://127.0.0.1:{closed}/video.bin" in str(summary["stderr"])
     assert "ConnectionRefused" in str(summary["stderr"])
+
+
+def test_server_without_mptcp_fails_clearly(content: Path) -> None:
+    with namespace() as ns:
+        _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.mptcp.enabled=0")
+        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.server",
+               "--root", str(content), "--bind", "127.0.0.1", "--port-mptcp", "0"]  # fmt: skip
+        proc = _run(*cmd, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: cannot create an MPTCP socket"), proc.stderr
