@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ class Server:
             return list(csv.DictReader(fh))
 
 
-def _ready_line(proc: subprocess.Popen[str], timeout: float = 15.0) -> dict[str, object]:
+def _ready_line(proc: subprocess.Popen[str], timeout: float = 15.0) -> dict[str, Any]:
     assert proc.stdout is not None
     readable, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline() if readable else ""
@@ -104,7 +105,7 @@ def server(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready = _ready_line(proc)
-        yield Server(netns, proc, dict(ready["ports"]), log, ca, t0)  # type: ignore[arg-type]
+        yield Server(netns, proc, dict(ready["ports"]), log, ca, t0)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -115,7 +116,7 @@ def server(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
 
 
 def fetch(srv: Server, kind: str, *gets: str, repeat: int = 1, port: int | None = None,
-          check: bool = True) -> tuple[list[dict[str, object]], dict[str, object]]:  # fmt: skip
+          check: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Run the fetcher CLI in the namespace; return (results, summary)."""
     cmd = ["ip", "netns", "exec", srv.ns, sys.executable, "-m", "nest_experiments.dash.transports",
            "--kind", kind, "--host", "127.0.0.1", "--port", str(port or srv.ports[kind]),
@@ -131,39 +132,39 @@ def fetch(srv: Server, kind: str, *gets: str, repeat: int = 1, port: int | None 
     return results, summary
 
 
-def check_results(results: list[dict[str, object]], kind: str) -> None:
+def check_results(results: list[dict[str, Any]], kind: str) -> None:
     for r in results:
         assert r["status"] == 200 and r["transport"] == kind
         assert r["bytes"] == SIZES[str(r["path"])]
-        assert r["t_request"] <= r["t_first_byte"] <= r["t_last_byte"]  # type: ignore[operator]
+        assert r["t_request"] <= r["t_first_byte"] <= r["t_last_byte"]
 
 
-def check_log(results: list[dict[str, object]], rows: list[dict[str, str]], kind: str) -> None:
+def check_log(results: list[dict[str, Any]], rows: list[dict[str, str]], kind: str) -> None:
     """Every client result has its server row, and the two clocks agree."""
     assert len(rows) == len(results)
     assert all(row["transport"] == kind for row in rows)
     unmatched = list(rows)
-    for r in sorted(results, key=lambda r: float(r["t_request"])):  # type: ignore[arg-type]
+    for r in sorted(results, key=lambda r: float(r["t_request"])):
         row = next(x for x in unmatched if x["path"] == r["path"])
         unmatched.remove(row)
         assert int(row["status"]) == r["status"] and int(row["bytes"]) == r["bytes"]
         t_arr, t_first, t_last = (float(row[k]) for k in
                                   ("t_arrival", "t_first_byte_sent", "t_last_byte_sent"))  # fmt: skip
         assert t_arr <= t_first <= t_last
-        assert float(r["t_request"]) <= t_arr  # type: ignore[arg-type]
-        assert t_first <= float(r["t_first_byte"]) + TOL  # type: ignore[arg-type]
-        assert t_last <= float(r["t_last_byte"]) + TOL  # type: ignore[arg-type]
+        assert float(r["t_request"]) <= t_arr
+        assert t_first <= float(r["t_first_byte"]) + TOL
+        assert t_last <= float(r["t_last_byte"]) + TOL
 
 
 def conn_ids(rows: list[dict[str, str]], path: str) -> set[str]:
     return {row["conn_id"] for row in rows if row["path"] == path}
 
 
-def overlap(results: list[dict[str, object]]) -> bool:
+def overlap(results: list[dict[str, Any]]) -> bool:
     """Were an audio and a video request in flight at the same time?"""
     audio = [r for r in results if r["path"] == "/audio.bin"]
     video = [r for r in results if r["path"] == "/video.bin"]
-    return any(a["t_request"] < v["t_last_byte"] and v["t_request"] < a["t_last_byte"]  # type: ignore[operator]
+    return any(a["t_request"] < v["t_last_byte"] and v["t_request"] < a["t_last_byte"]
                for a in audio for v in video)  # fmt: skip
 
 
