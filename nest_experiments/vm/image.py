@@ -439,11 +439,38 @@ def _run(argv: list[str], *, what: str, cwd: Path | None = None, missing: str) -
     return proc.stdout
 
 
-def guest_kernel_version() -> str:
-    """The kernel version Debian's ``linux-image-amd64`` currently depends on."""
+APT_LISTS = Path("/var/lib/apt/lists")
+
+
+def guest_kernel_version(root: Path | None = None) -> str:
+    """The kernel version Debian's ``linux-image-amd64`` currently depends on.
+
+    ``apt-cache`` takes over a second, so the answer is cached in
+    ``.cache/vm/kernel.json`` until apt's package lists change.
+    """
+    memo = cache_dir(root) / "kernel.json"
+    try:
+        stamp = str(APT_LISTS.stat().st_mtime_ns)
+    except OSError:
+        stamp = ""
+    try:
+        known = json.loads(memo.read_text())
+        if stamp and known.get("apt_lists") == stamp and known.get("kernel_version"):
+            return str(known["kernel_version"])
+    except (OSError, ValueError, AttributeError):
+        pass
     out = _run(["apt-cache", "depends", KERNEL_META_PACKAGE], what=f"apt-cache depends {KERNEL_META_PACKAGE}",
                missing="apt-cache not found: the VM runtime needs a Debian/Ubuntu host (apt) to fetch its kernel")
-    return kernel_version_from_depends(out)
+    kver = kernel_version_from_depends(out)
+    if stamp:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo.with_name(f".kernel.json.{os.getpid()}")
+            tmp.write_text(json.dumps({"apt_lists": stamp, "kernel_version": kver}) + "\n")
+            os.replace(tmp, memo)
+        except OSError:
+            pass
+    return kver
 
 
 def _read_busybox() -> bytes:
@@ -464,7 +491,7 @@ def ensure_image(*, root: Path | None = None, kernel_version: str | None = None,
                  log: Callable[[str], None] | None = None) -> VMImage:
     """Return the cached image for the current guest kernel, building it first if needed."""
     base = cache_dir(root)
-    kver = kernel_version or guest_kernel_version()
+    kver = kernel_version or guest_kernel_version(root)
     busybox = _read_busybox()
     key = image_key(kernel_version=kver, preload=PRELOAD_MODULES, include=INCLUDE_PATTERNS,
                     init_script=INIT_SCRIPT, extra=_inputs_hash_extra(busybox))

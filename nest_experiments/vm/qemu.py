@@ -446,12 +446,12 @@ def run_in_vm(
 PROBE_QDISCS = ("pie", "fq_pie", "netem")
 _PROBE_SCRIPT = """
 ip netns add nestvm-probe || exit 64
-ip -n nestvm-probe link add a type veth peer name b || exit 65
-ip -n nestvm-probe link set a up && ip -n nestvm-probe link set b up || exit 66
+ip -n nestvm-probe link add va type veth peer name vb || exit 65
+ip -n nestvm-probe link set va up && ip -n nestvm-probe link set vb up || exit 66
 rc=0
-tc -n nestvm-probe qdisc add dev a root pie || rc=$((rc | 1))
-tc -n nestvm-probe qdisc add dev b root fq_pie || rc=$((rc | 2))
-tc -n nestvm-probe qdisc replace dev a root netem delay 10ms || rc=$((rc | 4))
+tc -n nestvm-probe qdisc add dev va root pie || rc=$((rc | 1))
+tc -n nestvm-probe qdisc add dev vb root fq_pie || rc=$((rc | 2))
+tc -n nestvm-probe qdisc replace dev va root netem delay 10ms || rc=$((rc | 4))
 tc -n nestvm-probe qdisc show
 ip netns del nestvm-probe
 exit $rc
