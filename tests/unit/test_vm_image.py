@@ -241,3 +241,58 @@ def test_guest_helper_is_stdlib_only() -> None:
     src = (Path(image.__file__).with_name("guest.py")).read_text()
     assert "nest_experiments" not in src.split('"""', 2)[2]  # no package import after the docstring
     compile(io.StringIO(src).read(), "guest.py", "exec")
+
+
+def test_console_filters_boot_noise_and_markers() -> None:
+    from nest_experiments.vm.qemu import _Console
+
+    raw = (b"\x1bc\x1b[?7lSeaBIOS (version 1.16)\r\nBooting from ROM..\x1bc@@nestvm:init\r\n"
+           b"nestvm: insmod x failed\r\n@@nestvm:start\r\nhello\r\nworld \xff\r\n@@nestvm:done\r\n"
+           b"[    9.3] reboot: Power down\r\n")
+    out = io.StringIO()
+    c = _Console(io.BufferedReader(io.BytesIO(raw)), out, 0.0)  # type: ignore[arg-type]
+    c.run()
+    assert out.getvalue() == "nestvm: insmod x failed\nhello\nworld \ufffd\n"
+    assert c.started_at is not None and c.errors == []
+    assert c.tail[-1].endswith("reboot: Power down")
+
+    c2 = _Console(io.BufferedReader(io.BytesIO(b"@@nestvm:init\n@@nestvm:error cannot mount /run\n")), None, 0.0)
+    c2.run()
+    assert c2.errors == ["cannot mount /run"] and c2.started_at is None
+
+
+def test_clear_errors_for_missing_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nest_experiments.vm import qemu
+
+    monkeypatch.setattr(qemu.shutil, "which", lambda _name: None)
+    with pytest.raises(VMError, match="apt-get install qemu-system-x86"):
+        qemu.run_in_vm(["true"], cwd=Path("/"), rw_dirs=[], env={}, timeout_s=1, root=tmp_path)
+    with pytest.raises(VMError, match="argv"):
+        qemu.run_in_vm([], cwd=Path("/"), rw_dirs=[], env={}, timeout_s=1, root=tmp_path)
+    with pytest.raises(VMError, match="existing absolute directory"):
+        qemu.run_in_vm(["true"], cwd=Path("/"), rw_dirs=[tmp_path / "nope"], env={}, timeout_s=1, root=tmp_path)
+    monkeypatch.setattr(image, "BUSYBOX", tmp_path / "no-busybox")
+    with pytest.raises(VMError, match="apt-get install busybox-static cpio kmod"):
+        image.ensure_image(root=tmp_path, kernel_version="6.1.0-56-amd64")
+    dynamic = tmp_path / "busybox"
+    dynamic.write_bytes(_elf(True))
+    monkeypatch.setattr(image, "BUSYBOX", dynamic)
+    with pytest.raises(VMError, match="not statically linked"):
+        image.ensure_image(root=tmp_path, kernel_version="6.1.0-56-amd64")
+
+
+def test_accel_choice_without_booting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nest_experiments.vm import qemu
+
+    assert qemu.resolve_accel("tcg", root=tmp_path)[0] == "tcg"
+    with pytest.raises(VMError, match="unknown accelerator"):
+        qemu.resolve_accel("xen", root=tmp_path)
+    monkeypatch.setattr(qemu.os, "access", lambda *_a: False)
+    assert qemu.resolve_accel("auto", root=tmp_path) == ("tcg", "/dev/kvm not available")
+    with pytest.raises(VMError, match="/dev/kvm"):
+        qemu.resolve_accel("kvm", root=tmp_path)
+    monkeypatch.setattr(qemu.os, "access", lambda *_a: True)
+    (tmp_path / ".cache" / "vm").mkdir(parents=True)
+    (tmp_path / ".cache" / "vm" / "accel.json").write_text(
+        json.dumps({qemu.platform.release(): {"accel": "tcg", "reason": "KVM probe boot hung"}}))
+    assert qemu.resolve_accel("auto", root=tmp_path) == ("tcg", "KVM probe boot hung")
