@@ -84,7 +84,7 @@ def _plot(folder: Path) -> None:
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
-    from nest_experiments.vm import run_in_vm
+    from nest_experiments.vm import resolve_accel, run_in_vm
 
     results.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results)]
@@ -92,7 +92,9 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
           file=sys.stderr, flush=True)
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env={"NEST_EXP_RUNTIME": "vm"}, timeout_s=budget)
+    accel, _ = resolve_accel("auto")
+    env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "PYTHONDONTWRITEBYTECODE": "1"}
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel)
     if not args.no_plot:
         _plot(results / runs[0].experiment.name)
     return result.exit_code
