@@ -70,7 +70,7 @@ def egress_figures(run_dir: Path) -> list[EgressFigures]:
             utilization=_utilization(leaf, e.get("rate_bps"), t0, t1),
             mean_backlog_pkts=float(leaf.backlog_pkts.mean()) if len(leaf) else 0.0,
             drops=int(leaf.drops.max() - leaf.drops.min()) if len(leaf) else 0,
-            mean_delay_ms=_mean_delay(leaf),
+            mean_delay_ms=_mean_delay(leaf[(leaf.t >= t0) & (leaf.t <= t1)]),
         ))
     return out
 
@@ -104,7 +104,7 @@ def qdisc_gaps(run_dir: Path) -> dict[str, float]:
     if q.empty:
         return {}
     ts = sorted(q.t.unique())
-    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
     return {"first_t": ts[0], "last_t": ts[-1], "max_gap_s": max(gaps) if gaps else 0.0}
 
 

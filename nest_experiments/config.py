@@ -40,7 +40,7 @@ from typing import Any
 from nest_experiments import PROJECT_ROOT
 from nest_experiments import topology as topo
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, as_bool, as_name, as_str, one_of, positive_int, as_int, join
+from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
 from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
 
 QDISC_FILE = PROJECT_ROOT / "qdisc" / "kinds.toml"

@@ -56,11 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("runtime") != "vm" or os.environ.get("NEST_EXP_RUNTIME") == "vm":
         return None
-    from nest_experiments.vm import run_in_vm
+    from nest_experiments.vm import resolve_accel, run_in_vm
 
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
     rw = [Path(config.rootpath)]
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env=_guest_env(), timeout_s=3600)
+    accel, _ = resolve_accel("auto")
+    env = {**_guest_env(), "NEST_EXP_VM_ACCEL": accel}
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env=env, timeout_s=3600, accel=accel)
     return result.exit_code
 
 

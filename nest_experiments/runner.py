@@ -39,7 +39,7 @@ FINISH_GRACE_S = 15.0
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def runtime_name() -> str:

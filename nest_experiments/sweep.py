@@ -81,7 +81,7 @@ def _slug(value: Any) -> str:
 
 
 def run_name(labels: list[str], point: tuple[Any, ...], repetition: int) -> str:
-    parts = [f"{label}-{_slug(value)}" for label, value in zip(labels, point)]
+    parts = [f"{label}-{_slug(value)}" for label, value in zip(labels, point, strict=False)]
     return "_".join(parts + [f"r{repetition}"])
 
 
@@ -93,12 +93,12 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
     for point in itertools.product(*(axis.values for axis in axes)):
         resolved = copy.deepcopy(raw)
         resolved.pop("sweep", None)
-        for axis, value in zip(axes, point):
+        for axis, value in zip(axes, point, strict=False):
             set_path(resolved, axis.key, value, origin=f"sweep.{axis.key}")
         exp = parse_experiment(resolved)
         for rep in range(1, (repetitions or exp.repetitions) + 1):
             name = run_name(labels, point, rep)
-            runs.append(RunSpec(name=name, repetition=rep, point=tuple(zip((a.key for a in axes), point)), experiment=exp))
+            runs.append(RunSpec(name=name, repetition=rep, point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
     return runs
 
 

@@ -40,7 +40,7 @@ class App(abc.ABC):
         path.mkdir(exist_ok=True)
         return path
 
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: B027  (optional hook: clients-only apps have nothing to prepare)
         """Start servers; return when they accept connections."""
 
     @abc.abstractmethod

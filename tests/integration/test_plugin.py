@@ -1,0 +1,49 @@
+"""The pytest plugin's fixtures on the host kernel (HTB, veth, MPTCP: no VM needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from nest_experiments.errors import NetworkSetupError
+
+pytestmark = pytest.mark.integration
+
+
+def test_bottleneck_limits_a_flow(no_leftovers, nest_network) -> None:  # type: ignore[no-untyped-def]
+    net = nest_network("dumbbell", links={"bottleneck": {"rate": "5mbit"}})
+    server = net.popen("s1", ["iperf3", "-s", "-1"])
+    net.run("s1", ["sh", "-c", "for i in $(seq 50); do ss -Hltn | grep -q 5201 && exit 0; sleep 0.1; done; exit 1"])
+    out = net.run("h1", ["iperf3", "-c", net.addr("s1"), "-t", "3", "-J"], timeout=30).stdout
+    server.wait(timeout=10)
+    goodput = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+    assert 0.85 * 5e6 <= goodput <= 5e6
+
+
+def test_every_node_reaches_every_other(no_leftovers, nest_network) -> None:  # type: ignore[no-untyped-def]
+    net = nest_network("multihomed_dumbbell")
+    for src, dst in [("h1", "s1"), ("h3", "s3"), ("h2", "s2"), ("s1", "h1")]:
+        net.run(src, ["ping", "-c", "1", "-W", "2", net.addr(dst)])
+    assert net.run("r1", ["sysctl", "-n", "net.ipv4.ip_forward"]).stdout.strip() == "1"
+    assert net.run("h1", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout.strip() == "cubic"
+
+
+def test_read_back_catches_a_qdisc_changed_behind_our_back(no_leftovers, nest_network) -> None:  # type: ignore[no-untyped-def]
+    net = nest_network("chain", links={"bottleneck": {"rate": "10mbit", "qdisc": {"kind": "pfifo", "limit": 50}}})
+    egress = net.egress("bottleneck", "r")
+    net.net.read_back(egress.plan)  # as installed: fine
+    tc = ["tc", "-n", net.ns("r"), "qdisc"]
+    subprocess.run([*tc, "del", "dev", egress.dev, "parent", "1:1", "handle", "10:"], check=True)
+    subprocess.run([*tc, "add", "dev", egress.dev, "parent", "1:1", "handle", "10:", "bfifo", "limit", "3000"], check=True)
+    with pytest.raises(NetworkSetupError, match="expected qdisc pfifo, kernel has bfifo"):
+        net.net.read_back(egress.plan)
+
+
+def test_offloads_are_off_on_shaped_links(no_leftovers, nest_network) -> None:  # type: ignore[no-untyped-def]
+    net = nest_network("chain", links={"bottleneck": {"rate": "10mbit"}})
+    features = net.run("r", ["ethtool", "-k", "s"]).stdout
+    assert "tcp-segmentation-offload: off" in features and "generic-segmentation-offload: off" in features
+    untouched = net.run("c", ["ethtool", "-k", "r"]).stdout
+    assert "generic-segmentation-offload: on" in untouched
