@@ -26,6 +26,7 @@ class FetchResult:
     t_first_byte: float  # first body (or header) byte received
     t_last_byte: float  # last body byte received
     transport: str  # "tcp" | "mptcp" | "h2" | "h3"
+    body: bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
 
 
 class Fetcher(abc.ABC):

@@ -157,6 +157,16 @@ class _Exchange:
     t_last: float | None = None
     status: int = 0
     nbytes: int = 0
+    chunks: list[bytes] | None = None  # kept only for manifests: segments are counted, not stored
+
+    def __post_init__(self) -> None:
+        if self.path.split("?")[0].endswith(".mpd"):
+            self.chunks = []
+
+    def add(self, data: bytes) -> None:
+        self.nbytes += len(data)
+        if self.chunks is not None:
+            self.chunks.append(data)
 
     def result(self, transport: str) -> FetchResult:
         t_first = self.t_request if self.t_first is None else self.t_first
@@ -168,6 +178,7 @@ class _Exchange:
             t_first_byte=t_first,
             t_last_byte=self.t_last if self.t_last is not None else t_first,
             transport=transport,
+            body=b"".join(self.chunks) if self.chunks is not None else None,
         )
 
 
@@ -227,10 +238,10 @@ class _H1Connection:
     ) -> None:
         if len(buf) > self.length:
             raise HttpError(400, "more bytes than content-length")
-        ex.nbytes = len(buf)
+        ex.add(buf)
         while ex.nbytes < self.length:
             data = await self._read(min(CHUNK, self.length - ex.nbytes), clock, ex)
-            ex.nbytes += len(data)
+            ex.add(data)
             deadline.reschedule(asyncio.get_running_loop().time() + idle)
 
     def mptcp_active(self) -> bool:
@@ -447,7 +458,7 @@ class H2Fetcher(Fetcher):
             p.ex.status = int(_header(event.headers or [], ":status"))
             p.ex.t_first = p.ex.t_last = now
         elif isinstance(event, h2.events.DataReceived) and p:
-            p.ex.nbytes += len(event.data or b"")
+            p.ex.add(event.data or b"")
             p.ex.t_last = now
             self.conn.acknowledge_received_data(event.flow_controlled_length or 0, event.stream_id)
         elif isinstance(event, h2.events.StreamEnded) and p:
@@ -528,7 +539,7 @@ class _H3ClientProtocol(QuicConnectionProtocol):
             p.ex.status = int(dict(event.headers)[b":status"])
             p.ex.t_first = p.ex.t_last
         elif isinstance(event, DataReceived):
-            p.ex.nbytes += len(event.data)
+            p.ex.add(event.data)
         if getattr(event, "stream_ended", False):
             p.finish()
 
