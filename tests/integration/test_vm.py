@@ -107,8 +107,8 @@ def test_probe_reports_pie_and_fq_pie() -> None:
 def test_timeout_kills_hanging_guest() -> None:
     t0 = time.monotonic()
     with pytest.raises(VMTimeoutError, match="did not finish"):
-        run_in_vm(["sleep", "600"], cwd=Path("/"), rw_dirs=[], env=ENV, timeout_s=35, accel=ACCEL, console=None)
-    assert time.monotonic() - t0 < 60
+        run_in_vm(["sleep", "600"], cwd=Path("/"), rw_dirs=[], env=ENV, timeout_s=25, accel=ACCEL, console=None)
+    assert time.monotonic() - t0 < 45
     assert not _qemus_of(os.getpid())
     assert not any(RUNS.glob(f"{os.getpid()}-*"))
 
@@ -122,7 +122,7 @@ RUNNER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["sigterm", "sigint", "sigkill"])
 def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, ACCEL], cwd=PROJECT_ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -140,7 +140,7 @@ def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
         while _qemus_of(runner.pid) and time.monotonic() < deadline:  # PDEATHSIG is asynchronous
             time.sleep(0.1)
         assert not _qemus_of(runner.pid)
-        if sig == signal.SIGTERM:  # a clean exit removes its run folder (kill -9: the next run does)
+        if sig != signal.SIGKILL:  # a clean exit removes its run folder (kill -9: the next run does)
             assert not any(RUNS.glob(f"{runner.pid}-*"))
     finally:
         if runner.poll() is None:
