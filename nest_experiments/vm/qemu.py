@@ -371,6 +371,7 @@ def run_in_vm(
     dirs = _validate(argv, cwd, rw_dirs, env)
     if shutil.which(QEMU) is None:
         raise VMError(f"{QEMU} not found: apt-get install qemu-system-x86")
+
     def log(message: str) -> None:
         if console is not None:
             console.write(message + "\n")
