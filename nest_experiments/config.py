@@ -123,6 +123,32 @@ class Iperf3App(AppConfig):
     interval_s: float = 1.0
 
 
+DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3")
+MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DashApp(AppConfig):
+    """A DASH session: our server on ``server``, our player on ``client``, over ``transport``."""
+
+    server: str
+    client: str
+    transport: str = "tcp"
+    ladder: str = "eldorado_av1"
+    clip_s: float | None = None  # None: the ladder's whole duration
+    abr: str = "grate"
+    abr_audio: str = "grate"
+    max_buffer_s: float = 10.0
+    threshold_s: float = 1.0
+    vbr: float = 0.0
+    mptcp_endpoints: str = "fullmesh"
+    mptcp_subflows: int = 2
+
+    @property
+    def kernel_features(self) -> tuple[str, ...]:
+        return ("mptcp",) if self.transport == "mptcp" else ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Experiment:
     name: str
@@ -346,4 +372,39 @@ def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float)
         congestion_control=t.get("tcp_congestion_control", one_of(CONGESTION_CONTROLS), None),
         port=t.get("port", lambda p, v: as_int(p, v, minimum=1024), 5201),
         interval_s=t.get("interval", lambda p, v: parse_time(p, v, allow_zero=False), 1.0),
+    )
+
+
+@register_app_kind("dash")
+def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
+    from nest_experiments.dash import abr, media  # pure modules; loaded only when a dash app is used
+
+    node = node_of(spec)
+    server, client = t.get("server", node), t.get("client", node)
+    if server == client:
+        raise ConfigError(join(t.path, "client"), "server and client must be different nodes")
+    ladder = t.get("ladder", one_of(tuple(media.available_ladders())), "eldorado_av1")
+    clip = t.get("clip", lambda p, v: parse_time(p, v, allow_zero=False), None)
+    length = media.load_ladder(ladder).duration_s
+    if clip is not None and clip > length:
+        raise ConfigError(join(t.path, "clip"), f"{clip:g} s is longer than ladder {ladder!r} ({length:g} s)")
+    algorithms = one_of(tuple(abr.available_abrs()))
+    video_abr = t.get("abr", algorithms, "grate")
+    max_buffer = t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0)
+    threshold = t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0)
+    if threshold > max_buffer:
+        raise ConfigError(join(t.path, "threshold"), f"{threshold:g} s exceeds max_buffer ({max_buffer:g} s)")
+
+    def vbr(path: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2:
+            raise ConfigError(path, f"expected a log-normal sigma in [0, 2), got {value!r}")
+        return float(value)
+
+    return DashApp(
+        name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
+        transport=t.get("transport", one_of(DASH_TRANSPORTS), "tcp"),
+        ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=t.get("abr_audio", algorithms, video_abr),
+        max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
+        mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
+        mptcp_subflows=t.get("mptcp_subflows", lambda p, v: as_int(p, v, minimum=1), 2),
     )

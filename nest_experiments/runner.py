@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
 from nest_experiments import PROJECT_ROOT, __version__
 from nest_experiments.apps.base import APP_CLASSES, App, tool_version

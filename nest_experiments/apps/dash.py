@@ -1,0 +1,143 @@
+"""DASH sessions: our server and headless player (``segments.csv``, ``abr_decisions.csv``, ``qoe.json``).
+
+``prepare()`` generates (or reuses) the media, configures MPTCP when the
+transport is ``mptcp``, and starts :mod:`nest_experiments.dash.server` on the
+server node; ``start()`` runs :mod:`nest_experiments.dash.client` on the client
+node; ``finish()`` waits for the player and reads what it wrote. Raw files
+(server access log and stdout/stderr, the client's own CSVs) stay in
+``raw/``. The access log's times are on the server's clock, which starts in
+``prepare()`` (before the run's t = 0): they are offset by a constant.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.apps.base import App, register
+from nest_experiments.config import DashApp
+from nest_experiments.dash import media
+from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
+from nest_experiments.errors import RunError
+from nest_experiments.procs import check_run
+from nest_experiments.rundir import write_json
+
+SERVER_READY_TIMEOUT_S = 20.0
+
+
+@register("dash")
+class Dash(App):
+    cfg: DashApp
+
+    def prepare(self) -> None:
+        c = self.cfg
+        ladder = media.load_ladder(c.ladder)
+        self.mpd = media.generate(ladder, duration_s=c.clip_s, vbr=c.vbr)
+        self.media_s = c.clip_s if c.clip_s is not None else ladder.duration_s
+        self.out_dir = self.raw_dir / f"{c.name}.client"
+        self.ca = self.raw_dir / f"{c.name}.ca.pem"
+        if c.transport == "mptcp":
+            self._setup_mptcp()
+        # MPTCP joins may target any of the server's addresses: listen on all of them
+        bind = "0.0.0.0" if c.transport == "mptcp" else self.net.addr(c.server)
+        t0 = time.monotonic() - self.clock()
+        argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
+                "--bind", bind, f"--port-{c.transport}", "0", "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
+                "--t0", repr(t0), "--ca-out", str(self.ca)]
+        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.port = self._wait_ready()
+
+    def _setup_mptcp(self) -> None:
+        c = self.cfg
+        n = str(c.mptcp_subflows)
+        flags = ["subflow", "fullmesh"] if c.mptcp_endpoints == "fullmesh" else ["subflow"]
+        for node in (c.client, c.server):
+            self._ip(node, ["mptcp", "limits", "set", "subflows", n, "add_addr_accepted", n])
+        # the client opens subflows from its extra addresses; the server announces its
+        # extra addresses, so that a subflow can also come back on the other path
+        for node, node_flags in ((c.client, flags), (c.server, ["signal"])):
+            spec = self.net.spec
+            for link in spec.links_of(node)[1:]:
+                self._ip(node, ["mptcp", "endpoint", "add", str(link.address(node, spec.base).ip),
+                                "dev", link.ifname(node), *node_flags])
+
+    def _ip(self, node: str, args: list[str]) -> None:
+        check_run(["ip", "-n", self.net.ns(node), *args], what=f"apps.{self.cfg.name}: ip {args[0]} on {node}")
+
+    def _wait_ready(self) -> int:
+        c = self.cfg
+        out = self.raw_dir / f"{c.name}.server.out"
+        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for line in out.read_text().splitlines():
+                try:
+                    ready = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ready, dict) and ready.get("ready"):
+                    return int(ready["ports"][c.transport])
+            if self.server.poll() is not None:
+                break
+            time.sleep(0.05)
+        err = _last_line(self.raw_dir / f"{c.name}.server.err")
+        raise RunError(f"apps.{c.name}: DASH server on {c.server} did not start{': ' + err if err else ''} "
+                       f"(see {self.raw_dir})")
+
+    def start(self) -> None:
+        c = self.cfg
+        self.t_start = self.clock()
+        t0 = time.monotonic() - self.t_start
+        argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
+                "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
+                "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
+                "--threshold", f"{c.threshold_s:g}", "--t0", repr(t0), "--out", str(self.out_dir),
+                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
+        if c.transport in ("h2", "h3"):
+            argv += ["--ca", str(self.ca)]
+        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+
+    def finish(self, deadline: float) -> None:
+        c = self.cfg
+        self.segments: list[dict[str, Any]] = []
+        self.decisions: list[dict[str, Any]] = []
+        try:
+            code = self.wait_proc(self.client, deadline, "DASH client")
+        except RunError as exc:
+            self.warnings.append(str(exc))
+            return
+        if code != 0:
+            err = _last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
+            self.warnings.append(f"apps.{c.name}: DASH client failed: {err}")
+            return
+        self.segments = _read_rows(self.out_dir / "segments.csv", app=c.name)
+        self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
+        doc = json.loads((self.out_dir / "qoe.json").read_text())
+        qoe_path = self.run_dir / "qoe.json"
+        merged = json.loads(qoe_path.read_text()) if qoe_path.exists() else {}
+        merged[c.name] = doc
+        write_json(qoe_path, merged)
+        if doc.get("end_reason") != "ended":
+            self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
+
+    def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
+        return {"segments.csv": ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
+                "abr_decisions.csv": ((*DECISION_FIELDS, "app"), getattr(self, "decisions", []))}
+
+
+def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:
+    with path.open(newline="") as fh:
+        return [{**row, "app": app} for row in csv.DictReader(fh)]
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+

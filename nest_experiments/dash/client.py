@@ -1,0 +1,109 @@
+"""DASH client process: play one MPD over one transport, write the session's records.
+
+    python -m nest_experiments.dash.client --server ADDR --port N --transport tcp|mptcp|h2|h3 \
+        --mpd /manifest.mpd --abr grate --abr-audio grate --max-buffer 10 --threshold 1 \
+        --t0 F --out DIR [--max-duration S] [--ca FILE | --insecure]
+
+Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.records`)
+and ``qoe.json`` (:func:`nest_experiments.dash.qoe.summarize` plus the end
+reason) into ``DIR``. Every time is ``time.monotonic() - t0``: the run's
+clock, shared by every namespace (one CLOCK_MONOTONIC per kernel). Errors
+are one line on stderr (``error: ...``) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.dash import qoe, records
+from nest_experiments.dash.player import PlayerReport, play
+from nest_experiments.dash.transports import KINDS, open_fetcher
+from nest_experiments.errors import ConfigError, NestExpError, RunError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.client", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--server", required=True, help="server address")
+    p.add_argument("--port", type=int, required=True, help="server port of the transport")
+    p.add_argument("--transport", choices=KINDS, required=True)
+    p.add_argument("--mpd", required=True, help="URL path of the MPD, e.g. /manifest.mpd")
+    p.add_argument("--abr", default="grate", help="video ABR algorithm")
+    p.add_argument("--abr-audio", default="grate", help="audio ABR algorithm")
+    p.add_argument("--max-buffer", type=float, default=10.0, help="seconds of media buffered at most")
+    p.add_argument("--threshold", type=float, default=1.0, help="seconds of media to start/resume playback")
+    p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0 (default: now)")
+    p.add_argument("--out", type=Path, required=True, help="folder for segments.csv, abr_decisions.csv, qoe.json")
+    p.add_argument("--max-duration", type=float, help="stop the session after this many seconds")
+    p.add_argument("--ca", type=Path, help="server certificate (PEM) for h2/h3")
+    p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
+    return p.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> PlayerReport:
+    t0 = time.monotonic() if args.t0 is None else args.t0
+
+    def clock() -> float:
+        return time.monotonic() - t0
+
+    fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
+                                 insecure=args.insecure)
+    try:
+        return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, max_buffer_s=args.max_buffer,
+                          threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration)
+    finally:
+        await fetcher.close()
+
+
+def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float) -> dict[str, Any]:
+    """``qoe.json``: QoE per stream and session, plus how the session ended."""
+    summary = qoe.summarize(report.segments, startup_delay_s=report.startup_delay_s, threshold_s=threshold_s)
+    return {
+        "transport": transport,
+        "end_reason": report.end_reason,
+        "ended_at": report.ended_at,
+        "stalls": len(report.stalls),
+        "qoe": {name: asdict(s) for name, s in summary.items()},
+    }
+
+
+def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_s: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    records.write_segments(out / "segments.csv", report.segments)
+    records.write_decisions(out / "abr_decisions.csv", report.decisions)
+    doc = qoe_document(report, transport=transport, threshold_s=threshold_s)
+    fd, tmp = tempfile.mkstemp(prefix=".qoe.json.", dir=out)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, out / "qoe.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        report = asyncio.run(run(args))
+        if not report.segments:
+            raise RunError(f"no segment was received ({report.end_reason})")
+        write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold)
+    except NestExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except OSError as exc:
+        print(f"error: dash client: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"segments": len(report.segments), "end_reason": report.end_reason}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""DASH through the whole runner: experiment dict -> namespaces -> run folder (host kernel: HTB only).
+
+Each session plays a 30 s clip of the ``abr_quic_tcp`` ladder (200 kbit/s -
+4 Mbit/s video, 64/128 kbit/s audio) with the throughput ABR (``grate``)
+through an HTB bottleneck without added delay.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.runner import Run
+from nest_experiments.sweep import expand
+
+pytestmark = pytest.mark.integration
+
+CLIP_S = 30
+BOTTLENECK_BPS = 3_000_000
+
+
+def _execute(raw: dict[str, Any], tmp_path: Path, during: Any = None) -> Path:
+    (spec,) = expand(raw)
+    run = Run(spec, tmp_path / spec.name)
+    if during is not None:
+        threading.Thread(target=during, args=(run,), daemon=True).start()
+    outcome = run.execute()
+    assert outcome.status == "completed", outcome.reason
+    dash = subprocess.run(["pgrep", "-af", r"nest_experiments\.dash\.(server|client)"], capture_output=True,
+                          text=True, check=False).stdout
+    assert dash == "", f"DASH processes left behind: {dash}"
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    assert manifest["warnings"] == [], manifest["warnings"]
+    return outcome.run_dir
+
+
+def _segments(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "segments.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert reader.fieldnames is not None
+        assert tuple(reader.fieldnames[: len(SEGMENT_FIELDS)]) == SEGMENT_FIELDS  # DESIGN §4, in order
+        return list(reader)
+
+
+def _check_segments(rows: list[dict[str, str]], transport: str) -> None:
+    for stream in ("video", "audio"):
+        mine = [r for r in rows if r["stream"] == stream]
+        assert [int(r["index"]) for r in mine] == list(range(len(mine)))
+        assert len(mine) * 4 >= CLIP_S  # 4 s segments: the whole clip
+    for r in rows:
+        assert r["transport"] == transport
+        assert int(r["bytes"]) > 0 and int(r["bitrate_bps"]) > 0
+        t_req, t_first, t_last = (float(r[k]) for k in ("t_request", "t_first_byte", "t_last_byte"))
+        assert 0 <= t_req <= t_first <= t_last
+        assert float(r["buffer_s"]) >= 0 and float(r["stall_s"]) >= 0
+
+
+def _dumbbell(transport: str) -> dict[str, Any]:
+    return {
+        "experiment": {"name": f"dash_{transport}", "topology": "dumbbell", "duration": "38s"},
+        "links": {"bottleneck": {"rate": "3mbit"}},
+        "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": transport,
+                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+    }
+
+
+@pytest.mark.parametrize("transport", ["tcp", "mptcp", "h2", "h3"])
+def test_dash_through_an_htb_bottleneck(no_leftovers: None, tmp_path: Path, transport: str) -> None:
+    run_dir = _execute(_dumbbell(transport), tmp_path)
+    rows = _segments(run_dir)
+    _check_segments(rows, transport)
+    video = [int(r["bitrate_bps"]) for r in rows if r["stream"] == "video"]
+    mean_bps = sum(video) / len(video)
+    assert 0.4 * BOTTLENECK_BPS <= mean_bps <= BOTTLENECK_BPS, f"{transport}: mean video bitrate {mean_bps:.0f}"
+    qoe = json.loads((run_dir / "qoe.json").read_text())["video"]
+    assert qoe["end_reason"] == "ended" and qoe["transport"] == transport
+    assert qoe["qoe"]["video"]["avg_bitrate_bps"] == pytest.approx(mean_bps)
+    with (run_dir / "abr_decisions.csv").open(newline="") as fh:
+        assert len(list(csv.DictReader(fh))) >= len(rows)
+    if transport == "h3":  # audio and video multiplexed on one QUIC connection (one UDP flow)
+        with (run_dir / "raw" / "video.access.csv").open(newline="") as fh:
+            access = list(csv.DictReader(fh))
+        assert {r["transport"] for r in access} == {"h3"}
+        assert len({r["conn_id"] for r in access}) == 1
+
+
+def _tx_bytes(run: Run, node: str, dev: str) -> int:
+    ns = f"{run.manifest['prefix']}-{node}"
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True,
+                         check=True).stdout
+    return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
+
+
+def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tmp_path: Path) -> None:
+    raw = {
+        "experiment": {"name": "dash_mptcp_2paths", "topology": "multihomed_dumbbell", "duration": "38s"},
+        "links": {"bn1": {"rate": "2mbit"}, "bn2": {"rate": "2mbit"}},
+        "apps": {"video": {"kind": "dash", "server": "s2", "client": "h2", "transport": "mptcp",
+                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+    }
+    counters: dict[str, int] = {}
+
+    def sample(run: Run) -> None:  # the routers' interfaces towards h2, until the network is gone
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            try:
+                counters.update({node: _tx_bytes(run, node, "h2") for node in ("r1", "r2")})
+            except (KeyError, subprocess.CalledProcessError, ValueError, IndexError):
+                if counters:
+                    return
+            time.sleep(0.2)
+
+    run_dir = _execute(raw, tmp_path, during=sample)
+    rows = _segments(run_dir)
+    _check_segments(rows, "mptcp")
+    stream_bytes = sum(int(r["bytes"]) for r in rows)
+    assert set(counters) == {"r1", "r2"}
+    for node, sent in counters.items():
+        assert sent >= 0.1 * stream_bytes, f"path via {node} carried {sent} of {stream_bytes} bytes"
+    (run_dir / "path_bytes.json").write_text(json.dumps({**counters, "stream": stream_bytes}))

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nest_experiments.config import DashApp, parse_experiment
+from nest_experiments.errors import ConfigError
+from nest_experiments.kernel import features_needed
+
+
+def _exp(**app: Any) -> dict[str, Any]:
+    return {"experiment": {"name": "d", "topology": "dumbbell", "duration": "30s"},
+            "apps": {"v": {"kind": "dash", "server": "s1", "client": "h1", **app}}}
+
+
+def test_dash_defaults() -> None:
+    (app,) = parse_experiment(_exp()).apps
+    assert isinstance(app, DashApp)
+    assert (app.transport, app.ladder, app.clip_s, app.abr, app.abr_audio) == ("tcp", "eldorado_av1", None, "grate", "grate")
+    assert (app.max_buffer_s, app.threshold_s, app.vbr, app.mptcp_endpoints, app.mptcp_subflows) == (10.0, 1.0, 0.0, "fullmesh", 2)
+    assert app.kernel_features == ()
+
+
+def test_dash_mptcp_needs_the_kernel_feature() -> None:
+    exp = parse_experiment(_exp(transport="mptcp", clip="20s", mptcp_endpoints="subflow", mptcp_subflows=3, vbr=0.2))
+    (app,) = exp.apps
+    assert isinstance(app, DashApp) and app.clip_s == 20.0 and app.mptcp_subflows == 3 and app.vbr == 0.2
+    assert features_needed(exp)["mptcp"] == "apps.v"
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("transport", "quic", "apps.v.transport"),
+    ("ladder", "nope", "apps.v.ladder"),
+    ("abr", "bbb", "did you mean 'bba'"),
+    ("clip", "1000s", "apps.v.clip"),
+    ("threshold", "20s", "apps.v.threshold"),
+    ("vbr", 3, "apps.v.vbr"),
+    ("client", "s1", "apps.v.client"),
+    ("mptcp_endpoints", "signal", "apps.v.mptcp_endpoints"),
+    ("bogus", 1, "apps.v.bogus"),
+])
+def test_dash_errors_name_the_key(key: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        parse_experiment(_exp(**{key: value}))
