@@ -176,7 +176,9 @@ class Run:
         cpu.start()
         try:
             self._schedule()
-            deadline = self.exp.duration_s + FINISH_GRACE_S
+            # under TCG emulation the tools run several times slower: give them as long again to finish
+            grace = FINISH_GRACE_S + (self.exp.duration_s if runtime_name() == "vm" else 0.0)
+            deadline = self.exp.duration_s + grace
             for app in self.apps:
                 app.finish(deadline)
             self.manifest["traffic_end_t"] = round(self.clock(), 3)
