@@ -107,11 +107,10 @@ class Run:
         (self.run_dir / "config.toml").write_text(config_text(self.spec))
         self._init_manifest()
         try:
-            with run_lock():
-                cleaned = clean_dead_runs()
-                if cleaned:
-                    self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
-                self._run_network()
+            cleaned = clean_dead_runs()
+            if cleaned:
+                self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
+            self._run_network()
             self.manifest["status"] = "completed"
         except (KeyboardInterrupt, Interrupted) as exc:
             self._fail("interrupted", str(exc) or "interrupted (SIGINT)")
@@ -168,9 +167,14 @@ class Run:
         for app in self.apps:
             app.prepare()
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
+        sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
+        try:
+            sampler.open()
+        except BaseException:
+            sampler.stop(keep=False)
+            raise
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
-        sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
         cpu = CpuMonitor(self.clock)
         sampler.start()
         cpu.start()
@@ -228,11 +232,15 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
 
 def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: TextIO = sys.stderr,
               after_each: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
-    """Run every run not yet completed; print progress; go on after failures."""
+    """Run every run not yet completed; print progress; go on after failures.
+
+    One sweep at a time per machine (runs share interface names in the root
+    namespace): a second one stops at once, before creating anything.
+    """
     outcomes: list[RunOutcome] = []
     total = len(runs)
     t_start = time.monotonic()
-    with signals_as_exceptions():
+    with run_lock(), signals_as_exceptions():
         for i, spec in enumerate(runs, 1):
             run_dir = results_root / spec.experiment.name / spec.name
             if is_completed(run_dir, config_text(spec)):

@@ -8,6 +8,8 @@ once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +22,38 @@ from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "node", "dev", "link", "kind", "handle", "parent", "backlog_bytes", "backlog_pkts", "drops",
           "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob")
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def netlink_in(ns: str) -> Any:
+    """An IPRoute socket inside namespace ``ns``, opened by this thread entering it briefly.
+
+    pyroute2's own ``IPRoute(netns=...)`` forks a child of this process to
+    open it; in the TCG VM, forking a process that has numpy loaded took
+    over 20 s. A netlink socket stays in the namespace it was created in.
+    """
+    from pyroute2 import IPRoute
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    except OSError as exc:
+        os.close(own)
+        raise RunError(f"qdisc sampler: no namespace {ns}") from exc
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise RunError(f"qdisc sampler: cannot enter {ns}: {os.strerror(ctypes.get_errno())}")
+        try:
+            return IPRoute()
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:  # never leave this thread in the wrong namespace
+                raise RunError("qdisc sampler: cannot return to the original namespace")
+    finally:
+        os.close(own)
+        os.close(target)
 
 
 def _handle(value: int) -> str:
@@ -46,16 +80,19 @@ class QdiscSampler:
         self.error: BaseException | None = None
         self.sink = CsvSink(path, FIELDS)
 
-    def start(self) -> None:
-        from pyroute2 import IPRoute  # the adapter's netlink library
-
+    def open(self) -> None:
+        """Open the netlink sockets (before the run clock starts)."""
         for ns, _, dev, _ in self.targets:
-            ipr = self._sockets.get(ns) or IPRoute(netns=ns, flags=0)
+            ipr = self._sockets.get(ns) or netlink_in(ns)
             self._sockets[ns] = ipr
             found = ipr.link_lookup(ifname=dev)
             if not found:
                 raise RunError(f"qdisc sampler: no interface {dev} in {ns}")
             self._index[(ns, dev)] = found[0]
+
+    def start(self) -> None:
+        if not self._sockets:
+            self.open()
         self.sample()  # the first sample before any traffic starts
         self._thread.start()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-#: PIE's drop probability is a fraction of this (kernel MAX_PROB = U64_MAX >> 8 since 5.6)
-PIE_MAX_PROB = (1 << 56) - 1
+#: PIE's drop probability is a fraction of this (the kernel dumps prob << 8, a fraction of U64_MAX)
+PIE_MAX_PROB = (1 << 64) - 1
 _PIE_XSTATS = struct.Struct("=QIIIIIIII")  # prob, delay(us), avg_dq_rate, dq_rate_estimating, packets_in,
 #                                          dropped, overlimit, maxq, ecn_mark
 

@@ -19,7 +19,9 @@ from tests.conftest import ROOT, child_processes, cli, our_namespaces
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 
-SHORT = ["--set", "experiment.duration=8s", "--only", "qdisc-pfifo-100_r1", "--no-plot"]
+FIFO = str(ROOT / "experiments" / "dumbbell_fifo.toml")  # runs on the host kernel (HTB + pfifo)
+RUN = "qdisc-pfifo-100_r1"
+SHORT = [FIFO, "--set", "experiment.duration=8s", "--only", RUN, "--no-plot"]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("results")
     proc = cli("run", *SHORT, "--results", str(results))
     assert proc.returncode == 0, proc.stderr
-    return results / "default" / "qdisc-pfifo-100_r1"
+    return results / "dumbbell_fifo" / RUN
 
 
 def test_run_folder_follows_the_contract(default_run: Path) -> None:
@@ -83,8 +85,7 @@ def test_missing_qdisc_stops_before_any_namespace(no_leftovers: None, tmp_path: 
 
     if probe_feature("pie").ok:
         pytest.skip("this kernel has pie: nothing to refuse")
-    proc = cli("run", "--runtime", "host", "--set", "links.bottleneck.qdisc={kind=\"pie\"}", "--set",
-               "sweep={}", "--results", str(tmp_path))
+    proc = cli("run", "--runtime", "host", "--results", str(tmp_path))  # the default experiment uses pie
     assert proc.returncode == 1
     line = proc.stderr.strip()
     assert "\n" not in line and "'pie'" in line and "sch_pie" in line and "--runtime vm" in line
@@ -92,8 +93,8 @@ def test_missing_qdisc_stops_before_any_namespace(no_leftovers: None, tmp_path: 
 
 
 def _start_run(results: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "nest_experiments", "run", "--set", "experiment.duration=30s",
-                             "--only", "qdisc-pfifo-100_r1", "--no-plot", "--results", str(results), *extra],
+    return subprocess.Popen([sys.executable, "-m", "nest_experiments", "run", FIFO, "--set", "experiment.duration=30s",
+                             "--only", RUN, "--no-plot", "--results", str(results), *extra],
                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **(env or {})})
 
@@ -116,7 +117,7 @@ def test_signal_mid_run_leaves_nothing(no_leftovers: None, tmp_path: Path, sig: 
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
-    manifest = json.loads((tmp_path / "default" / "qdisc-pfifo-100_r1" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "dumbbell_fifo" / RUN / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
 
 
@@ -124,7 +125,7 @@ def test_exception_mid_run_is_recorded_and_cleaned(no_leftovers: None, tmp_path:
     proc = _start_run(tmp_path, env={"NEST_EXP_FAULT_AT": "3"})
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    run_dir = tmp_path / "default" / "qdisc-pfifo-100_r1"
+    run_dir = tmp_path / "dumbbell_fifo" / RUN
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "injected fault" in manifest["reason"]
     assert (run_dir / "error.log").exists()
