@@ -65,7 +65,13 @@ def _parent(value: int) -> str:
 
 
 class QdiscSampler:
-    """Samples ``targets`` = [(ns, node, dev, link)] every ``interval_s`` into ``path``."""
+    """Samples ``targets`` = [(ns, node, dev, link)] every ``interval_s`` into ``path``.
+
+    One thread owns the netlink sockets from opening to closing (pyroute2's
+    sockets are bound to the thread that made them): :meth:`open` starts it
+    and returns when the sockets are open, :meth:`start` takes the first
+    sample and starts the schedule, :meth:`stop` takes the last one.
+    """
 
     def __init__(self, path: Path, targets: Sequence[tuple[str, str, str, str]], *, interval_s: float,
                  clock: Callable[[], float]) -> None:
@@ -73,8 +79,12 @@ class QdiscSampler:
         self.targets = list(targets)
         self.interval_s = interval_s
         self.clock = clock
+        self._ready = threading.Event()
+        self._go = threading.Event()
+        self._first = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="qdisc-sampler", daemon=True)
+        self._keep = True
+        self._thread = threading.Thread(target=self._main, name="qdisc-sampler", daemon=True)
         self._sockets: dict[str, Any] = {}
         self._index: dict[tuple[str, str], int] = {}
         self.error: BaseException | None = None
@@ -82,6 +92,41 @@ class QdiscSampler:
 
     def open(self) -> None:
         """Open the netlink sockets (before the run clock starts)."""
+        self._thread.start()
+        self._ready.wait()
+        if self.error is not None:
+            self._thread.join()
+            raise self._failure()
+
+    def start(self) -> None:
+        """The first sample (before any traffic starts), then one every interval."""
+        if not self._thread.is_alive() and not self._ready.is_set():
+            self.open()
+        self._go.set()
+        self._first.wait()
+        if self.error is not None:
+            raise self._failure()
+
+    def _main(self) -> None:
+        try:
+            self._open_sockets()
+            self._ready.set()
+            self._go.wait()
+            if not self._stop.is_set():
+                self.sample()
+                self._first.set()
+                self._loop()
+                if self._keep:
+                    self.sample()
+        except BaseException as exc:  # reported by open()/start()/stop()
+            self.error = exc
+        finally:
+            for ipr in self._sockets.values():
+                ipr.close()
+            self._ready.set()
+            self._first.set()
+
+    def _open_sockets(self) -> None:
         for ns, _, dev, _ in self.targets:
             ipr = self._sockets.get(ns) or netlink_in(ns)
             self._sockets[ns] = ipr
@@ -89,12 +134,6 @@ class QdiscSampler:
             if not found:
                 raise RunError(f"qdisc sampler: no interface {dev} in {ns}")
             self._index[(ns, dev)] = found[0]
-
-    def start(self) -> None:
-        if not self._sockets:
-            self.open()
-        self.sample()  # the first sample before any traffic starts
-        self._thread.start()
 
     def sample(self) -> None:
         t = round(self.clock(), 4)
@@ -106,25 +145,23 @@ class QdiscSampler:
 
     def _loop(self) -> None:
         next_t = time.monotonic() + self.interval_s
-        try:
-            while not self._stop.wait(max(0.0, next_t - time.monotonic())):
-                self.sample()
-                next_t += self.interval_s
-                if next_t < time.monotonic():  # fell behind: keep the grid, skip missed ticks
-                    next_t += self.interval_s * int((time.monotonic() - next_t) / self.interval_s + 1)
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            self.sample()
+            next_t += self.interval_s
+            if next_t < time.monotonic():  # fell behind: keep the grid, skip missed ticks
+                next_t += self.interval_s * int((time.monotonic() - next_t) / self.interval_s + 1)
 
     def stop(self, *, keep: bool = True) -> None:
-        """Take a last sample, stop, close sockets, write the file (or drop it)."""
+        """Take a last sample, stop, close the sockets, write the file (or drop it)."""
+        self._keep = keep
+        self._stop.set()
+        self._go.set()
         if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join(timeout=5)
-            if keep and self.error is None:
-                self.sample()
-        for ipr in self._sockets.values():
-            ipr.close()
-        self._sockets.clear()
-        self.sink.close(keep=keep)
+            self._thread.join(timeout=10)
+        self.sink.close(keep=keep and self.error is None)
         if self.error is not None:
-            raise RunError(f"qdisc sampler failed: {self.error}") from self.error
+            raise self._failure()
+
+    def _failure(self) -> RunError:
+        err = self.error
+        return err if isinstance(err, RunError) else RunError(f"qdisc sampler failed: {err}")

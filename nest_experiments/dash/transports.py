@@ -635,7 +635,9 @@ async def _run_stream(fetcher: Fetcher, stream: str, paths: list[str]) -> list[d
     rows = []
     for path in paths:
         result = await fetcher.fetch(stream, path)
-        rows.append({"stream": stream, **dataclasses.asdict(result)})
+        row = {"stream": stream, **dataclasses.asdict(result)}
+        row.pop("body", None)  # bytes; the CLI reports sizes and times
+        rows.append(row)
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
