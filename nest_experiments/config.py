@@ -356,12 +356,18 @@ def start_time(t: Table, duration: float) -> float:
     return start
 
 
+def two_nodes(t: Table, spec: topo.TopologySpec, first: str, second: str) -> tuple[str, str]:
+    """Read an app's two endpoints (e.g. src/dst), which must be different nodes of the topology."""
+    node = node_of(spec)
+    a, b = t.get(first, node), t.get(second, node)
+    if a == b:
+        raise ConfigError(join(t.path, second), f"{first} and {second} must be different nodes")
+    return a, b
+
+
 @register_app_kind("iperf3")
 def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> Iperf3App:
-    node = node_of(spec)
-    src, dst = t.get("src", node), t.get("dst", node)
-    if src == dst:
-        raise ConfigError(join(t.path, "dst"), "src and dst must be different nodes")
+    src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
     length = t.get("duration", lambda p, v: parse_time(p, v, allow_zero=False), None)
     if length is not None and start + length > duration:
@@ -379,10 +385,7 @@ def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float)
 def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
     from nest_experiments.dash import abr, media  # pure modules; loaded only when a dash app is used
 
-    node = node_of(spec)
-    server, client = t.get("server", node), t.get("client", node)
-    if server == client:
-        raise ConfigError(join(t.path, "client"), "server and client must be different nodes")
+    server, client = two_nodes(t, spec, "server", "client")
     ladder = t.get("ladder", one_of(tuple(media.available_ladders())), "eldorado_av1")
     clip = t.get("clip", lambda p, v: parse_time(p, v, allow_zero=False), None)
     length = media.load_ladder(ladder).duration_s
