@@ -22,6 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("experiment", nargs="?", type=Path, help="experiment TOML file")
     run.add_argument("--runtime", choices=("auto", "host", "vm"), help="where to run (default: the file's, else auto)")
     run.add_argument("--reps", type=int, help="repetitions per sweep point (overrides the file)")
+    run.add_argument("--paper", action="store_true",
+                     help="the paper's full sweep: apply the experiment file's [paper] table (e.g. 25 repetitions)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a key, e.g. --set experiment.duration=30s (repeatable)")
     run.add_argument("--results", type=Path, help="results folder (default: ./results in the project)")
@@ -29,8 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="store_true", help="validate and list the runs, create nothing")
     run.add_argument("--no-plot", action="store_true", help="do not plot after the sweep")
     sub.add_parser("doctor", help="what this machine can run, and what is missing")
-    plot = sub.add_parser("plot", help="plot a run folder or a whole experiment folder")
+    plot = sub.add_parser("plot", help="plot a run folder, or a whole experiment folder and write its report",
+                          description="Per-run PNGs next to each run's files; on an experiment (sweep) folder also "
+                                      "the sweep report: <folder>/report/report.md with its figures and summary.csv.")
     plot.add_argument("folder", type=Path)
+    plot.add_argument("--no-report", action="store_true", help="only the per-run plots, no sweep report")
+    plot.add_argument("--no-run-plots", action="store_true", help="only the sweep report, no per-run plots")
     sub.add_parser("clean", help="remove what dead runs left behind (namespaces, processes)")
     try:
         from nest_experiments.dash.cli import add_media_parser
@@ -68,7 +74,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "plot":
         from nest_experiments.plot import plot_folder
 
-        for path in plot_folder(args.folder):
+        for path in plot_folder(args.folder, report=not args.no_report, run_plots=not args.no_run_plots):
             print(path)
         return 0
     if args.command == "clean":

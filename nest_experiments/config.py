@@ -163,6 +163,8 @@ class Experiment:
     sample_links: tuple[str, ...]
     links: tuple[LinkConfig, ...]
     apps: tuple[AppConfig, ...]
+    qdelay_links: tuple[str, ...] = ()  # forward egress (a -> b) queue delay from captures (collectors/capture.py)
+    keep_captures: bool = False  # keep the pcaps after qdelay.csv is written
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     def link(self, name: str) -> LinkConfig:
@@ -192,7 +194,7 @@ def load_default_raw() -> dict[str, Any]:
 def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
-    top.mark("sweep", "experiment", "links", "apps")  # sweep: expanded by nest_experiments.sweep already
+    top.mark("sweep", "paper", "experiment", "links", "apps")  # sweep, paper: applied by nest_experiments.sweep
     top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
     e = top.table("experiment")
     name = e.get("name", as_name_long)
@@ -211,6 +213,8 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
         runtime=e.get("runtime", one_of(RUNTIMES), "auto"),
         sample_interval_s=e.get("sample_interval", lambda p, v: parse_time(p, v, allow_zero=False), 0.1),
         sample_links=_sample_links(e, links),
+        qdelay_links=_qdelay_links(e, links, topology),
+        keep_captures=e.get("keep_captures", as_bool, False),
         links=links,
         apps=apps,
         raw=copy.deepcopy(raw),
@@ -234,6 +238,31 @@ def _sample_links(e: Table, links: tuple[LinkConfig, ...]) -> tuple[str, ...]:
         return tuple(one_of(names)(f"{path}[{i}]", v) for i, v in enumerate(value))
 
     return e.get("sample_links", conv, tuple(default))
+
+
+def _qdelay_links(e: Table, links: tuple[LinkConfig, ...], spec: topo.TopologySpec) -> tuple[str, ...]:
+    """Links whose forward egress (router a -> b, with a qdisc) gets its queue delay measured from captures."""
+    by_name = {link.name: link for link in links}
+
+    def one(path: str, value: object) -> str:
+        name = one_of(tuple(by_name))(path, value)
+        link = by_name[name]
+        if spec.nodes[link.a] != "router":
+            raise ConfigError(path, f"link {name!r} starts at {link.a}, a {spec.nodes[link.a]}: the delay is "
+                                    "measured through a router (its forward egress a -> b)")
+        if link.forward.qdisc is None:
+            raise ConfigError(path, f"link {name!r} has no qdisc on its forward egress ({link.a} -> {link.b})")
+        return name
+
+    def conv(path: str, value: object) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise ConfigError(path, f"expected a list of link names, got {value!r}")
+        names = tuple(one(f"{path}[{i}]", v) for i, v in enumerate(value))
+        if len(set(names)) != len(names):
+            raise ConfigError(path, "lists a link twice")
+        return names
+
+    return e.get("qdelay_links", conv, ())
 
 
 # ---------------------------------------------------------------- links
@@ -411,3 +440,105 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", lambda p, v: as_int(p, v, minimum=1), 2),
     )
+
+
+# ---------------------------------------------------------------- sipp, httperf (background traffic)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SippApp(AppConfig):
+    """SIPp VoIP calls from ``src`` (uac) to ``dst`` (uas echoing the RTP back).
+
+    ``rate`` calls start per second, each plays ``call_length`` of G.711
+    A-law RTP (20 ms packets, ~80 kbit/s at the IP layer each way) and then
+    hangs up. The default 2 s keeps ~rate x 2 = 20 calls up at 10 calls/s,
+    ~1.6-1.8 Mbit/s each way: VoIP alone does not fill a 10 Mbit/s
+    bottleneck (iperf3 does), and the VM's emulated CPU keeps up. SIPp's own
+    ``uac_pcap`` (8 s of audio per call) would be ~80 calls, ~6-7 Mbit/s.
+    """
+
+    src: str
+    dst: str
+    rate: float = 10.0  # calls per second
+    call_length_s: float = 2.0
+    duration_s: float | None = None  # calls are started during this time; None: until the run ends
+    port: int = 5060  # SIP (UDP) on both ends
+    media_port: int = 6000  # RTP: the server echoes on it, the client sends from it
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttperfApp(AppConfig):
+    """httperf GETs from ``src`` to a Caddy file server on ``dst``: ``rate`` new connections per second.
+
+    The file is ``size`` bytes (default 10 KB, one web object: 15/s is ~1.2
+    Mbit/s, sporadic short flows beside the bulk iperf3 ones; 100 KB at 15/s
+    would be ~12 Mbit/s, more than a 10 Mbit/s bottleneck by itself).
+    httperf busy-polls a whole core, so the client runs in a cgroup capped
+    at ``cpu_limit`` of one CPU (default 20%; it needs a few percent at 15/s).
+    """
+
+    src: str
+    dst: str
+    rate: float = 15.0  # connections (one GET each) per second
+    duration_s: float | None = None  # None: until the run ends
+    size: int = 10 * 1024
+    port: int = 8080
+    timeout_s: float = 5.0
+    cpu_limit: float = 0.2  # fraction of one CPU for the httperf client
+
+
+def _positive_number(maximum: float) -> Callable[[str, object], float]:
+    def conv(path: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+            raise ConfigError(path, f"expected a number in (0, {maximum:g}], got {value!r}")
+        return float(value)
+
+    return conv
+
+
+def _traffic_length(t: Table, start: float, duration: float) -> float | None:
+    length = t.get("duration", lambda p, v: parse_time(p, v, allow_zero=False), None)
+    if length is not None and start + length > duration:
+        raise ConfigError(join(t.path, "duration"), f"start + duration ({start + length:g} s) exceeds the run ({duration:g} s)")
+    return length
+
+
+def _port(path: str, value: object) -> int:
+    port = as_int(path, value, minimum=1024)
+    if port > 65535:
+        raise ConfigError(path, f"expected a port in 1024..65535, got {value!r}")
+    return port
+
+
+@register_app_kind("sipp")
+def _parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> SippApp:
+    src, dst = two_nodes(t, spec, "src", "dst")
+    start = start_time(t, duration)
+    call_length = t.get("call_length", lambda p, v: parse_time(p, v, allow_zero=False), 2.0)
+    if not 0.02 <= call_length <= 3600:
+        raise ConfigError(join(t.path, "call_length"), f"expected 20ms..1h of RTP per call, got {call_length:g} s")
+    port = t.get("port", _port, 5060)
+    media_port = t.get("media_port", _port, 6000)
+    if media_port in (port, port + 1) or port in (media_port + 2, media_port + 3):
+        raise ConfigError(join(t.path, "media_port"), f"{media_port} collides with the SIP port {port} "
+                                                      "(sipp uses media_port..media_port+3)")
+    return SippApp(name=name, kind="sipp", src=src, dst=dst, start_s=start,
+                   rate=t.get("rate", _positive_number(1000), 10.0), call_length_s=call_length,
+                   duration_s=_traffic_length(t, start, duration), port=port, media_port=media_port)
+
+
+@register_app_kind("httperf")
+def _parse_httperf(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> HttperfApp:
+    src, dst = two_nodes(t, spec, "src", "dst")
+    start = start_time(t, duration)
+    size = t.get("size", parse_size, 10 * 1024)
+    if not 0 < size <= 1024**3:
+        raise ConfigError(join(t.path, "size"), f"expected 1 byte..1 GB, got {size} bytes")
+    cpu_limit = t.get("cpu_limit", parse_percent, 20.0)
+    if cpu_limit < 1:
+        raise ConfigError(join(t.path, "cpu_limit"), f"expected 1%..100% of one CPU, got {cpu_limit:g}%")
+    return HttperfApp(name=name, kind="httperf", src=src, dst=dst, start_s=start,
+                      rate=t.get("rate", _positive_number(10000), 15.0), duration_s=_traffic_length(t, start, duration),
+                      size=size, port=t.get("port", _port, 8080),
+                      timeout_s=t.get("timeout", lambda p, v: parse_time(p, v, allow_zero=False), 5.0),
+                      cpu_limit=cpu_limit / 100)

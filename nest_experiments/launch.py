@@ -17,13 +17,15 @@ from typing import Any
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
 from nest_experiments.kernel import missing_on_host, require_host_features
-from nest_experiments.sweep import RunSpec, apply_overrides, expand
+from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
 VM_TIMEOUT_MARGIN_S = 600.0
 
 
 def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
     raw = read_toml(args.experiment) if args.experiment else load_default_raw()
+    if getattr(args, "paper", False):
+        raw = apply_paper(raw)
     raw = apply_overrides(raw, list(args.set))
     if args.reps is not None and args.reps < 1:
         raise NestExpError("--reps must be at least 1")
@@ -87,6 +89,7 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     from nest_experiments.vm import resolve_accel, run_in_vm
 
     results.mkdir(parents=True, exist_ok=True)
+    _prepare_on_host(runs)
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results)]
     budget = sum(r.experiment.duration_s + 60 for r in runs) * 3 + VM_TIMEOUT_MARGIN_S
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
@@ -95,9 +98,22 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     accel, _ = resolve_accel("auto")
     env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "PYTHONDONTWRITEBYTECODE": "1"}
     result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel)
+    from nest_experiments.collectors.capture import match_sweep_captures
+
+    match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
     if not args.no_plot:
         _plot(results / runs[0].experiment.name)
     return result.exit_code
+
+
+def _prepare_on_host(runs: list[RunSpec]) -> None:
+    """What the guest cannot do, because it sees the project read-only (e.g. generate DASH media)."""
+    import nest_experiments.runner  # noqa: F401  (registers every app kind)
+    from nest_experiments.apps.base import APP_CLASSES
+
+    for r in runs:
+        for app in r.experiment.apps:
+            APP_CLASSES[app.kind].prepare_host(app)
 
 
 def _guest_args(args: argparse.Namespace, results: Path) -> list[str]:
@@ -106,6 +122,8 @@ def _guest_args(args: argparse.Namespace, results: Path) -> list[str]:
         out.insert(1, str(args.experiment.resolve()))
     if args.reps is not None:
         out += ["--reps", str(args.reps)]
+    if args.paper:
+        out.append("--paper")
     for item in args.set:
         out += ["--set", item]
     for name in args.only:

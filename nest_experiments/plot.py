@@ -1,4 +1,8 @@
-"""PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow."""
+"""PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
+
+On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
+report (``report/report.md``, see :mod:`nest_experiments.report_md`).
+"""
 
 from __future__ import annotations
 
@@ -15,13 +19,25 @@ from nest_experiments.errors import NestExpError  # noqa: E402
 from nest_experiments.rundir import read_manifest  # noqa: E402
 
 
-def plot_folder(folder: Path) -> list[Path]:
-    runs = [d for d in run_dirs(folder) if (read_manifest(d) or {}).get("status") == "completed"]
-    if not runs:
+def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) -> list[Path]:
+    """Per-run plots of every completed run, and the sweep report when ``folder`` holds runs.
+
+    A sweep folder whose runs all failed still gets its report (which lists
+    them); a single run folder that did not complete is an error.
+    """
+    dirs = run_dirs(folder)
+    runs = [d for d in dirs if (read_manifest(d) or {}).get("status") == "completed"]
+    sweep = bool(dirs) and not (folder / "manifest.json").exists()
+    if not runs and not (sweep and report):
         raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here")
     out: list[Path] = []
-    for run_dir in runs:
-        out += plot_run(run_dir)
+    if run_plots:
+        for run_dir in runs:
+            out += plot_run(run_dir)
+    if sweep and report:
+        from nest_experiments.report_md import write_sweep_report
+
+        out += write_sweep_report(folder)
     return out
 
 

@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
+import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
+import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
 from nest_experiments import PROJECT_ROOT, __version__
 from nest_experiments.apps.base import APP_CLASSES, App, tool_version
+from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.config import Experiment
@@ -111,6 +114,8 @@ class Run:
             if cleaned:
                 self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
             self._run_network()
+            if runtime_name() != "vm":  # in the VM runtime the host matches after the guest exits (launch.py)
+                self.manifest["warnings"] += match_captures(self.run_dir, self.manifest)
             self.manifest["status"] = "completed"
         except (KeyboardInterrupt, Interrupted) as exc:
             self._fail("interrupted", str(exc) or "interrupted (SIGINT)")
@@ -166,16 +171,19 @@ class Run:
     def _run_apps(self, net: Network) -> None:
         for app in self.apps:
             app.prepare()
+        capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
+        capture.start()  # capturing before the run clock and any traffic
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
         sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
         try:
             sampler.open()
         except BaseException:
             sampler.stop(keep=False)
+            capture.stop(t0=self.t0, keep=False)
             raise
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
-        cpu = CpuMonitor(self.clock)
+        cpu = CpuMonitor(self.clock, pids_by_app=self._app_pids)
         sampler.start()
         cpu.start()
         try:
@@ -189,10 +197,15 @@ class Run:
         finally:
             cpu.stop()
             sampler.stop(keep=True)
+            capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
             self.manifest.update(cpu.summary())
+            self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest["warnings"] += cpu.warnings()
             write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
         self._write_outputs()
+
+    def _app_pids(self) -> dict[str, list[int]]:
+        return {app.cfg.name: [p.pid for p in app.procs if p.returncode is None] for app in self.apps}
 
     def _schedule(self) -> None:
         for app in sorted(self.apps, key=lambda a: a.cfg.start_s):

@@ -1,7 +1,8 @@
 """Sweeps: a base experiment and its axes -> the list of runs, deterministically.
 
-``[sweep]`` maps dotted key paths of the experiment file to lists of values;
-the runs are the cartesian product of the axes (in file order) times the
+``[sweep]`` maps dotted key paths of the experiment file to lists of values
+(``"a.b, c.d" = [...]`` sets several keys to the same value, e.g. the same
+qdisc on two bottlenecks); the runs are the cartesian product of the axes (in file order) times the
 repetitions. Run names are made of the values (``kind-pie_target-5ms_r1``), so
 the same experiment always gives the same names and a re-run can skip the
 completed ones. Every run's config is validated here, before anything runs.
@@ -22,8 +23,12 @@ from nest_experiments.errors import ConfigError
 
 @dataclass(frozen=True, kw_only=True)
 class Axis:
-    key: str
+    key: str  # one dotted key, or several separated by commas that take the same value together
     values: tuple[Any, ...]
+
+    @property
+    def keys(self) -> list[str]:
+        return [k.strip() for k in self.key.split(",")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +53,8 @@ def parse_axes(raw: dict[str, Any]) -> list[Axis]:
             raise ConfigError(f"sweep.{key}", f"expected a non-empty list of values, got {values!r}")
         if len(set(map(repr, values))) != len(values):
             raise ConfigError(f"sweep.{key}", "values repeat; each value once")
+        if any(not k.strip() for k in key.split(",")):
+            raise ConfigError(f"sweep.{key}", "an empty key in a comma-separated list of keys")
         axes.append(Axis(key=key, values=tuple(values)))
     return axes
 
@@ -67,10 +74,10 @@ def set_path(raw: dict[str, Any], key: str, value: Any, *, origin: str) -> None:
 
 
 def _labels(axes: list[Axis]) -> list[str]:
-    labels = [axis.key.split(".")[-1] for axis in axes]
+    labels = [axis.keys[0].split(".")[-1] for axis in axes]
     for i, axis in enumerate(axes):
         if labels.count(labels[i]) > 1:
-            labels[i] = "-".join(axis.key.split(".")[-2:])
+            labels[i] = "-".join(axis.keys[0].split(".")[-2:])
     return labels
 
 
@@ -94,12 +101,27 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
         resolved = copy.deepcopy(raw)
         resolved.pop("sweep", None)
         for axis, value in zip(axes, point, strict=False):
-            set_path(resolved, axis.key, value, origin=f"sweep.{axis.key}")
+            for key in axis.keys:
+                set_path(resolved, key, value, origin=f"sweep.{axis.key}")
         exp = parse_experiment(resolved)
         for rep in range(1, (repetitions or exp.repetitions) + 1):
             name = run_name(labels, point, rep)
             runs.append(RunSpec(name=name, repetition=rep, point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
     return runs
+
+
+def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
+    """``--paper``: apply the file's ``[paper]`` table (``"dotted.key" = value``), the paper's full sweep."""
+    paper = raw.get("paper")
+    if not isinstance(paper, dict) or not paper:
+        raise ConfigError("paper", "--paper needs a [paper] table of \"dotted.key\" = value overrides in the "
+                                   "experiment file (this one has none)")
+    out = copy.deepcopy(raw)
+    for key, value in paper.items():
+        if key.split(".")[0] not in ("experiment", "links", "apps"):
+            raise ConfigError(f"paper.{key}", "expected a key under experiment, links or apps")
+        set_path(out, key, value, origin=f"paper.{key}")
+    return out
 
 
 def apply_overrides(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:

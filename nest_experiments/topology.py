@@ -214,7 +214,7 @@ def source_routing(spec: TopologySpec) -> tuple[list[Route], list[SourceRule]]:
 def path_links(spec: TopologySpec, src: str, dst_addr: ipaddress.IPv4Address) -> list[str]:
     """Names of the links a packet from ``src`` to ``dst_addr`` crosses (main tables)."""
     table = routes(spec)
-    node, crossed = src, []
+    node, crossed = src, list[str]()
     for _ in range(len(spec.nodes) + 1):
         for link in spec.links_of(node):
             if dst_addr in link.subnet(spec.base):

@@ -40,6 +40,10 @@ class App(abc.ABC):
         path.mkdir(exist_ok=True)
         return path
 
+    @classmethod  # noqa: B027  (optional hook)
+    def prepare_host(cls, cfg: AppConfig) -> None:
+        """Work to do on the host before a VM boots: the guest sees the project read-only (e.g. media)."""
+
     def prepare(self) -> None:  # noqa: B027  (optional hook: clients-only apps have nothing to prepare)
         """Start servers; return when they accept connections."""
 

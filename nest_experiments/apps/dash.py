@@ -5,8 +5,11 @@ transport is ``mptcp``, and starts :mod:`nest_experiments.dash.server` on the
 server node; ``start()`` runs :mod:`nest_experiments.dash.client` on the client
 node; ``finish()`` waits for the player and reads what it wrote. Raw files
 (server access log and stdout/stderr, the client's own CSVs) stay in
-``raw/``. The access log's times are on the server's clock, which starts in
-``prepare()`` (before the run's t = 0): they are offset by a constant.
+``raw/``. The server starts in ``prepare()``, before the run's t = 0 is
+fixed, so its access log is written again as ``access.csv`` with its times
+moved onto the run clock. Over TCP transports (``tcp``, ``mptcp``, ``h2``) the
+client's sockets towards the server are sampled once a second into
+``subflows.csv``: with MPTCP, one row per subflow and so per path.
 """
 
 from __future__ import annotations
@@ -20,24 +23,37 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.apps.base import App, register
-from nest_experiments.config import DashApp
+from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
+from nest_experiments.collectors.subflows import SubflowSampler
+from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import media
+from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
 from nest_experiments.procs import check_run
 from nest_experiments.rundir import write_json
 
 SERVER_READY_TIMEOUT_S = 20.0
+ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 
 
 @register("dash")
 class Dash(App):
     cfg: DashApp
 
+    @classmethod
+    def prepare_host(cls, cfg: AppConfig) -> None:
+        cls.media(cfg)  # type: ignore[arg-type]
+
+    @staticmethod
+    def media(c: DashApp) -> Path:
+        """The content's MPD, generated into the cache unless it is there (the VM's guest only reads it)."""
+        return media.generate(media.load_ladder(c.ladder), duration_s=c.clip_s, vbr=c.vbr)
+
     def prepare(self) -> None:
         c = self.cfg
         ladder = media.load_ladder(c.ladder)
-        self.mpd = media.generate(ladder, duration_s=c.clip_s, vbr=c.vbr)
+        self.mpd = self.media(c)
         self.media_s = c.clip_s if c.clip_s is not None else ladder.duration_s
         self.out_dir = self.raw_dir / f"{c.name}.client"
         self.ca = self.raw_dir / f"{c.name}.ca.pem"
@@ -45,7 +61,7 @@ class Dash(App):
             self._setup_mptcp()
         # MPTCP joins may target any of the server's addresses: listen on all of them
         bind = "0.0.0.0" if c.transport == "mptcp" else self.net.addr(c.server)
-        t0 = time.monotonic() - self.clock()
+        t0 = self.server_t0 = time.monotonic() - self.clock()
         argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
                 "--bind", bind, f"--port-{c.transport}", "0", "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
                 "--t0", repr(t0), "--ca-out", str(self.ca)]
@@ -100,16 +116,29 @@ class Dash(App):
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+        self.subflows: SubflowSampler | None = None
+        if c.transport != "h3":
+            spec = self.net.spec
+            link_of = {str(link.address(node, spec.base).ip): link.name
+                       for node in (c.client, c.server) for link in spec.links_of(node)}
+            self.subflows = SubflowSampler(app=c.name, ns=self.net.ns(c.client), port=self.port, link_of=link_of,
+                                           clock=self.clock)
+            self.subflows.start()
 
     def finish(self, deadline: float) -> None:
         c = self.cfg
         self.segments: list[dict[str, Any]] = []
         self.decisions: list[dict[str, Any]] = []
+        self.access: list[dict[str, Any]] = []
         try:
             code = self.wait_proc(self.client, deadline, "DASH client")
         except RunError as exc:
             self.warnings.append(str(exc))
             return
+        finally:
+            if self.subflows is not None:
+                self.subflows.stop()
+        self.access = self._access_rows()
         if code != 0:
             err = _last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
             self.warnings.append(f"apps.{c.name}: DASH client failed: {err}")
@@ -124,9 +153,34 @@ class Dash(App):
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
 
+    def _access_rows(self) -> list[dict[str, Any]]:
+        """The server's access log so far, its times moved from the server's t0 onto the run clock."""
+        c = self.cfg
+        log = self.raw_dir / f"{c.name}.access.csv"
+        path = log if log.exists() else log.with_name(log.name + ".partial")  # renamed when the server exits
+        if not path.exists():
+            return []
+        shift = self.server_t0 - (time.monotonic() - self.clock())
+        rows = _read_rows(path, app=c.name)
+        for row in rows:
+            for key in ACCESS_TIMES:
+                row[key] = f"{float(row[key]) + shift:.6f}"
+        return rows
+
+    def stop(self) -> None:
+        if getattr(self, "subflows", None) is not None:
+            self.subflows.stop()  # type: ignore[union-attr]
+        super().stop()
+
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {"segments.csv": ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
-                "abr_decisions.csv": ((*DECISION_FIELDS, "app"), getattr(self, "decisions", []))}
+        out: dict[str, tuple[Sequence[str], list[dict[str, Any]]]] = {
+            "segments.csv": ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
+            "abr_decisions.csv": ((*DECISION_FIELDS, "app"), getattr(self, "decisions", [])),
+            "access.csv": ((*ACCESS_FIELDS, "app"), getattr(self, "access", [])),
+        }
+        if getattr(self, "subflows", None) is not None:
+            out["subflows.csv"] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
+        return out
 
 
 def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:

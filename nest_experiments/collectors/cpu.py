@@ -7,6 +7,7 @@ puts the figures and a warning into the manifest.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,10 +21,32 @@ def _read_stat() -> tuple[int, int]:
     return sum(fields[:8]) - idle, sum(fields[:8])
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process and its reaped children (``/proc/PID/stat``)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
+    return sum(int(x) for x in fields[11:15]) / CLK_TCK  # utime stime cutime cstime
+
+
 class CpuMonitor:
-    def __init__(self, clock: Callable[[], float], interval_s: float = 1.0) -> None:
+    """Machine load per window, and CPU seconds per app (``pids_by_app``: app name -> its live processes).
+
+    A process's CPU time can only be read while it lives, so each one's last
+    reading is kept: an app's figure is the sum of its processes' last readings.
+    """
+
+    def __init__(self, clock: Callable[[], float], interval_s: float = 1.0,
+                 pids_by_app: Callable[[], dict[str, list[int]]] | None = None) -> None:
         self.clock = clock
         self.interval_s = interval_s
+        self.pids_by_app = pids_by_app
+        self._proc_cpu: dict[tuple[str, int], float] = {}
         self.samples: list[tuple[float, float]] = []  # (t, busy fraction 0..1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-monitor", daemon=True)
@@ -38,8 +61,27 @@ class CpuMonitor:
             if total1 > total0:
                 self.samples.append((round(self.clock(), 3), (busy1 - busy0) / (total1 - total0)))
             busy0, total0 = busy1, total1
+            self._read_apps()
+
+    def _read_apps(self) -> None:
+        if self.pids_by_app is None:
+            return
+        for app, pids in self.pids_by_app().items():
+            for pid in pids:
+                cpu = process_cpu_s(pid)
+                if cpu is not None:
+                    self._proc_cpu[(app, pid)] = cpu
+
+    def app_cpu_s(self) -> dict[str, float]:
+        """CPU seconds per app over the run (processes read at least once a second)."""
+        self._read_apps()
+        out: dict[str, float] = {}
+        for (app, _), cpu in self._proc_cpu.items():
+            out[app] = round(out.get(app, 0.0) + cpu, 2)
+        return out
 
     def stop(self) -> None:
+        self._read_apps()
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2 * self.interval_s)

@@ -8,23 +8,19 @@ once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
 
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.errors import RunError
+from nest_experiments.errors import NetworkSetupError, RunError
 from nest_experiments.parsers.tcstats import qdisc_row
+from nest_experiments.procs import in_netns
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "node", "dev", "link", "kind", "handle", "parent", "backlog_bytes", "backlog_pkts", "drops",
           "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob")
-
-
-CLONE_NEWNET = 0x40000000
 
 
 def netlink_in(ns: str) -> Any:
@@ -36,24 +32,11 @@ def netlink_in(ns: str) -> Any:
     """
     from pyroute2 import IPRoute
 
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-    except OSError as exc:
-        os.close(own)
-        raise RunError(f"qdisc sampler: no namespace {ns}") from exc
-    try:
-        if libc.setns(target, CLONE_NEWNET) != 0:
-            raise RunError(f"qdisc sampler: cannot enter {ns}: {os.strerror(ctypes.get_errno())}")
-        try:
+        with in_netns(ns):
             return IPRoute()
-        finally:
-            if libc.setns(own, CLONE_NEWNET) != 0:  # never leave this thread in the wrong namespace
-                raise RunError("qdisc sampler: cannot return to the original namespace")
-    finally:
-        os.close(own)
-        os.close(target)
+    except NetworkSetupError as exc:
+        raise RunError(f"qdisc sampler: {exc}") from exc
 
 
 def _handle(value: int) -> str:

@@ -9,6 +9,7 @@ fake. Every time is seconds on the run's monotonic clock (``clock()``).
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ class FetchResult:
     t_first_byte: float  # first body (or header) byte received
     t_last_byte: float  # last body byte received
     transport: str  # "tcp" | "mptcp" | "h2" | "h3"
-    body: bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
+    body: builtins.bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
 
 
 class Fetcher(abc.ABC):

@@ -25,6 +25,7 @@ are skipped; a figure with no values at all is ``None``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -100,6 +101,44 @@ def by_stream(rows: Iterable[SegmentRow]) -> dict[str, list[SegmentRow]]:
     for row in rows:
         groups.setdefault(row.stream, []).append(row)
     return {k: sorted(v, key=lambda r: r.index) for k, v in groups.items()}
+
+
+def implied_stalls(rows: Iterable[SegmentRow], *, segment_s: float, threshold_s: float = 1.0) -> list[tuple[float, float]]:
+    """The stalls ``(start, end)`` that the segments' arrival times imply, without the player's accounting.
+
+    Media segment ``i`` (every stream: one segment duration ``segment_s`` for
+    all) covers ``[i, i + 1) x segment_s`` and is there once the last of its
+    streams' ``t_last_byte`` has passed. Playback starts, and resumes after a
+    stall, once the media up to ``position + threshold_s`` is there (DESIGN.md
+    §4), and runs in real time; a stall starts when it reaches a segment that
+    is not there yet. Only the leading indexes that every stream has, with
+    times, are used.
+    """
+    arrived = _arrivals(by_stream(rows))
+    if not arrived:
+        return []
+
+    def ready_at(position_s: float) -> float:
+        last = math.ceil((position_s + threshold_s) / segment_s - 1e-9) - 1
+        return arrived[min(len(arrived) - 1, max(last, 0))]
+
+    t, position, stalls = ready_at(0.0), 0.0, []
+    for i in range(1, len(arrived)):
+        due = t + i * segment_s - position  # when playback reaches segment i
+        if arrived[i] > due:
+            t, position = ready_at(i * segment_s), i * segment_s
+            stalls.append((due, t))
+    return stalls
+
+
+def _arrivals(groups: dict[str, list[SegmentRow]]) -> list[float]:
+    """Time by which segments ``0..i`` of every stream had arrived, for each leading index ``i``."""
+    per_stream = [{r.index: r.t_last_byte for r in group if r.t_last_byte is not None} for group in groups.values()]
+    out: list[float] = []
+    while per_stream and all(len(out) in times for times in per_stream):
+        latest = max(times[len(out)] for times in per_stream)
+        out.append(max(latest, out[-1]) if out else latest)
+    return out
 
 
 def stream_summary(rows: Sequence[SegmentRow]) -> QoeSummary:

@@ -13,6 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
+# the server's access log: one row per response, times on the server's clock
+ACCESS_LOG_FIELDS = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent", "transport", "path", "status", "bytes",
+                     "conn_id")
+
 
 @dataclass(frozen=True, kw_only=True)
 class SegmentRow:

@@ -67,19 +67,10 @@ from nest_experiments.dash.http1 import (
     format_response_head,
     parse_request_head,
 )
+from nest_experiments.dash.records import ACCESS_LOG_FIELDS as LOG_FIELDS
 from nest_experiments.dash.transports import UDP_BUFFER, set_udp_buffers
 from nest_experiments.errors import KernelFeatureError, NestExpError, RunError
 
-LOG_FIELDS = (
-    "t_arrival",
-    "t_first_byte_sent",
-    "t_last_byte_sent",
-    "transport",
-    "path",
-    "status",
-    "bytes",
-    "conn_id",
-)
 CHUNK = 256 * 1024  # file read size
 TCP_HIGH_WATER = 1024 * 1024  # asyncio write buffer before drain() blocks
 QUIC_WINDOW = 64 * 1024 * 1024  # max_data / max_stream_data (aioquic default: 1 MB)

@@ -8,7 +8,7 @@ import pytest
 
 from nest_experiments.config import load_default_raw, parse_experiment, read_toml
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import expand
+from nest_experiments.sweep import apply_paper, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = sorted((ROOT / "tests/data/bad").glob("*.toml"))
@@ -24,10 +24,17 @@ def load_all(path: Path) -> None:
     expand(read_toml(path))
 
 
-def test_default_experiment_loads() -> None:
+def test_default_experiment_is_the_nest_papers_reduced_sweep() -> None:
     runs = expand(load_default_raw())
-    assert runs and all(r.experiment.duration_s > 0 for r in runs)
-    assert {r.experiment.name for r in runs} == {"default"}
+    assert {r.experiment.name for r in runs} == {"nest_paper"}
+    cells = {(r.experiment.link("bn1").forward.qdisc, r.experiment.link("bn2").forward.qdisc) for r in runs}
+    assert {(a.kind, a.param("target")) for a, b in cells if a == b} == {  # type: ignore[union-attr]
+        (kind, target) for kind in ("pie", "fq_pie") for target in (0.005, 0.010, 0.015)}
+    assert len(runs) == 6 * 2
+    kinds = sorted(a.kind for a in runs[0].experiment.apps)
+    assert kinds == ["dash", "httperf", "httperf", "iperf3", "iperf3", "sipp", "sipp"]
+    paper = expand(apply_paper(load_default_raw()))
+    assert len(paper) == 6 * 25 and paper[0].experiment.duration_s >= 184
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.name)

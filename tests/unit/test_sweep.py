@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import apply_overrides, expand
+from nest_experiments.sweep import apply_overrides, apply_paper, expand
 
 BASE = {
     "experiment": {"name": "s", "duration": "5s", "repetitions": 2},
@@ -51,3 +51,33 @@ def test_qdisc_shorthand_can_be_swept_into() -> None:
     (run,) = expand(raw)
     q = run.experiment.link("bottleneck").forward.qdisc
     assert q is not None and q.kind == "pie" and q.param("target") == pytest.approx(0.005)
+
+
+MULTI = {
+    "experiment": {"name": "m", "topology": "multihomed_dumbbell", "duration": "5s"},
+    "links": {"bn1": {"forward": {"qdisc": {"kind": "pie", "target": "5ms"}}},
+              "bn2": {"forward": {"qdisc": {"kind": "pie", "target": "5ms"}}}},
+    "sweep": {"links.bn1.forward.qdisc.kind, links.bn2.forward.qdisc.kind": ["pie", "fq_pie"]},
+}
+
+
+def test_one_axis_can_set_several_keys_together() -> None:
+    runs = expand(MULTI)
+    assert [r.name for r in runs] == ["kind-pie_r1", "kind-fqpie_r1"]
+    kinds = [(r.experiment.link("bn1").forward.qdisc.kind, r.experiment.link("bn2").forward.qdisc.kind)  # type: ignore[union-attr]
+             for r in runs]
+    assert kinds == [("pie", "pie"), ("fq_pie", "fq_pie")]
+    bad = {**MULTI, "sweep": {"links.bn1.forward.qdisc.kind, ": ["pie"]}}
+    with pytest.raises(ConfigError, match="empty key"):
+        expand(bad)
+
+
+def test_paper_table_applies_its_overrides_and_is_required_for_paper() -> None:
+    raw = {**BASE, "paper": {"experiment.repetitions": 25, "experiment.duration": "184s"}}
+    full = apply_paper(raw)
+    assert full["experiment"]["repetitions"] == 25 and full["experiment"]["duration"] == "184s"
+    assert len(expand(full)) == 4 * 25 and len(expand(raw)) == 4 * 2  # the file itself is the reduced sweep
+    with pytest.raises(ConfigError, match=r"\[paper\]"):
+        apply_paper(BASE)
+    with pytest.raises(ConfigError, match="paper.bogus.key"):
+        apply_paper({**BASE, "paper": {"bogus.key": 1}})

@@ -1,0 +1,103 @@
+"""httperf web requests against a Caddy file server: ``httperf.csv`` (one row per app).
+
+The server is ``caddy file-server`` on ``dst`` serving one generated file of
+``size`` bytes (plain HTTP/1.1; its config and storage folders point into
+the run folder, since the VM guest's root is read-only). The client opens
+``rate`` connections per second, one GET each, ``rate x duration`` in all
+(``--num-conns``). httperf busy-polls a core, so it runs in a cgroup capped
+at ``cpu_limit`` of one CPU (:mod:`nest_experiments.apps.cpucap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.cpucap import CpuCap
+from nest_experiments.config import HttperfApp
+from nest_experiments.parsers import httperf as parse
+from nest_experiments.procs import require_tool, stop
+
+FILE_NAME = "object.bin"
+FIELDS = (*parse.FIELDS, "size_bytes", "cpu_limit_pct", "cpu_throttled_ratio")
+
+
+def file_bytes(size: int) -> bytes:
+    """Deterministic, incompressible-looking content (no server compresses it anyway)."""
+    block = bytes((i * 167 + 13) % 256 for i in range(4096))
+    return (block * (size // len(block) + 1))[:size]
+
+
+@register("httperf")
+class Httperf(App):
+    cfg: HttperfApp
+
+    @property
+    def work_dir(self) -> Path:
+        return self.raw_dir / f"{self.cfg.name}.web"
+
+    @property
+    def length_s(self) -> float:
+        c = self.cfg
+        return c.duration_s if c.duration_s is not None else self.run_duration_s - c.start_s
+
+    @property
+    def connections(self) -> int:
+        return max(1, round(self.cfg.rate * self.length_s))
+
+    def prepare(self) -> None:
+        require_tool("httperf", "httperf")
+        require_tool("caddy", "caddy")
+        self.versions["httperf"] = tool_version(["httperf", "--version"])
+        self.versions["caddy"] = tool_version(["caddy", "version"])
+        c = self.cfg
+        root, home = self.work_dir / "www", self.work_dir / "caddy"
+        root.mkdir(parents=True, exist_ok=True)
+        home.mkdir(exist_ok=True)
+        (root / FILE_NAME).write_bytes(file_bytes(c.size))
+        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}"]
+        argv = ["env", *env, "caddy", "file-server", "--listen", f"{self.net.addr(c.dst)}:{c.port}", "--root", str(root)]
+        self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log")
+        self.wait_listening(c.dst, c.port, proc=self.server)
+        self.cap = CpuCap(c.name, c.cpu_limit, state=self.net.state)
+        warning = self.cap.create()
+        if warning:
+            self.warnings.append(f"apps.{c.name}: {warning}")
+
+    def start(self) -> None:
+        c = self.cfg
+        argv = ["httperf", "--server", self.net.addr(c.dst), "--port", str(c.port), "--uri", f"/{FILE_NAME}",
+                "--rate", f"{c.rate:g}", "--num-conns", str(self.connections), "--num-calls", "1",
+                "--timeout", f"{c.timeout_s:g}"]
+        self.t_start = self.clock()
+        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", stderr_log=f"{c.name}.client.err")
+        warning = self.cap.add(self.client.pid)  # ip netns exec execs httperf: the same pid
+        if warning:
+            self.warnings.append(f"apps.{c.name}: {warning}")
+
+    def finish(self, deadline: float) -> None:
+        c = self.cfg
+        code = self.wait_proc(self.client, deadline + c.timeout_s, "httperf client")
+        self.cap.remove()
+        stop(self.server)
+        text = (self.raw_dir / f"{c.name}.client.log").read_text()
+        row = parse.summary_row(text, what=f"apps.{c.name} (exit {code})", app=c.name, src=c.src, dst=c.dst,
+                                rate_target=c.rate)
+        row.update(size_bytes=c.size, cpu_limit_pct=round(c.cpu_limit * 100, 3) if self.cap.version else "",
+                   cpu_throttled_ratio=self.cap.throttled_ratio())
+        self.rows = [row]
+        if row["connections"] < self.connections:
+            self.warnings.append(f"apps.{c.name}: httperf opened {row['connections']} of {self.connections} connections")
+        if row["reply_ratio"] < 0.99:
+            self.warnings.append(f"apps.{c.name}: {row['replies']} replies to {row['requests']} requests")
+
+    def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
+        return {"httperf.csv": (FIELDS, getattr(self, "rows", []))}
+
+    def stop(self) -> None:
+        super().stop()
+        if hasattr(self, "cap"):
+            self.cap.remove()
+        (self.work_dir / "www" / FILE_NAME).unlink(missing_ok=True)  # generated content: not a result

@@ -1,0 +1,221 @@
+"""The sweep report: ``<sweep>/report/report.md`` with its PNGs and ``summary.csv``.
+
+:func:`write_sweep_report` loads the sweep (:mod:`nest_experiments.report`),
+draws the figures (:mod:`nest_experiments.report_figures`) and writes the
+Markdown: runs per cell, the table (mean, 95% CI, Mann-Whitney U p), the
+figures, sanity checks per cell and per run, excluded runs, CPU and other
+warnings, and the data each run lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from nest_experiments.report import (
+    DASH_METRICS,
+    MIN_REPS,
+    TOO_FEW,
+    CellCheck,
+    Estimate,
+    Row,
+    Sweep,
+    cell_checks,
+    load_sweep,
+    profiles,
+    table,
+)
+from nest_experiments.report_figures import aqm_name, context_text, metric_file, sweep_figures
+from nest_experiments.rundir import write_atomic, write_csv
+
+REPORT_DIR = "report"
+
+
+def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True) -> list[Path]:
+    """Write the report of the sweep in ``folder``; returns report.md, summary.csv and the PNGs."""
+    sweep = load_sweep(folder)
+    out = out_dir or folder / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    rows = table(sweep)
+    pngs = sweep_figures(sweep, rows, profiles(sweep), out) if figures else {}
+    write_summary_csv(out / "summary.csv", sweep, rows)
+    write_atomic(out / "report.md", render(sweep, rows, cell_checks(sweep), pngs))
+    return [out / "report.md", out / "summary.csv", *pngs.values()]
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) < 1e-9:
+        value = 0.0  # floating-point noise (e.g. a jitter of equal RTTs)
+    if value == 0 or 0.01 <= abs(value) < 1e5:
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def fmt_estimate(est: Estimate | None) -> str:
+    if est is None or est.mean is None:
+        return "- (n=0)"
+    if not est.enough:
+        return f"{fmt(est.mean)} (n={est.n}; {TOO_FEW}: no CI)"
+    return f"{fmt(est.mean)} [{fmt(est.low)}, {fmt(est.high)}] (n={est.n})"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return TOO_FEW
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _p_cell(row: Row, pair: tuple[str, str]) -> str:
+    if any(row.estimates[a].n == 0 for a in pair):
+        return "- (no data)"
+    return fmt_p(row.p_values.get(pair))
+
+
+def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines]
+    return out + [""]
+
+
+# ---------------------------------------------------------------- sections
+
+
+def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path]) -> str:
+    parts = _head(sweep) + _cells(sweep) + _metrics(sweep, rows) + _figures(sweep, figures)
+    parts += _sanity(sweep, checks) + _excluded(sweep) + _warnings(sweep) + _gaps(sweep)
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _head(sweep: Sweep) -> list[str]:
+    keys = sorted({k for r in sweep.runs for k in r.point})
+    kinds = [k for k in keys if k.endswith("qdisc.kind")]
+    targets = [k for k in keys if k.endswith("qdisc.target")]
+    lines = [f"# Sweep report: {sweep.folder.name}", "",
+             f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
+             f"{len(sweep.completed)} completed, {len(sweep.excluded)} excluded (not completed; listed below).", "",
+             f"- Swept keys: {', '.join(f'`{k}`' for k in keys) or 'none'}.",
+             f"- Compared: the AQM ({', '.join(f'`{k}`' for k in kinds) or 'the non-FIFO qdisc in links.json'}: "
+             f"{', '.join(aqm_name(a) for a in sweep.aqms) or '-'}) at each target "
+             f"({', '.join(f'`{k}`' for k in targets) or 'from links.json'}: {', '.join(sweep.targets) or '-'}).",
+             "- Runs are grouped by their point without the repetition; a cell is (other swept keys, target, AQM).",
+             f"- Statistics: mean and 95% confidence interval (Student's t) over repetitions; two-sided "
+             f"Mann-Whitney U between AQMs at each target. Where a group has fewer than {MIN_REPS} values the "
+             f"report says \"{TOO_FEW}\" instead of a CI or a p-value.",
+             "- DASH metrics per stream from `segments.csv` (nest_experiments.dash.qoe; DESIGN.md §4 definitions); "
+             "queue delays are means over each run's steady window (from traffic start + 2 s to traffic end - 1 s).",
+             ""]
+    return lines
+
+
+def _cells(sweep: Sweep) -> list[str]:
+    header = ["other swept keys", "target", *[aqm_name(a) for a in sweep.aqms]]
+    lines = [[context_text(c) or "-", t, *[str(len(sweep.cell(c, t, a))) for a in sweep.aqms]]
+             for c in sweep.contexts for t in sweep.targets]
+    return ["## Completed repetitions per cell", "", *_table(header, lines)]
+
+
+def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
+    pairs = sweep.pairs()
+    out = ["## Metrics: mean [95% CI] per AQM and target, Mann-Whitney U p", ""]
+    if not rows:
+        return out + ["No metric could be computed (no completed run with data).", ""]
+    for context in sweep.contexts:
+        if context:
+            out += [f"### {context_text(context)}", ""]
+        header = ["metric", "unit", "target", *[aqm_name(a) for a in sweep.aqms],
+                  *[f"p ({aqm_name(a)} vs {aqm_name(b)})" for a, b in pairs]]
+        lines = [[r.metric.label, r.metric.unit, r.target, *[fmt_estimate(r.estimates.get(a)) for a in sweep.aqms],
+                  *[_p_cell(r, pair) for pair in pairs]] for r in rows if r.context == context]
+        out += _table(header, lines)
+    missing = [m.label for m in DASH_METRICS if not any(r.metric.key == m.key for r in rows)]
+    if missing:
+        out += [f"No run had data for: {', '.join(missing)}.", ""]
+    return out
+
+
+def _figures(sweep: Sweep, figures: dict[str, Path]) -> list[str]:
+    out = ["## Figures", ""]
+    for title, stream in (("Video (cf. paper Figs. 2-7)", "video"), ("Audio (cf. paper Figs. 8-11)", "audio")):
+        names = [(m, c, metric_file(m, c)) for m in sweep.metrics if m.plot and m.key.startswith(f"{stream}.")
+                 for c in sweep.contexts]
+        present = [(m, c, n) for m, c, n in names if n in figures]
+        if present:
+            out += [f"### {title}", ""]
+            out += [f"![{m.label}{' — ' + context_text(c) if c else ''}]({n})\n" for m, c, n in present]
+    out += ["### Queue delay over time (cf. paper Figs. 12-13)", ""]
+    qd = sorted(n for n in figures if n.startswith("qdelay_"))
+    if not qd:
+        out += ["No queue-delay series: no run had `qdisc.csv` delay_ms or `qdelay.csv` rows on an AQM egress.", ""]
+    out += [f"![queue delay: {n[len('qdelay_'):-len('.png')]}]({n})\n" for n in qd]
+    return out
+
+
+def _sanity(sweep: Sweep, checks: Sequence[CellCheck]) -> list[str]:
+    out = ["## Sanity checks", "",
+           "Pass rules: PIE's mean delay as the kernel reports it within 0.5x-2x of its target; FQ-PIE has a measured "
+           "queue-delay series (`qdelay.csv`); each AQM bottleneck carried >= 10% of the DASH bytes (MPTCP subflows, "
+           "`subflows.csv`); every iperf3 flow moved data; >= 90% of attempted SIPp calls succeeded; httperf's reply "
+           "rate >= 90% of its request rate. A check that could not be made (file absent) fails and says why.", ""]
+    failed = [c for c in checks if c.status != "pass"]
+    out += [f"**{len(checks) - len(failed)} of {len(checks)} cell checks pass.**", ""]
+    out += ["### Per cell", ""]
+    header = ["other swept keys", "target", "AQM", "check", "checks passing", "result", "range over runs; detail"]
+    out += _table(header, [[context_text(c.context) or "-", c.target, aqm_name(c.aqm), c.name,
+                            f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
+    out += ["### Per run", ""]
+    lines = [[r.name, c.name, c.subject, c.status.upper(), c.detail] for r in sweep.completed for c in r.checks]
+    return out + (_table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
+
+
+def _excluded(sweep: Sweep) -> list[str]:
+    out = ["## Excluded runs (failed or interrupted)", ""]
+    if not sweep.excluded:
+        return out + ["None.", ""]
+    return out + _table(["run", "status", "reason"], [[r.name, r.status, r.reason or "-"] for r in sweep.excluded])
+
+
+def _warnings(sweep: Sweep) -> list[str]:
+    out = ["## CPU saturation and other warnings", ""]
+    hot = [r for r in sweep.runs if (r.cpu.get("cpu_saturated_windows") or 0) > 0]
+    if hot:
+        out += [f"{len(hot)} run(s) had CPU-saturated windows: the emulation, not the network, may have shaped "
+                "their results.", ""]
+        out += _table(["run", "CPU mean", "CPU max", "saturated 1 s windows"],
+                      [[r.name, fmt(r.cpu.get("cpu_mean")), fmt(r.cpu.get("cpu_max")),
+                        str(r.cpu.get("cpu_saturated_windows"))] for r in hot])
+    else:
+        out += ["No run had a CPU-saturated window.", ""]
+    lines = [[r.name, w] for r in sweep.runs for w in r.warnings]
+    return out + (_table(["run", "warning (manifest)"], lines) if lines else ["No other manifest warnings.", ""])
+
+
+def _gaps(sweep: Sweep) -> list[str]:
+    lines = [[r.name, n] for r in sweep.completed for n in r.notes]
+    out = ["## Missing data", ""]
+    return out + (_table(["run", "note"], lines) if lines else ["Every completed run had every file the report reads.",
+                                                                  ""])
+
+
+# ---------------------------------------------------------------- summary.csv
+
+
+def write_summary_csv(path: Path, sweep: Sweep, rows: Sequence[Row]) -> None:
+    aqm_fields = [f"{f}_{a}" for a in sweep.aqms for f in ("n", "mean", "ci_low", "ci_high")]
+    p_fields = [f"p_{a}_vs_{b}" for a, b in sweep.pairs()]
+    fields = ["metric", "label", "unit", "context", "target", *aqm_fields, *p_fields]
+    out = []
+    for r in rows:
+        line: dict[str, object] = {"metric": r.metric.key, "label": r.metric.label, "unit": r.metric.unit,
+                                   "context": context_text(r.context), "target": r.target}
+        for a, est in r.estimates.items():
+            line.update({f"n_{a}": est.n, f"mean_{a}": est.mean, f"ci_low_{a}": est.low, f"ci_high_{a}": est.high})
+        line.update({f"p_{a}_vs_{b}": p for (a, b), p in r.p_values.items()})
+        out.append(line)
+    write_csv(path, fields, out)
