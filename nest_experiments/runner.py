@@ -200,6 +200,7 @@ class Run:
             capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
             self.manifest.update(cpu.summary())
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
+            self.manifest.update(cpu.breakdown())
             self.manifest["warnings"] += cpu.warnings()
             write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
         self._write_outputs()

@@ -34,6 +34,25 @@ def process_cpu_s(pid: int) -> float | None:
     return sum(int(x) for x in fields[11:15]) / CLK_TCK  # utime stime cutime cstime
 
 
+def all_processes_cpu() -> dict[int, tuple[str, float]]:
+    """pid -> (command name, CPU seconds) of every process (kernel threads included) now."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                text = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            comm = text[text.index("(") + 1:text.rindex(")")]
+            fields = text[text.rindex(")") + 2:].split()
+            out[int(entry.name)] = (comm, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return out
+
+
+def _cpu_split() -> list[int]:
+    return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:8]]
+
+
 class CpuMonitor:
     """Machine load per window, and CPU seconds per app (``pids_by_app``: app name -> its live processes).
 
@@ -52,6 +71,8 @@ class CpuMonitor:
         self._thread = threading.Thread(target=self._loop, name="cpu-monitor", daemon=True)
 
     def start(self) -> None:
+        self._procs0 = all_processes_cpu()
+        self._split0 = _cpu_split()
         self._thread.start()
 
     def _loop(self) -> None:
@@ -82,9 +103,27 @@ class CpuMonitor:
 
     def stop(self) -> None:
         self._read_apps()
+        self._procs1 = all_processes_cpu()
+        self._split1 = _cpu_split()
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2 * self.interval_s)
+
+    def breakdown(self) -> dict[str, object]:
+        """Where the CPU went during the run: user/system/softirq shares and the busiest commands."""
+        if not hasattr(self, "_procs1"):
+            return {}
+        names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq")
+        delta = [b - a for a, b in zip(self._split0, self._split1, strict=True)]
+        total = sum(delta) or 1
+        by_comm: dict[str, float] = {}
+        for pid, (comm, cpu) in self._procs1.items():
+            before = self._procs0.get(pid)
+            spent = cpu - (before[1] if before and before[0] == comm else 0.0)
+            by_comm[comm] = by_comm.get(comm, 0.0) + spent
+        top = sorted(by_comm.items(), key=lambda kv: -kv[1])[:12]
+        return {"cpu_split": {n: round(d / total, 3) for n, d in zip(names, delta, strict=True)},
+                "cpu_top_s": {comm: round(s, 2) for comm, s in top if s > 0}}
 
     def summary(self) -> dict[str, float | int]:
         loads = [load for _, load in self.samples]
