@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -49,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+CLOSE_TIMEOUT_S = 5.0
+
+
 async def run(args: argparse.Namespace) -> PlayerReport:
     t0 = time.monotonic() if args.t0 is None else args.t0
 
@@ -57,11 +62,15 @@ async def run(args: argparse.Namespace) -> PlayerReport:
 
     fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
                                  insecure=args.insecure)
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM (the runner's deadline): end the session and write what was played
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, max_buffer_s=args.max_buffer,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration)
     finally:
-        await fetcher.close()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
+            await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)
 
 
 def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float) -> dict[str, Any]:

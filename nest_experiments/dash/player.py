@@ -459,7 +459,8 @@ async def play(
     The MPD body comes from ``mpd_text`` when given, else from the fetch
     result's ``body`` attribute (see the note in the module's report: the
     :class:`FetchResult` seam has no body field yet). ``max_duration_s`` stops
-    the session that many seconds after the MPD request.
+    the session that many seconds after the MPD request; cancelling the task
+    stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s)
     mpd_result = await fetcher.fetch("mpd", mpd_url_path)
@@ -473,7 +474,11 @@ async def play(
         base_path=posixpath.dirname(mpd_url_path),
     )
     deadline = None if max_duration_s is None else mpd_result.t_request + max_duration_s
-    await _run(session, fetcher, clock, deadline)
+    try:
+        await _run(session, fetcher, clock, deadline)
+    except asyncio.CancelledError:  # the process was told to stop (SIGTERM): keep what was played so far
+        if not session.done:
+            session.stop(clock(), "terminated")
     return replace(session.report(), mpd=mpd_result)
 
 

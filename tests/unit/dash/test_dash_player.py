@@ -19,6 +19,7 @@ from nest_experiments.dash.player import (
     PlaybackEnded,
     PlaybackStarted,
     PlayerConfig,
+    PlayerReport,
     PlayerSession,
     SegmentReceived,
     StallEnded,
@@ -256,6 +257,21 @@ def test_play_stops_at_the_duration_limit() -> None:
     fetcher = FakeFetcher(tiny_mpd(), delay_s=0.05)
     report = asyncio.run(play("/m.mpd", fetcher, threshold_s=0.1, max_buffer_s=1.0, max_duration_s=0.12))
     assert report.end_reason == "duration limit"
+
+
+def test_cancelling_play_ends_the_session_and_keeps_what_was_played() -> None:
+    """The client cancels the play task on SIGTERM (the runner's deadline): the report survives."""
+
+    async def main() -> PlayerReport:
+        task = asyncio.create_task(play("/m.mpd", FakeFetcher(tiny_mpd(), delay_s=0.1), threshold_s=0.1,
+                                        max_buffer_s=1.0))
+        await asyncio.sleep(0.35)
+        task.cancel()
+        return await task
+
+    report = asyncio.run(main())
+    assert report.end_reason == "terminated"
+    assert 1 <= len([r for r in report.segments if r.stream == "video"]) < 3
 
 
 def test_play_needs_an_mpd_body() -> None:
