@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from nest_experiments.errors import RunError
 from nest_experiments.procs import check_run
 from nest_experiments.rundir import write_json
 
-SERVER_READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
 SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
@@ -69,7 +70,8 @@ class Dash(App):
                 "--bind", bind, f"--port-{c.transport}", "0", "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
                 "--t0", repr(t0), "--ca-out", str(self.ca)]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
-        self.port = self._wait_ready()
+        self.port = int(self._wait_ready(self.server, "server")["ports"][c.transport])
+        self._spawn_client()
 
     def _setup_mptcp(self) -> None:
         c = self.cfg
@@ -88,10 +90,11 @@ class Dash(App):
     def _ip(self, node: str, args: list[str]) -> None:
         check_run(["ip", "-n", self.net.ns(node), *args], what=f"apps.{self.cfg.name}: ip {args[0]} on {node}")
 
-    def _wait_ready(self) -> int:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], who: str) -> dict[str, Any]:
+        """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""
         c = self.cfg
-        out = self.raw_dir / f"{c.name}.server.out"
-        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+        out = self.raw_dir / f"{c.name}.{who}.out"
+        deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             for line in out.read_text().splitlines():
                 try:
@@ -99,26 +102,38 @@ class Dash(App):
                 except ValueError:
                     continue
                 if isinstance(ready, dict) and ready.get("ready"):
-                    return int(ready["ports"][c.transport])
-            if self.server.poll() is not None:
+                    return ready
+            if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        err = _last_line(self.raw_dir / f"{c.name}.server.err")
-        raise RunError(f"apps.{c.name}: DASH server on {c.server} did not start{': ' + err if err else ''} "
+        err = _last_line(self.raw_dir / f"{c.name}.{who}.err")
+        node = c.server if who == "server" else c.client
+        raise RunError(f"apps.{c.name}: DASH {who} on {node} did not start{': ' + err if err else ''} "
                        f"(see {self.raw_dir})")
 
-    def start(self) -> None:
+    def _spawn_client(self) -> None:
+        """Start the player process now, before the run's clock: it imports, says it is ready and waits.
+
+        Its imports (aioquic, cryptography, ...) take seconds, and under the TCG
+        VM with the CPU busy with the other apps took over 100 s: they must not
+        eat into the session. ``start()`` releases it through the go file.
+        """
         c = self.cfg
-        self.t_start = self.clock()
-        t0 = time.monotonic() - self.t_start
+        self.go_file = self.raw_dir / f"{c.name}.client.go"
         argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
                 "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
                 "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
-                "--threshold", f"{c.threshold_s:g}", "--t0", repr(t0), "--out", str(self.out_dir),
+                "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
                 "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+        self._wait_ready(self.client, "client")
+
+    def start(self) -> None:
+        c = self.cfg
+        self.t_start = self.clock()
+        write_json(self.go_file, {"t0": time.monotonic() - self.t_start})
         self.subflows: SubflowSampler | None = None
         if c.transport != "h3":
             spec = self.net.spec

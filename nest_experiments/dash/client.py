@@ -2,7 +2,7 @@
 
     python -m nest_experiments.dash.client --server ADDR --port N --transport tcp|mptcp|h2|h3 \
         --mpd /manifest.mpd --abr grate --abr-audio grate --max-buffer 10 --threshold 1 \
-        --t0 F --out DIR [--max-duration S] [--ca FILE | --insecure]
+        (--t0 F | --go-file FILE) --out DIR [--max-duration S] [--ca FILE | --insecure]
 
 Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.records`)
 and ``qoe.json`` (:func:`nest_experiments.dash.qoe.summarize` plus the end
@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-buffer", type=float, default=10.0, help="seconds of media buffered at most")
     p.add_argument("--threshold", type=float, default=1.0, help="seconds of media to start/resume playback")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0 (default: now)")
+    p.add_argument("--go-file", type=Path,
+                   help='print {"ready": true}, wait until this JSON file exists, take "t0" from it, then play')
     p.add_argument("--out", type=Path, required=True, help="folder for segments.csv, abr_decisions.csv, qoe.json")
     p.add_argument("--max-duration", type=float, help="stop the session after this many seconds")
     p.add_argument("--ca", type=Path, help="server certificate (PEM) for h2/h3")
@@ -97,8 +99,20 @@ def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_
     os.replace(tmp, out / "qoe.json")
 
 
+def wait_for_go(path: Path, poll_s: float = 0.02) -> float:
+    """Say we are ready (imports done), then wait for the runner's go file; return its t0."""
+    print(json.dumps({"ready": True, "pid": os.getpid()}), flush=True)
+    while True:
+        try:
+            return float(json.loads(path.read_text())["t0"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(poll_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.go_file is not None:
+        args.t0 = wait_for_go(args.go_file)
     try:
         report = asyncio.run(run(args))
         if not report.segments:
