@@ -475,36 +475,33 @@ def _iperf3_checks(run_dir: Path, expected: bool) -> list[Check]:
     return out
 
 
-def _sipp_checks(run_dir: Path, expected: bool) -> list[Check]:
-    s = _read_csv(run_dir / "sipp.csv")
+def _ratio_checks(run_dir: Path, expected: bool, *, file: str, name: str, part: str, whole: str, minimum: float,
+                  detail: str, unit: str) -> list[Check]:
+    """One check per row of an app's CSV: ``part / whole >= minimum`` (e.g. calls succeeded / attempted)."""
+    s = _read_csv(run_dir / file)
     if s is None:
-        return _missing("SIPp calls succeeded", "sipp.csv") if expected else []
+        return _missing(name, file) if expected else []
     out = []
     for _, r in s.iterrows():
-        attempted = float(r.get("calls_attempted", 0) or 0)
-        ok = float(r.get("calls_successful", 0) or 0)
-        ratio = ok / attempted if attempted else 0.0
-        out.append(Check(name="SIPp calls succeeded", subject=f"{r.get('app', '?')} {r.get('src', '')}->{r.get('dst', '')}",
-                         status=_ok(attempted > 0 and ratio >= MIN_SIPP_SUCCESS),
-                         detail=f"{ok:.0f}/{attempted:.0f} calls ({ratio:.1%}; pass >= {MIN_SIPP_SUCCESS:.0%})",
-                         value=100 * ratio, unit="% of calls succeeded"))
-    return out or [Check(name="SIPp calls succeeded", subject="-", status="fail", detail="sipp.csv has no rows")]
+        num, den = float(r.get(part, 0) or 0), float(r.get(whole, 0) or 0)
+        ratio = num / den if den else 0.0
+        out.append(Check(name=name, subject=f"{r.get('app', '?')} {r.get('src', '')}->{r.get('dst', '')}",
+                         status=_ok(den > 0 and ratio >= minimum),
+                         detail=detail.format(num=num, den=den) + f" ({ratio:.1%}; pass >= {minimum:.0%})",
+                         value=100 * ratio, unit=unit))
+    return out or [Check(name=name, subject="-", status="fail", detail=f"{file} has no rows")]
+
+
+def _sipp_checks(run_dir: Path, expected: bool) -> list[Check]:
+    return _ratio_checks(run_dir, expected, file="sipp.csv", name="SIPp calls succeeded", part="calls_successful",
+                         whole="calls_attempted", minimum=MIN_SIPP_SUCCESS, detail="{num:.0f}/{den:.0f} calls",
+                         unit="% of calls succeeded")
 
 
 def _httperf_checks(run_dir: Path, expected: bool) -> list[Check]:
-    s = _read_csv(run_dir / "httperf.csv")
-    if s is None:
-        return _missing("httperf reply rate", "httperf.csv") if expected else []
-    out = []
-    for _, r in s.iterrows():
-        req = float(r.get("request_rate", 0) or 0)
-        rep = float(r.get("reply_rate_avg", 0) or 0)
-        ratio = rep / req if req else 0.0
-        out.append(Check(name="httperf reply rate", subject=f"{r.get('app', '?')} {r.get('src', '')}->{r.get('dst', '')}",
-                         status=_ok(req > 0 and ratio >= MIN_HTTPERF_REPLY),
-                         detail=f"{rep:.2f} replies/s for {req:.2f} requests/s ({ratio:.1%}; "
-                                f"pass >= {MIN_HTTPERF_REPLY:.0%})", value=100 * ratio, unit="% of the request rate"))
-    return out or [Check(name="httperf reply rate", subject="-", status="fail", detail="httperf.csv has no rows")]
+    return _ratio_checks(run_dir, expected, file="httperf.csv", name="httperf reply rate", part="reply_rate_avg",
+                         whole="request_rate", minimum=MIN_HTTPERF_REPLY,
+                         detail="{num:.2f} replies/s for {den:.2f} requests/s", unit="% of the request rate")
 
 
 # ---------------------------------------------------------------- statistics
