@@ -24,36 +24,22 @@ import tempfile
 import time
 from pathlib import Path
 
-EXPERIMENT = """
-[experiment]
-name = "qdelay_method"
-topology = "dumbbell"
-duration = "{duration}"
-repetitions = {reps}
-{capture}
-[links.bottleneck]
-rate = "10mbit"
-[links.bottleneck.forward]
-qdisc = {{ kind = "pie", target = "5ms" }}
-[links.bottleneck.reverse]
-delay = "20ms"
-[apps.bulk]
-kind = "iperf3"
-src = "h1"
-dst = "s1"
-flows = 5
-[sweep]
-"links.bottleneck.forward.qdisc.kind" = ["pie", "fq_pie"]
-"""
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENT = ROOT / "experiments" / "pie_dumbbell.toml"  # DESIGN §2b's setting, PIE and FQ-PIE
+
+
+def run_args(*, duration: str, reps: int, capture: bool) -> list[str]:
+    """``run`` on the shipped setting, renamed, with the capture switched on or off."""
+    args = [str(EXPERIMENT), "--reps", str(reps), "--set", "experiment.name=qdelay_method",
+            "--set", f"experiment.duration={duration}"]
+    return args + (["--set", 'experiment.qdelay_links=["bottleneck"]'] if capture else [])
 
 
 def sweep(tmp: Path, *, duration: str, reps: int, capture: bool) -> tuple[Path, float]:
-    exp = tmp / ("with.toml" if capture else "without.toml")
-    exp.write_text(EXPERIMENT.format(duration=duration, reps=reps,
-                                     capture='qdelay_links = ["bottleneck"]' if capture else ""))
     results = tmp / ("with" if capture else "without")
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "nest_experiments", "run", str(exp), "--runtime", "vm",
+    proc = subprocess.run([sys.executable, "-m", "nest_experiments", "run",
+                           *run_args(duration=duration, reps=reps, capture=capture), "--runtime", "vm",
                            "--results", str(results), "--no-plot"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
