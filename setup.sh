@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
-              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy python3-venv)
+              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx python3-venv)
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then echo "setup.sh: run as root (sudo ./setup.sh ...)" >&2; exit 1; fi
@@ -28,7 +28,15 @@ install_packages() {
     echo "setup.sh: installing ${missing[*]}" >&2
     apt-get update -q
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # packages with a service (nginx, caddy) must not start one: the apps start their own servers in namespaces
+    local policy=/usr/sbin/policy-rc.d own_policy=0
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && own_policy=1
+    fi
+    local status=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || status=$?
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
+    if [ "$status" -ne 0 ]; then exit "$status"; fi
   fi
 }
 

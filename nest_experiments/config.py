@@ -455,6 +455,13 @@ class SippApp(AppConfig):
     ~1.6-1.8 Mbit/s each way: VoIP alone does not fill a 10 Mbit/s
     bottleneck (iperf3 does), and the VM's emulated CPU keeps up. SIPp's own
     ``uac_pcap`` (8 s of audio per call) would be ~80 calls, ~6-7 Mbit/s.
+
+    SIPp's event loop waits at most 1 ms for a packet (fixed in its code), so
+    each SIPp wakes ~1000 times a second even when idle: ~0.15 vCPU in the TCG
+    guest. ``timer_slack`` (default 2 ms) lets the kernel end those waits up
+    to that much late, which merges the wakeups; a packet still wakes SIPp at
+    once, but SIPp's timers (call starts, pauses, RTP send times) may fire up
+    to ``timer_slack`` late. ``timer_slack = "0ms"`` keeps the kernel's 50 us.
     """
 
     src: str
@@ -464,11 +471,16 @@ class SippApp(AppConfig):
     duration_s: float | None = None  # calls are started during this time; None: until the run ends
     port: int = 5060  # SIP (UDP) on both ends
     media_port: int = 6000  # RTP: the server echoes on it, the client sends from it
+    timer_slack_s: float = 0.002
 
 
 @dataclass(frozen=True, kw_only=True)
 class HttperfApp(AppConfig):
-    """httperf GETs from ``src`` to a Caddy file server on ``dst``: ``rate`` new connections per second.
+    """httperf GETs from ``src`` to a file server on ``dst``: ``rate`` new connections per second.
+
+    ``server`` is ``nginx`` (default: one event-driven process that sleeps
+    between requests) or ``caddy`` (Go: its runtime's timers cost ~0.3 vCPU
+    in the TCG guest even at 15 requests/s).
 
     The file is ``size`` bytes (default 10 KB, one web object: 15/s is ~1.2
     Mbit/s, sporadic short flows beside the bulk iperf3 ones; 100 KB at 15/s
@@ -485,6 +497,7 @@ class HttperfApp(AppConfig):
     port: int = 8080
     timeout_s: float = 5.0
     cpu_limit: float = 0.2  # fraction of one CPU for the httperf client
+    server: str = "nginx"  # one of WEB_SERVERS
 
 
 def _positive_number(maximum: float) -> Callable[[str, object], float]:
@@ -524,7 +537,18 @@ def _parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
                                                       "(sipp uses media_port..media_port+3)")
     return SippApp(name=name, kind="sipp", src=src, dst=dst, start_s=start,
                    rate=t.get("rate", _positive_number(1000), 10.0), call_length_s=call_length,
-                   duration_s=_traffic_length(t, start, duration), port=port, media_port=media_port)
+                   duration_s=_traffic_length(t, start, duration), port=port, media_port=media_port,
+                   timer_slack_s=_timer_slack(t))
+
+
+def _timer_slack(t: Table) -> float:
+    slack = t.get("timer_slack", parse_time, 0.002)
+    if not 0 <= slack <= 0.02:
+        raise ConfigError(join(t.path, "timer_slack"), f"expected 0ms..20ms, got {slack * 1000:g} ms")
+    return slack
+
+
+WEB_SERVERS = ("nginx", "caddy")
 
 
 @register_app_kind("httperf")
@@ -541,4 +565,4 @@ def _parse_httperf(t: Table, name: str, spec: topo.TopologySpec, duration: float
                       rate=t.get("rate", _positive_number(10000), 15.0), duration_s=_traffic_length(t, start, duration),
                       size=size, port=t.get("port", _port, 8080),
                       timeout_s=t.get("timeout", lambda p, v: parse_time(p, v, allow_zero=False), 5.0),
-                      cpu_limit=cpu_limit / 100)
+                      cpu_limit=cpu_limit / 100, server=t.get("server", one_of(WEB_SERVERS), "nginx"))

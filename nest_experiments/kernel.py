@@ -43,6 +43,7 @@ TOOLS: dict[str, tuple[str, str, str]] = {
     "httperf": ("httperf", "httperf", "HTTP background traffic"),
     "gpac": ("gpac", "gpac (Ubuntu; not in Debian: build from github.com/gpac/gpac)", "player = \"gpac\""),
     "caddy": ("caddy", "caddy", "the Caddy web server option"),
+    "nginx": ("nginx", "nginx", "httperf apps' web server"),
     "qemu": ("qemu-system-x86_64", "qemu-system-x86", "the VM runtime"),
     "ffmpeg": ("ffmpeg", "ffmpeg", "real media encodes"),
     "tcpdump": ("tcpdump", "tcpdump", "capture-based queue delay"),

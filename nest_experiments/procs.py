@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -262,9 +263,14 @@ def sysctl_in(ns: str, key: str, value: str) -> str:
             raise NetworkSetupError(f"sysctl {key}={value} in {ns}: {exc.strerror}") from None
 
 
-def _die_with_parent() -> None:
+PR_SET_TIMERSLACK = 29
+
+
+def _die_with_parent(timer_slack_ns: int | None = None) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if timer_slack_ns:  # inherited across exec and by the threads the program starts
+        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
 
 
 def require_tool(name: str, package: str) -> str:
@@ -279,10 +285,15 @@ def ns_exec(ns: str, argv: Sequence[str]) -> list[str]:
 
 
 def popen_in_ns(ns: str, argv: Sequence[str], *, stdout: IO[bytes] | int | None, stderr: IO[bytes] | int | None = None,
-                cwd: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start ``argv`` inside ``ns``; it dies with us even after a ``kill -9``."""
+                cwd: Path | None = None, timer_slack_ns: int | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` inside ``ns``; it dies with us even after a ``kill -9``.
+
+    ``timer_slack_ns``: the process's timer slack (``prctl(PR_SET_TIMERSLACK)``):
+    its timed sleeps may end up to that much late, so the kernel can merge the
+    wakeups of a program that polls on a short timeout.
+    """
     return subprocess.Popen(ns_exec(ns, argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=cwd,
-                            preexec_fn=_die_with_parent, start_new_session=True)
+                            preexec_fn=functools.partial(_die_with_parent, timer_slack_ns), start_new_session=True)
 
 
 def check_run(argv: Sequence[str], *, what: str) -> str:

@@ -17,7 +17,7 @@ def our_namespaces() -> list[str]:
     return [n for n in names if re.match(r"nx[0-9a-f]{6}-", n) or n.startswith("nxforeign")]
 
 
-def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "caddy", "tcpdump")) -> list[str]:
+def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "caddy", "nginx", "tcpdump")) -> list[str]:
     """Traffic tools and VMs still running (qemu's name is longer than pgrep -x can match)."""
     out = subprocess.run(["pgrep", "-a", "-x", "|".join(names)], capture_output=True, text=True, check=False).stdout
     out += subprocess.run(["pgrep", "-a", "-f", "^qemu-system-x86_64"], capture_output=True, text=True,

@@ -68,13 +68,13 @@ class App(abc.ABC):
     # ------------------------------------------------------------ helpers
 
     def spawn(self, node: str, argv: Sequence[str], *, log: str, cwd: Path | None = None,
-              stderr_log: str | None = None) -> subprocess.Popen[bytes]:
+              stderr_log: str | None = None, timer_slack_ns: int | None = None) -> subprocess.Popen[bytes]:
         out = (self.raw_dir / log).open("wb")
         err = (self.raw_dir / stderr_log).open("wb") if stderr_log else subprocess.STDOUT
         self._files.append(out)
         if not isinstance(err, int):
             self._files.append(err)
-        proc = popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd)
+        proc = popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd, timer_slack_ns=timer_slack_ns)
         self.procs.append(proc)
         return proc
 

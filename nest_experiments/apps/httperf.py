@@ -1,8 +1,9 @@
-"""httperf web requests against a Caddy file server: ``httperf.csv`` (one row per app).
+"""httperf web requests against a file server: ``httperf.csv`` (one row per app).
 
-The server is ``caddy file-server`` on ``dst`` serving one generated file of
-``size`` bytes (plain HTTP/1.1; its config and storage folders point into
-the run folder, since the VM guest's root is read-only). The client opens
+The server (``server``: nginx, one process with no master, or ``caddy
+file-server``) on ``dst`` serves one generated file of ``size`` bytes over
+plain HTTP/1.1; its config, logs, pid and temporary folders point into the
+run folder, since the VM guest's root is read-only. The client opens
 ``rate`` connections per second, one GET each, ``rate x duration`` in all
 (``--num-conns``). httperf busy-polls a core, so it runs in a cgroup capped
 at ``cpu_limit`` of one CPU (:mod:`nest_experiments.apps.cpucap`).
@@ -21,6 +22,30 @@ from nest_experiments.parsers import httperf as parse
 from nest_experiments.procs import require_tool, stop
 
 FILE_NAME = "object.bin"
+
+# one process (no master, no daemon), no access log; every path nginx would write points into the run folder
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+user root;
+pid {home}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    keepalive_timeout 5s;
+    client_body_temp_path {home}/client_body;
+    proxy_temp_path {home}/proxy;
+    fastcgi_temp_path {home}/fastcgi;
+    uwsgi_temp_path {home}/uwsgi;
+    scgi_temp_path {home}/scgi;
+    server {{
+        listen {addr}:{port};
+        root {root};
+    }}
+}}
+"""
 FIELDS = (*parse.FIELDS, "size_bytes", "cpu_limit_pct", "cpu_throttled_ratio")
 
 
@@ -48,19 +73,26 @@ class Httperf(App):
         return max(1, round(self.cfg.rate * self.length_s))
 
     def prepare(self) -> None:
-        require_tool("httperf", "httperf")
-        require_tool("caddy", "caddy")
-        self.versions["httperf"] = tool_version(["httperf", "--version"])
-        self.versions["caddy"] = tool_version(["caddy", "version"])
         c = self.cfg
-        root, home = self.work_dir / "www", self.work_dir / "caddy"
+        require_tool("httperf", "httperf")
+        require_tool(c.server, "nginx" if c.server == "nginx" else "caddy")
+        self.versions["httperf"] = tool_version(["httperf", "--version"])
+        root, home = self.work_dir / "www", self.work_dir / c.server
         root.mkdir(parents=True, exist_ok=True)
         home.mkdir(exist_ok=True)
         (root / FILE_NAME).write_bytes(file_bytes(c.size))
-        # GOMAXPROCS=1: one OS thread runs Go code; idle scheduler threads spinning for work cost ~40% of a
-        # core in the TCG guest at 15 requests/s
-        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
-        argv = ["env", *env, "caddy", "file-server", "--listen", f"{self.net.addr(c.dst)}:{c.port}", "--root", str(root)]
+        addr = self.net.addr(c.dst)
+        if c.server == "nginx":
+            self.versions["nginx"] = tool_version(["nginx", "-v"])
+            conf = home / "nginx.conf"
+            conf.write_text(NGINX_CONF.format(home=home, addr=addr, port=c.port, root=root))
+            argv = ["nginx", "-p", str(home), "-e", "stderr", "-c", str(conf)]
+        else:
+            self.versions["caddy"] = tool_version(["caddy", "version"])
+            # GOMAXPROCS=1: one OS thread runs Go code; idle scheduler threads spinning for work cost ~40% of a
+            # core in the TCG guest at 15 requests/s
+            env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+            argv = ["env", *env, "caddy", "file-server", "--listen", f"{addr}:{c.port}", "--root", str(root)]
         self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log")
         self.wait_listening(c.dst, c.port, proc=self.server)
         self.cap = CpuCap(c.name, c.cpu_limit, state=self.net.state)

@@ -80,6 +80,10 @@ class Sipp(App):
     def calls(self) -> int:
         return max(1, round(self.cfg.rate * self.length_s))
 
+    @property
+    def timer_slack_ns(self) -> int:
+        return round(self.cfg.timer_slack_s * 1e9)
+
     def _trace_args(self, stat_file: str) -> list[str]:
         return ["-nostdin", "-trace_stat", "-stf", stat_file, "-fd", "1", "-trace_rtt", "-rtt_freq", "1",
                 "-trace_counts"]
@@ -94,7 +98,8 @@ class Sipp(App):
         addr = self.net.addr(c.dst)
         argv = ["sipp", "-sn", "uas", "-rtp_echo", "-i", addr, "-p", str(c.port), "-mi", addr,
                 "-mp", str(c.media_port), *self._trace_args("uas_stat.csv")]
-        self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log", cwd=self.work_dir / "server")
+        self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log", cwd=self.work_dir / "server",
+                                 timer_slack_ns=self.timer_slack_ns)
         self.wait_listening(c.dst, c.port, proto="udp", proc=self.server)
         self.wait_listening(c.dst, c.media_port, proto="udp", proc=self.server)
 
@@ -105,7 +110,8 @@ class Sipp(App):
                 "-mi", addr, "-mp", str(c.media_port), "-r", f"{c.rate:g}", "-m", str(self.calls),
                 "-d", str(round(c.call_length_s * 1000)), *self._trace_args("uac_stat.csv")]
         self.t_start = self.clock()
-        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", cwd=self.work_dir / "client")
+        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", cwd=self.work_dir / "client",
+                                 timer_slack_ns=self.timer_slack_ns)
 
     def finish(self, deadline: float) -> None:
         c = self.cfg

@@ -49,6 +49,19 @@ def all_processes_cpu() -> dict[int, tuple[str, float]]:
     return out
 
 
+def thread_cpu_s() -> dict[str, float]:
+    """This process's live threads: Python thread name -> CPU seconds so far."""
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        tid = thread.native_id
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        out[thread.name] = out.get(thread.name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def _cpu_split() -> list[int]:
     return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:8]]
 
@@ -57,7 +70,10 @@ class CpuMonitor:
     """Machine load per window, and CPU seconds per app (``pids_by_app``: app name -> its live processes).
 
     A process's CPU time can only be read while it lives, so each one's last
-    reading is kept: an app's figure is the sum of its processes' last readings.
+    reading is kept: an app's figure is the sum of its processes' last readings
+    minus what each had used before the run's start (a server started in the
+    app's prepare step, e.g. a player that imported its modules, counts only
+    from t = 0).
     """
 
     def __init__(self, clock: Callable[[], float], interval_s: float = 1.0,
@@ -66,11 +82,16 @@ class CpuMonitor:
         self.interval_s = interval_s
         self.pids_by_app = pids_by_app
         self._proc_cpu: dict[tuple[str, int], float] = {}
+        self._proc_cpu0: dict[tuple[str, int], float] = {}
         self.samples: list[tuple[float, float]] = []  # (t, busy fraction 0..1)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-monitor", daemon=True)
 
     def start(self) -> None:
+        self._read_apps()
+        self._proc_cpu0 = dict(self._proc_cpu)
+        self._times0 = os.times()
+        self._threads0 = thread_cpu_s()
         self._procs0 = all_processes_cpu()
         self._split0 = _cpu_split()
         self._thread.start()
@@ -97,14 +118,16 @@ class CpuMonitor:
         """CPU seconds per app over the run (processes read at least once a second)."""
         self._read_apps()
         out: dict[str, float] = {}
-        for (app, _), cpu in self._proc_cpu.items():
-            out[app] = round(out.get(app, 0.0) + cpu, 2)
+        for (app, pid), cpu in self._proc_cpu.items():
+            out[app] = round(out.get(app, 0.0) + cpu - self._proc_cpu0.get((app, pid), 0.0), 2)
         return out
 
     def stop(self) -> None:
+        self._threads1 = thread_cpu_s()
         self._read_apps()
         self._procs1 = all_processes_cpu()
         self._split1 = _cpu_split()
+        self._times1 = os.times()
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2 * self.interval_s)
@@ -122,8 +145,13 @@ class CpuMonitor:
             spent = cpu - (before[1] if before and before[0] == comm else 0.0)
             by_comm[comm] = by_comm.get(comm, 0.0) + spent
         top = sorted(by_comm.items(), key=lambda kv: -kv[1])[:12]
+        t0, t1 = self._times0, self._times1
+        runner = (t1.user - t0.user) + (t1.system - t0.system)  # its threads (collectors), not its child processes
         return {"cpu_split": {n: round(d / total, 3) for n, d in zip(names, delta, strict=True)},
-                "cpu_top_s": {comm: round(s, 2) for comm, s in top if s > 0}}
+                "cpu_top_s": {comm: round(s, 2) for comm, s in top if s > 0},
+                "runner_cpu_s": round(runner, 2),
+                "runner_threads_cpu_s": {name: round(cpu - self._threads0.get(name, 0.0), 2)
+                                         for name, cpu in sorted(self._threads1.items())}}
 
     def summary(self) -> dict[str, float | int]:
         loads = [load for _, load in self.samples]

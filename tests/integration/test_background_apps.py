@@ -104,7 +104,7 @@ def test_rtp_flows_both_ways_through_the_bottleneck(bg_run: Path) -> None:
 
 def test_web_requests_are_answered_under_the_cpu_cap(bg_run: Path) -> None:
     manifest = json.loads((bg_run / "manifest.json").read_text())
-    assert "httperf" in manifest["versions"] and "caddy" in manifest["versions"]
+    assert "httperf" in manifest["versions"] and "nginx" in manifest["versions"]
     web = pd.read_csv(bg_run / "httperf.csv", keep_default_na=False)
     assert HTTPERF_FIELDS <= set(web.columns)
     (row,) = web.to_dict("records")

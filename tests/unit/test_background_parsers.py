@@ -208,17 +208,22 @@ def _exp(kind: str, **app: Any) -> dict[str, Any]:
 def test_sipp_defaults() -> None:
     (app,) = parse_experiment(_exp("sipp")).apps
     assert isinstance(app, SippApp)
-    assert (app.rate, app.call_length_s, app.duration_s, app.port, app.media_port) == (10.0, 2.0, None, 5060, 6000)
+    assert (app.rate, app.call_length_s, app.duration_s, app.port, app.media_port, app.timer_slack_s) == \
+        (10.0, 2.0, None, 5060, 6000, 0.002)
+    (app,) = parse_experiment(_exp("sipp", timer_slack="5ms")).apps
+    assert isinstance(app, SippApp) and app.timer_slack_s == 0.005
 
 
 def test_httperf_defaults_and_units() -> None:
     (app,) = parse_experiment(_exp("httperf")).apps
     assert isinstance(app, HttperfApp)
-    assert (app.rate, app.size, app.port, app.timeout_s, app.cpu_limit) == (15.0, 10240, 8080, 5.0, 0.2)
+    assert (app.rate, app.size, app.port, app.timeout_s, app.cpu_limit, app.server) == \
+        (15.0, 10240, 8080, 5.0, 0.2, "nginx")
     (app,) = parse_experiment(_exp("httperf", rate=2.5, size="100kb", cpu_limit="50%", duration="20s",
-                                   start="5s")).apps
+                                   start="5s", server="caddy")).apps
     assert isinstance(app, HttperfApp)
-    assert (app.rate, app.size, app.cpu_limit, app.duration_s, app.start_s) == (2.5, 102400, 0.5, 20.0, 5.0)
+    assert (app.rate, app.size, app.cpu_limit, app.duration_s, app.start_s, app.server) == \
+        (2.5, 102400, 0.5, 20.0, 5.0, "caddy")
 
 
 @pytest.mark.parametrize(("kind", "key", "value", "message"), [
@@ -235,6 +240,8 @@ def test_httperf_defaults_and_units() -> None:
     ("sipp", "media_port", 5061, "apps.v.media_port"),
     ("sipp", "dst", "h1", "apps.v.dst"),
     ("sipp", "calls", 3, "apps.v.calls"),
+    ("sipp", "timer_slack", "50ms", "apps.v.timer_slack"),
+    ("sipp", "timer_slack", 2, "apps.v.timer_slack"),
     ("httperf", "rate", 0.0, "apps.v.rate"),
     ("httperf", "cpu_limit", "0%", "apps.v.cpu_limit"),
     ("httperf", "cpu_limit", "150%", "apps.v.cpu_limit"),
@@ -243,6 +250,7 @@ def test_httperf_defaults_and_units() -> None:
     ("httperf", "size", "10 apples", "apps.v.size"),
     ("httperf", "timeout", "0s", "apps.v.timeout"),
     ("httperf", "port", 70000, "apps.v.port"),
+    ("httperf", "server", "apache", "apps.v.server"),
     ("httperf", "start", "30s", "apps.v.start"),
     ("httperf", "src", "nowhere", "apps.v.src"),
 ])
