@@ -123,7 +123,7 @@ def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], 
     for ax, aqm in zip(axes[0], panels, strict=True):
         for p in (p for p in profiles if p.aqm == aqm):
             color = TARGET_COLORS[targets.index(p.target) % len(TARGET_COLORS)] if p.target in targets else "black"
-            style = "--" if p.source == "kernel" else "-"
+            style = {"kernel": "--", "capture-pie-style": "-."}.get(p.source, "-")
             ax.plot(p.t, p.mean, style, color=color, lw=1.2,
                     label=f"target {p.target}, {_source(p.source)}; n={p.runs}, band: {p.band}")
             ax.fill_between(p.t, p.low, p.high, color=color, alpha=0.15, lw=0)
@@ -142,7 +142,9 @@ def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], 
 
 
 def _source(source: str) -> str:
-    return "kernel (qdisc.csv, dashed)" if source == "kernel" else f"measured: {source} (qdelay.csv)"
+    if source == "kernel":
+        return "kernel (qdisc.csv, dashed)"
+    return f"measured: {source} (qdelay.csv{', dash-dot' if source == 'capture-pie-style' else ''})"
 
 
 def save(fig: plt.Figure, path: Path) -> Path:

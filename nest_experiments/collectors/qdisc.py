@@ -1,13 +1,20 @@
 """Qdisc sampler: every qdisc on the sampled egresses, read over netlink.
 
-One thread, one netlink socket per namespace (pyroute2, ~0.4 ms per dump on
-the host, ~2 ms in the TCG VM; a ``tc`` process per sample would cost 2-700
-ms). Samples are taken on a fixed monotonic schedule; a late tick is taken at
+One thread, one netlink socket per namespace (a ``tc`` process per sample
+would cost 2-700 ms). The socket is a plain one and the dump request and
+replies go through pyroute2's ``tcmsg`` (encoding, decoding the kind's
+statistics): pyroute2's ``IPRoute`` runs each request through an asyncio
+loop, which in the TCG VM cost ~50 ms of guest CPU per egress and sample
+(13-16 s of CPU in a 65 s run at one sample of 4 egresses per second;
+``runner_threads_cpu_s`` in the manifest). Samples are taken on a fixed monotonic schedule; a late tick is taken at
 once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,20 +30,66 @@ FIELDS = ("t", "node", "dev", "link", "kind", "handle", "parent", "backlog_bytes
           "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob")
 
 
-def netlink_in(ns: str) -> Any:
-    """An IPRoute socket inside namespace ``ns``, opened by this thread entering it briefly.
+class QdiscDumper:
+    """A netlink socket inside namespace ``ns`` (opened by this thread entering it briefly) that dumps qdiscs.
 
     pyroute2's own ``IPRoute(netns=...)`` forks a child of this process to
     open it; in the TCG VM, forking a process that has numpy loaded took
     over 20 s. A netlink socket stays in the namespace it was created in.
     """
-    from pyroute2 import IPRoute
 
-    try:
-        with in_netns(ns):
-            return IPRoute()
-    except NetworkSetupError as exc:
-        raise RunError(f"qdisc sampler: {exc}") from exc
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self._seq = 0
+        try:
+            with in_netns(ns):
+                self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+                self._indexes = {name: index for index, name in socket.if_nameindex()}
+        except NetworkSetupError as exc:
+            raise RunError(f"qdisc sampler: {exc}") from exc
+        self.sock.bind((0, 0))
+
+    def index(self, dev: str) -> int | None:
+        return self._indexes.get(dev)
+
+    def dump(self, index: int) -> list[Any]:
+        """The decoded ``tcmsg`` of every qdisc on interface ``index``."""
+        from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR
+        from pyroute2.netlink.rtnl import RTM_GETQDISC, RTM_NEWQDISC
+        from pyroute2.netlink.rtnl.tcmsg import tcmsg
+
+        self._seq += 1
+        req = tcmsg()
+        req["header"]["type"] = RTM_GETQDISC
+        req["header"]["flags"] = NLM_F_REQUEST | NLM_F_DUMP
+        req["header"]["sequence_number"] = self._seq
+        req["index"] = index
+        req.encode()
+        self.sock.send(req.data)
+        out: list[Any] = []
+        while True:
+            data = self.sock.recv(1 << 16)
+            offset = 0
+            while offset + 16 <= len(data):
+                length, kind, _flags, seq, _pid = struct.unpack_from("=IHHII", data, offset)
+                if length < 16:
+                    raise RunError(f"qdisc sampler: malformed netlink reply in {self.ns}")
+                if seq == self._seq:
+                    if kind == NLMSG_DONE:
+                        return out
+                    if kind == NLMSG_ERROR:
+                        (code,) = struct.unpack_from("=i", data, offset + 16)
+                        if code:
+                            raise RunError(f"qdisc sampler: qdisc dump in {self.ns}: {os.strerror(-code)}")
+                    elif kind == RTM_NEWQDISC:
+                        msg = tcmsg(data[offset:offset + length])
+                        msg.decode()
+                        if msg["index"] == index:
+                            out.append(msg)
+                offset += (length + 3) & ~3
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def _handle(value: int) -> str:
@@ -68,7 +121,7 @@ class QdiscSampler:
         self._stop = threading.Event()
         self._keep = True
         self._thread = threading.Thread(target=self._main, name="qdisc-sampler", daemon=True)
-        self._sockets: dict[str, Any] = {}
+        self._sockets: dict[str, QdiscDumper] = {}
         self._index: dict[tuple[str, str], int] = {}
         self.error: BaseException | None = None
         self.sink = CsvSink(path, FIELDS)
@@ -104,24 +157,24 @@ class QdiscSampler:
         except BaseException as exc:  # reported by open()/start()/stop()
             self.error = exc
         finally:
-            for ipr in self._sockets.values():
-                ipr.close()
+            for dumper in self._sockets.values():
+                dumper.close()
             self._ready.set()
             self._first.set()
 
     def _open_sockets(self) -> None:
         for ns, _, dev, _ in self.targets:
-            ipr = self._sockets.get(ns) or netlink_in(ns)
-            self._sockets[ns] = ipr
-            found = ipr.link_lookup(ifname=dev)
-            if not found:
+            dumper = self._sockets.get(ns) or QdiscDumper(ns)
+            self._sockets[ns] = dumper
+            found = dumper.index(dev)
+            if found is None:
                 raise RunError(f"qdisc sampler: no interface {dev} in {ns}")
-            self._index[(ns, dev)] = found[0]
+            self._index[(ns, dev)] = found
 
     def sample(self) -> None:
         t = round(self.clock(), 4)
         for ns, node, dev, link in self.targets:
-            for msg in self._sockets[ns].get_qdiscs(index=self._index[(ns, dev)]):
+            for msg in self._sockets[ns].dump(self._index[(ns, dev)]):
                 row = qdisc_row(msg.get_attr("TCA_KIND"), msg.get_attr("TCA_STATS") or {}, msg.get_attr("TCA_XSTATS"))
                 row.update(t=t, node=node, dev=dev, link=link, handle=_handle(msg["handle"]), parent=_parent(msg["parent"]))
                 self.sink.write(row)
