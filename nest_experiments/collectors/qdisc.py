@@ -1,12 +1,13 @@
 """Qdisc sampler: every qdisc on the sampled egresses, read over netlink.
 
 One thread, one netlink socket per namespace (a ``tc`` process per sample
-would cost 2-700 ms). The socket is a plain one and the dump request and
-replies go through pyroute2's ``tcmsg`` (encoding, decoding the kind's
-statistics): pyroute2's ``IPRoute`` runs each request through an asyncio
-loop, which in the TCG VM cost ~50 ms of guest CPU per egress and sample
-(13-16 s of CPU in a 65 s run at one sample of 4 egresses per second;
-``runner_threads_cpu_s`` in the manifest). Samples are taken on a fixed monotonic schedule; a late tick is taken at
+would cost 2-700 ms). The socket is a plain one, and the dump is encoded and
+decoded by :mod:`nest_experiments.parsers.tcstats`, which reads only the
+attributes a row needs: pyroute2's ``IPRoute`` (an asyncio loop per request,
+a generic attribute decoder) cost 50-130 ms of guest CPU per egress and
+sample in the TCG VM, 11-16 s of CPU in a 65 s run at one sample of 4
+egresses per second (``runner_threads_cpu_s`` in the manifest).
+``tests/integration/test_qdisc_dumper.py`` checks the rows against pyroute2's. Samples are taken on a fixed monotonic schedule; a late tick is taken at
 once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
 """
 
@@ -14,15 +15,24 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from nest_experiments.errors import NetworkSetupError, RunError
-from nest_experiments.parsers.tcstats import qdisc_row
+from nest_experiments.parsers.tcstats import (
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    RTM_NEWQDISC,
+    NetlinkError,
+    QdiscMessage,
+    netlink_error,
+    netlink_messages,
+    qdisc_dump_request,
+    qdisc_message,
+    qdisc_row,
+)
 from nest_experiments.procs import in_netns
 from nest_experiments.rundir import CsvSink
 
@@ -52,41 +62,27 @@ class QdiscDumper:
     def index(self, dev: str) -> int | None:
         return self._indexes.get(dev)
 
-    def dump(self, index: int) -> list[Any]:
-        """The decoded ``tcmsg`` of every qdisc on interface ``index``."""
-        from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR
-        from pyroute2.netlink.rtnl import RTM_GETQDISC, RTM_NEWQDISC
-        from pyroute2.netlink.rtnl.tcmsg import tcmsg
-
+    def dump(self, index: int) -> list[QdiscMessage]:
+        """Every qdisc on interface ``index``."""
         self._seq += 1
-        req = tcmsg()
-        req["header"]["type"] = RTM_GETQDISC
-        req["header"]["flags"] = NLM_F_REQUEST | NLM_F_DUMP
-        req["header"]["sequence_number"] = self._seq
-        req["index"] = index
-        req.encode()
-        self.sock.send(req.data)
-        out: list[Any] = []
+        self.sock.send(qdisc_dump_request(index, self._seq))
+        out: list[QdiscMessage] = []
         while True:
-            data = self.sock.recv(1 << 16)
-            offset = 0
-            while offset + 16 <= len(data):
-                length, kind, _flags, seq, _pid = struct.unpack_from("=IHHII", data, offset)
-                if length < 16:
-                    raise RunError(f"qdisc sampler: malformed netlink reply in {self.ns}")
-                if seq == self._seq:
-                    if kind == NLMSG_DONE:
-                        return out
-                    if kind == NLMSG_ERROR:
-                        (code,) = struct.unpack_from("=i", data, offset + 16)
-                        if code:
-                            raise RunError(f"qdisc sampler: qdisc dump in {self.ns}: {os.strerror(-code)}")
-                    elif kind == RTM_NEWQDISC:
-                        msg = tcmsg(data[offset:offset + length])
-                        msg.decode()
-                        if msg["index"] == index:
-                            out.append(msg)
-                offset += (length + 3) & ~3
+            try:
+                messages = list(netlink_messages(self.sock.recv(1 << 16)))
+            except NetlinkError as exc:
+                raise RunError(f"qdisc sampler: {self.ns}: {exc}") from exc
+            for kind, seq, payload in messages:
+                if seq != self._seq:
+                    continue
+                if kind == NLMSG_DONE:
+                    return out
+                if kind == NLMSG_ERROR and netlink_error(payload):
+                    raise RunError(f"qdisc sampler: qdisc dump in {self.ns}: {os.strerror(-netlink_error(payload))}")
+                if kind == RTM_NEWQDISC:
+                    msg = qdisc_message(payload)
+                    if msg.index == index:
+                        out.append(msg)
 
     def close(self) -> None:
         self.sock.close()
@@ -175,8 +171,8 @@ class QdiscSampler:
         t = round(self.clock(), 4)
         for ns, node, dev, link in self.targets:
             for msg in self._sockets[ns].dump(self._index[(ns, dev)]):
-                row = qdisc_row(msg.get_attr("TCA_KIND"), msg.get_attr("TCA_STATS") or {}, msg.get_attr("TCA_XSTATS"))
-                row.update(t=t, node=node, dev=dev, link=link, handle=_handle(msg["handle"]), parent=_parent(msg["parent"]))
+                row = qdisc_row(msg.kind, msg.stats, msg.xstats)
+                row.update(t=t, node=node, dev=dev, link=link, handle=_handle(msg.handle), parent=_parent(msg.parent))
                 self.sink.write(row)
 
     def _loop(self) -> None:

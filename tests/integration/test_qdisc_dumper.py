@@ -1,4 +1,4 @@
-"""The qdisc sampler's netlink dump against pyroute2's own ``IPRoute.get_qdiscs`` and ``tc``, in a real namespace.
+"""The qdisc sampler's own netlink dump and decoder against pyroute2's ``IPRoute.get_qdiscs``, in a real namespace.
 
 A namespace with a veth pair, HTB and an explicit pfifo leaf, traffic sent
 through it: both readings must give the same rows (kinds, handles, parents,
@@ -12,6 +12,7 @@ import os
 import secrets
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,8 @@ def shaped_ns() -> Iterator[str]:
         ip("netns", "del", ns)
 
 
-def _rows(msgs: list) -> list[dict]:  # type: ignore[type-arg]
-    return sorted(({**qdisc_row(m.get_attr("TCA_KIND"), m.get_attr("TCA_STATS") or {}, m.get_attr("TCA_XSTATS")),
-                    "handle": m["handle"], "parent": m["parent"]} for m in msgs), key=lambda r: r["handle"])
+def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: r["handle"])
 
 
 def test_dump_matches_pyroute2_and_counts_the_packets(shaped_ns: str) -> None:
@@ -60,11 +60,14 @@ def test_dump_matches_pyroute2_and_counts_the_packets(shaped_ns: str) -> None:
     try:
         index = dumper.index("a0")
         assert index is not None and dumper.index("nosuchdev") is None
-        ours = _rows(dumper.dump(index))
+        ours = _sorted([{**qdisc_row(m.kind, m.stats, m.xstats), "handle": m.handle, "parent": m.parent}
+                        for m in dumper.dump(index)])
         with in_netns(shaped_ns):
             ipr = IPRoute()
         try:
-            theirs = _rows(list(ipr.get_qdiscs(index=index)))
+            theirs = _sorted([{**qdisc_row(m.get_attr("TCA_KIND"), m.get_attr("TCA_STATS") or {},
+                                           m.get_attr("TCA_XSTATS")), "handle": m["handle"], "parent": m["parent"]}
+                              for m in ipr.get_qdiscs(index=index)])
         finally:
             ipr.close()
     finally:
