@@ -114,8 +114,9 @@ def test_timeout_kills_hanging_guest() -> None:
 
 
 RUNNER = textwrap.dedent("""
-    import sys
+    import faulthandler, signal, sys
     from pathlib import Path
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a traceback when it hangs
     from nest_experiments.vm import run_in_vm
     run_in_vm(["sleep", "600"], cwd=Path("/"), rw_dirs=[], env={"PATH": "/usr/bin:/bin"},
               timeout_s=600, accel=sys.argv[1], console=None)
@@ -134,7 +135,15 @@ def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
             time.sleep(0.2)
         time.sleep(1.0)
         runner.send_signal(sig)
-        rc = runner.wait(timeout=30)
+        try:
+            rc = runner.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            runner.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            runner.kill()
+            runner.wait()
+            err = runner.stderr.read().decode(errors="replace") if runner.stderr else ""
+            pytest.fail(f"runner still alive 30 s after {sig.name}; its threads and stderr:\n{err[-6000:]}")
         assert rc != 0
         deadline = time.monotonic() + 15
         while _qemus_of(runner.pid) and time.monotonic() < deadline:  # PDEATHSIG is asynchronous
