@@ -116,7 +116,7 @@ def print_summary(folder: Path, out: TextIO = sys.stderr) -> None:
             continue
         goodput = iperf3_goodput_bps(run_dir)
         figures = egress_figures(run_dir)
-        aqm_rates = {f.rate_bps for f in figures if f.rate_bps and f.mean_delay_ms is not None}
+        aqm_rates = [f.rate_bps for f in figures if f.rate_bps and f.mean_delay_ms is not None]
         for f in figures:
             util = f"{f.utilization:.3f}" if f.utilization is not None else "-"
             rate = f"{f.rate_bps / 1e6:g} Mbit/s" if f.rate_bps else "unshaped"
@@ -125,6 +125,5 @@ def print_summary(folder: Path, out: TextIO = sys.stderr) -> None:
                   f"backlog {f.mean_backlog_pkts:.1f} pkts, drops {f.drops}{delay}", file=out)
         if goodput:
             # a ratio only where one bottleneck carries every iperf3 flow (one shaped egress with delay figures)
-            share = f" ({goodput / aqm_rates.pop():.3f} of the bottleneck rate)" if len(aqm_rates) == 1 and \
-                sum(1 for f in figures if f.mean_delay_ms is not None) == 1 else ""
+            share = f" ({goodput / aqm_rates[0]:.3f} of the bottleneck rate)" if len(aqm_rates) == 1 else ""
             print(f"{run_dir.name}: iperf3 goodput {goodput / 1e6:.2f} Mbit/s, all flows{share}", file=out)

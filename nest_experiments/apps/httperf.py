@@ -75,7 +75,7 @@ class Httperf(App):
     def prepare(self) -> None:
         c = self.cfg
         require_tool("httperf", "httperf")
-        require_tool(c.server, "nginx" if c.server == "nginx" else "caddy")
+        require_tool(c.server, c.server)  # the Debian/Ubuntu package has the name of the server
         self.versions["httperf"] = tool_version(["httperf", "--version"])
         root, home = self.work_dir / "www", self.work_dir / c.server
         root.mkdir(parents=True, exist_ok=True)

@@ -24,28 +24,32 @@ def _read_stat() -> tuple[int, int]:
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a live process and its reaped children (``/proc/PID/stat``)."""
+def _read_stat_fields(path: str) -> tuple[str, list[str]] | None:
+    """(command name, fields from the state on) of a ``/proc/.../stat`` file, or None once it is gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(path).read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state is field 3
-    return sum(int(x) for x in fields[11:15]) / CLK_TCK  # utime stime cutime cstime
+    return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()  # field 3 is [0]
+
+
+def _cpu_s(fields: list[str], *, children: bool = False) -> float:
+    """utime + stime (+ cutime + cstime) in seconds."""
+    return sum(int(x) for x in fields[11:15 if children else 13]) / CLK_TCK
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process and its reaped children (``/proc/PID/stat``)."""
+    stat = _read_stat_fields(f"/proc/{pid}/stat")
+    return None if stat is None else _cpu_s(stat[1], children=True)
 
 
 def all_processes_cpu() -> dict[int, tuple[str, float]]:
     """pid -> (command name, CPU seconds) of every process (kernel threads included) now."""
     out = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                text = Path(f"/proc/{entry.name}/stat").read_text()
-            except OSError:
-                continue
-            comm = text[text.index("(") + 1:text.rindex(")")]
-            fields = text[text.rindex(")") + 2:].split()
-            out[int(entry.name)] = (comm, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+        if entry.name.isdigit() and (stat := _read_stat_fields(f"/proc/{entry.name}/stat")) is not None:
+            out[int(entry.name)] = (stat[0], _cpu_s(stat[1]))
     return out
 
 
@@ -53,12 +57,9 @@ def thread_cpu_s() -> dict[str, float]:
     """This process's live threads: Python thread name -> CPU seconds so far."""
     out: dict[str, float] = {}
     for thread in threading.enumerate():
-        tid = thread.native_id
-        try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        out[thread.name] = out.get(thread.name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+        stat = _read_stat_fields(f"/proc/self/task/{thread.native_id}/stat")
+        if stat is not None:
+            out[thread.name] = out.get(thread.name, 0.0) + _cpu_s(stat[1])
     return out
 
 

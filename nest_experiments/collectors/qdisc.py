@@ -7,7 +7,8 @@ attributes a row needs: pyroute2's ``IPRoute`` (an asyncio loop per request,
 a generic attribute decoder) cost 50-130 ms of guest CPU per egress and
 sample in the TCG VM, 11-16 s of CPU in a 65 s run at one sample of 4
 egresses per second (``runner_threads_cpu_s`` in the manifest).
-``tests/integration/test_qdisc_dumper.py`` checks the rows against pyroute2's. Samples are taken on a fixed monotonic schedule; a late tick is taken at
+``tests/integration/test_qdisc_dumper.py`` checks the rows against pyroute2's.
+Samples are taken on a fixed monotonic schedule; a late tick is taken at
 once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
 """
 
