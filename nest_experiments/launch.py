@@ -86,7 +86,7 @@ def _plot(folder: Path) -> None:
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
-    from nest_experiments.vm import resolve_accel, run_in_vm
+    from nest_experiments.vm import host_awake, resolve_accel, run_in_vm
 
     results.mkdir(parents=True, exist_ok=True)
     _prepare_on_host(runs)
@@ -96,8 +96,11 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
           f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
           file=sys.stderr, flush=True)
     accel, _ = resolve_accel("auto")
-    env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "PYTHONDONTWRITEBYTECODE": "1"}
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel)
+    awake = host_awake()
+    env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "NEST_EXP_VM_HOST_AWAKE": str(int(awake)),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel,
+                       keep_host_awake=awake)
     from nest_experiments.collectors.capture import match_sweep_captures
 
     match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host

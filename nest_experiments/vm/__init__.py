@@ -11,7 +11,15 @@ netem, ...). See DESIGN.md §2.3. Public API::
 from __future__ import annotations
 
 from nest_experiments.vm.image import VMImage, ensure_image
-from nest_experiments.vm.qemu import ProbeResult, VMResult, VMTimeoutError, probe, resolve_accel, run_in_vm
+from nest_experiments.vm.qemu import (
+    ProbeResult,
+    VMResult,
+    VMTimeoutError,
+    host_awake,
+    probe,
+    resolve_accel,
+    run_in_vm,
+)
 
-__all__ = ["ProbeResult", "VMImage", "VMResult", "VMTimeoutError", "ensure_image", "probe", "resolve_accel",
+__all__ = ["ProbeResult", "VMImage", "VMResult", "VMTimeoutError", "ensure_image", "host_awake", "probe", "resolve_accel",
            "run_in_vm"]

@@ -44,6 +44,8 @@ KVM_PROBE_TIMEOUT_S = 20.0
 GUEST_PRIVATE = (Path("/tmp"), Path("/run"), Path("/proc"), Path("/sys"), Path("/dev"))
 
 PR_SET_PDEATHSIG = 1
+#: What each waker runs: a busy loop, at SCHED_IDLE (see :func:`host_awake`).
+_WAKER = "while True: pass"
 
 
 class VMTimeoutError(VMError):
@@ -207,7 +209,7 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes], what: str = "qemu") -> None:
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid (process_group=0); not reaped yet
@@ -216,7 +218,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired as exc:
-        raise VMError(f"qemu (pid {proc.pid}) did not die after SIGKILL") from exc
+        raise VMError(f"{what} (pid {proc.pid}) did not die after SIGKILL") from exc
 
 
 class _Console(threading.Thread):
@@ -340,6 +342,59 @@ def resolve_accel(accel: str = "auto", *, root: Path | None = None, image: VMIma
     return verdict, reason
 
 
+# --------------------------------------------------------------------------- host wakers
+
+
+def host_is_virtual(cpuinfo: str | None = None) -> bool:
+    """True when this host is itself a virtual machine (the CPU's ``hypervisor`` flag)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    return any(line.startswith("flags") and "hypervisor" in line.split() for line in cpuinfo.splitlines())
+
+
+def host_awake(setting: str | None = None) -> bool:
+    """Whether :func:`run_in_vm` keeps the host's CPUs awake (``NEST_EXP_HOST_AWAKE``: 1, 0 or auto).
+
+    When the host is itself a VM, an idle host CPU halts and the hypervisor
+    takes its time to wake it; every wakeup of qemu's vCPU and timer threads
+    pays that, so the guest's timers (HTB's watchdog among them) fire late and
+    a 10 Mbit/s link carried 5.6-7.3 Mbit/s on this kind of machine, with the
+    hypervisor reporting ~20% steal. A busy loop per host CPU at ``SCHED_IDLE``
+    keeps the CPUs from halting; any other thread that wakes preempts it at
+    once. Measured: 8.6 Mbit/s instead of 5.6-5.9 (bench/pie_reference.py).
+    ``auto`` (the default): on when the host is virtual.
+    """
+    value = (setting if setting is not None else os.environ.get("NEST_EXP_HOST_AWAKE", "auto")).strip().lower()
+    if value in ("1", "on", "yes", "true"):
+        return True
+    if value in ("0", "off", "no", "false"):
+        return False
+    if value != "auto":
+        raise VMError(f"NEST_EXP_HOST_AWAKE={value!r}: use 1, 0 or auto")
+    return host_is_virtual()
+
+
+def _make_waker_preexec() -> Callable[[], None]:
+    die_with_parent = _make_preexec()
+
+    def preexec() -> None:
+        die_with_parent()
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+    return preexec
+
+
+def _start_wakers(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` busy loops at SCHED_IDLE that die with this process (see :func:`host_awake`)."""
+    return [subprocess.Popen([sys.executable, "-S", "-c", _WAKER], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0,
+                             preexec_fn=_make_waker_preexec(), close_fds=True)
+            for _ in range(count)]
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -357,6 +412,7 @@ def run_in_vm(
     python: str | None = None,
     image: VMImage | None = None,
     root: Path | None = None,
+    keep_host_awake: bool | None = None,
 ) -> VMResult:
     """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
 
@@ -366,8 +422,11 @@ def run_in_vm(
     Returns the command's exit code (128+N when killed by signal N). Raises
     :class:`VMTimeoutError` after ``timeout_s`` seconds (boot included) and
     :class:`VMError` when the guest cannot be built, booted or report back.
+    ``keep_host_awake`` (default :func:`host_awake`): a waker per host CPU
+    while qemu runs.
     """
     cwd = Path(cwd)
+    awake = host_awake() if keep_host_awake is None else keep_host_awake
     dirs = _validate(argv, cwd, rw_dirs, env)
     if shutil.which(QEMU) is None:
         raise VMError(f"{QEMU} not found: apt-get install qemu-system-x86")
@@ -389,6 +448,7 @@ def run_in_vm(
     run_dir = runs / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     run_dir.mkdir(mode=0o700)
     proc: subprocess.Popen[bytes] | None = None
+    wakers: list[subprocess.Popen[bytes]] = []
     reader: _Console | None = None
     t0 = time.monotonic()
     try:
@@ -405,6 +465,8 @@ def run_in_vm(
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, process_group=0,
                                     preexec_fn=_make_preexec(), close_fds=True)
+            if awake:
+                wakers = _start_wakers(os.cpu_count() or 1)
             assert proc.stdout is not None
             reader = _Console(proc.stdout, console, t0)  # type: ignore[arg-type]
             reader.start()
@@ -431,6 +493,8 @@ def run_in_vm(
         return VMResult(exit_code=code, accel=acc, guest_kernel=img.kernel_version,
                         boot_s=round(boot, 3), wall_s=round(wall, 3))
     finally:
+        for waker in wakers:
+            _kill(waker, "host waker")
         if proc is not None:
             _kill(proc)
             if proc.stdout is not None:

@@ -46,6 +46,20 @@ def _qemus_of(pid: int) -> list[str]:
     return [line for line in proc.stdout.splitlines() if line.strip()]
 
 
+def _wakers_of(pid: int) -> list[int]:
+    """The host wakers (busy loops at SCHED_IDLE, see ``vm.host_awake``) that runner ``pid`` started."""
+    proc = subprocess.run(["pgrep", "-P", str(pid), "-f", "while True: pass"], capture_output=True, text=True)
+    return [int(x) for x in proc.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
 GUEST_SCRIPT = textwrap.dedent("""
     import json, os, subprocess, sys
     out = sys.argv[1]
@@ -110,6 +124,7 @@ def test_timeout_kills_hanging_guest() -> None:
         run_in_vm(["sleep", "600"], cwd=Path("/"), rw_dirs=[], env=ENV, timeout_s=25, accel=ACCEL, console=None)
     assert time.monotonic() - t0 < 45
     assert not _qemus_of(os.getpid())
+    assert not _wakers_of(os.getpid())
     assert not any(RUNS.glob(f"{os.getpid()}-*"))
 
 
@@ -117,9 +132,11 @@ RUNNER = textwrap.dedent("""
     import faulthandler, signal, sys
     from pathlib import Path
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a traceback when it hangs
+    # Ctrl-C in a terminal: a test session started in the background (sh's "&") passes SIGINT on ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from nest_experiments.vm import run_in_vm
     run_in_vm(["sleep", "600"], cwd=Path("/"), rw_dirs=[], env={"PATH": "/usr/bin:/bin"},
-              timeout_s=600, accel=sys.argv[1], console=None)
+              timeout_s=600, accel=sys.argv[1], console=None, keep_host_awake=True)
 """)
 
 
@@ -134,6 +151,9 @@ def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
             assert time.monotonic() < deadline, "qemu never started"
             time.sleep(0.2)
         time.sleep(1.0)
+        wakers = _wakers_of(runner.pid)
+        assert len(wakers) == os.cpu_count()
+        assert all(os.sched_getscheduler(w) == os.SCHED_IDLE for w in wakers)
         runner.send_signal(sig)
         try:
             rc = runner.wait(timeout=30)
@@ -149,6 +169,9 @@ def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
         while _qemus_of(runner.pid) and time.monotonic() < deadline:  # PDEATHSIG is asynchronous
             time.sleep(0.1)
         assert not _qemus_of(runner.pid)
+        while any(_alive(w) for w in wakers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in wakers)
         if sig != signal.SIGKILL:  # a clean exit removes its run folder (kill -9: the next run does)
             assert not any(RUNS.glob(f"{runner.pid}-*"))
     finally:

@@ -24,7 +24,7 @@ from nest_experiments.vm.image import (
     module_name,
     resolve_modules,
 )
-from nest_experiments.vm.qemu import qemu_argv, run_spec
+from nest_experiments.vm.qemu import host_awake, host_is_virtual, qemu_argv, run_spec
 
 MODULES_DEP = """\
 kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko
@@ -296,3 +296,24 @@ def test_accel_choice_without_booting(monkeypatch: pytest.MonkeyPatch, tmp_path:
     (tmp_path / ".cache" / "vm" / "accel.json").write_text(
         json.dumps({qemu.platform.release(): {"accel": "tcg", "reason": "KVM probe boot hung"}}))
     assert qemu.resolve_accel("auto", root=tmp_path) == ("tcg", "KVM probe boot hung")
+
+
+CPUINFO = "processor\t: 0\nflags\t\t: fpu vme {}sse2\nbugs\t\t: spectre_v1 hypervisor_like\n"
+
+
+def test_host_is_virtual_reads_the_hypervisor_flag() -> None:
+    assert host_is_virtual(CPUINFO.format("hypervisor "))
+    assert not host_is_virtual(CPUINFO.format(""))  # a "bugs" line that mentions it does not count
+    assert not host_is_virtual("")
+
+
+def test_host_awake_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("nest_experiments.vm.qemu.host_is_virtual", lambda: True)
+    assert host_awake("auto") and host_awake("1") and host_awake("on")
+    assert not host_awake("0") and not host_awake("off")
+    monkeypatch.setattr("nest_experiments.vm.qemu.host_is_virtual", lambda: False)
+    assert not host_awake("auto") and host_awake("yes")
+    monkeypatch.setenv("NEST_EXP_HOST_AWAKE", "1")
+    assert host_awake()
+    with pytest.raises(VMError, match="NEST_EXP_HOST_AWAKE='sometimes': use 1, 0 or auto"):
+        host_awake("sometimes")
