@@ -360,12 +360,13 @@ def host_awake(setting: str | None = None) -> bool:
 
     When the host is itself a VM, an idle host CPU halts and the hypervisor
     takes its time to wake it; every wakeup of qemu's vCPU and timer threads
-    pays that, so the guest's timers (HTB's watchdog among them) fire late and
-    a 10 Mbit/s link carried 5.6-7.3 Mbit/s on this kind of machine, with the
-    hypervisor reporting ~20% steal. A busy loop per host CPU at ``SCHED_IDLE``
-    keeps the CPUs from halting; any other thread that wakes preempts it at
-    once. Measured: 8.6 Mbit/s instead of 5.6-5.9 (bench/pie_reference.py).
-    ``auto`` (the default): on when the host is virtual.
+    pays that, so the guest's timers (HTB's watchdog among them) fire late: on
+    this kind of machine a 10 Mbit/s link with captures in the guest carried
+    5.6-7.7 Mbit/s, while the hypervisor reported ~20% steal at 0.7 CPU used.
+    A busy loop per host CPU at ``SCHED_IDLE`` keeps the CPUs from halting;
+    any other thread that wakes preempts it at once. Measured: 7.1-8.7
+    Mbit/s with it (README). ``auto`` (the default): on when the host is
+    virtual.
     """
     value = (setting if setting is not None else os.environ.get("NEST_EXP_HOST_AWAKE", "auto")).strip().lower()
     if value in ("1", "on", "yes", "true"):
