@@ -12,12 +12,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
 from nest_experiments.kernel import missing_on_host, require_host_features
 from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
+
+if TYPE_CHECKING:
+    from nest_experiments.vm.hostload import HostSample
 
 VM_TIMEOUT_MARGIN_S = 600.0
 
@@ -90,7 +93,8 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
 
     results.mkdir(parents=True, exist_ok=True)
     _prepare_on_host(runs)
-    argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results)]
+    experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
+    argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
     budget = sum(r.experiment.duration_s + 60 for r in runs) * 3 + VM_TIMEOUT_MARGIN_S
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
@@ -99,14 +103,33 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     awake = host_awake()
     env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "NEST_EXP_VM_HOST_AWAKE": str(int(awake)),
            "PYTHONDONTWRITEBYTECODE": "1"}
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel,
-                       keep_host_awake=awake)
+    try:
+        result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel,
+                           keep_host_awake=awake)
+    finally:
+        if experiment is not None and experiment != args.experiment.resolve():
+            experiment.unlink(missing_ok=True)
     from nest_experiments.collectors.capture import match_sweep_captures
 
     match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
+    _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
     if not args.no_plot:
         _plot(results / runs[0].experiment.name)
     return result.exit_code
+
+
+def _host_load_into_manifests(folder: Path, samples: list[HostSample]) -> None:
+    """Each run of this VM's sweep gets the host's steal and qemu's CPU during its traffic (vm.hostload)."""
+    from nest_experiments.rundir import read_manifest, write_json
+    from nest_experiments.vm.hostload import STEAL_WARN, annotate
+
+    for path in sorted(folder.glob("*/manifest.json")):
+        manifest = read_manifest(path.parent)
+        if manifest is not None and annotate(manifest, samples):
+            write_json(path, manifest)
+            if manifest["host_steal"] >= STEAL_WARN:
+                print(f"{path.parent.name}: the host's hypervisor took {manifest['host_steal']:.0%} of its CPU "
+                      "during the run (manifest: host_steal)", file=sys.stderr, flush=True)
 
 
 def _prepare_on_host(runs: list[RunSpec]) -> None:
@@ -119,10 +142,26 @@ def _prepare_on_host(runs: list[RunSpec]) -> None:
             APP_CLASSES[app.kind].prepare_host(app)
 
 
-def _guest_args(args: argparse.Namespace, results: Path) -> list[str]:
+def _visible_to_guest(experiment: Path, results: Path) -> Path:
+    """The experiment file, or a copy of it in the results folder when it lies where the guest has its own
+    file system (e.g. /tmp); the copy is removed after the VM run."""
+    from nest_experiments.vm.qemu import GUEST_PRIVATE
+
+    for stale in results.glob(".experiment-*-*"):  # left by a runner that was killed -9
+        pid = stale.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+    if not any(g == experiment or g in experiment.parents for g in GUEST_PRIVATE):
+        return experiment
+    copy = results / f".experiment-{os.getpid()}-{experiment.name}"
+    copy.write_bytes(experiment.read_bytes())
+    return copy
+
+
+def _guest_args(args: argparse.Namespace, results: Path, experiment: Path | None = None) -> list[str]:
     out = ["run", "--runtime", "host", "--results", str(results), "--no-plot"]
-    if args.experiment:
-        out.insert(1, str(args.experiment.resolve()))
+    if experiment is not None:
+        out.insert(1, str(experiment))
     if args.reps is not None:
         out += ["--reps", str(args.reps)]
     if args.paper:

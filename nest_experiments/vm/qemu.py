@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nest_experiments.errors import Interrupted, VMError
+from nest_experiments.vm.hostload import HostLoad, HostSample
 from nest_experiments.vm.image import MSIZE, VMImage, cache_dir, ensure_image
 
 QEMU = "qemu-system-x86_64"
@@ -61,6 +62,7 @@ class VMResult:
     guest_kernel: str
     boot_s: float
     wall_s: float
+    host_samples: tuple[HostSample, ...] = ()  # the host's steal and qemu's CPU, once a second (vm.hostload)
 
 
 @dataclass(frozen=True)
@@ -450,6 +452,7 @@ def run_in_vm(
     run_dir.mkdir(mode=0o700)
     proc: subprocess.Popen[bytes] | None = None
     wakers: list[subprocess.Popen[bytes]] = []
+    load: HostLoad | None = None
     reader: _Console | None = None
     t0 = time.monotonic()
     try:
@@ -468,6 +471,7 @@ def run_in_vm(
                                     preexec_fn=_make_preexec(), close_fds=True)
             if awake:
                 wakers = _start_wakers(os.cpu_count() or 1)
+            load = HostLoad(proc.pid).start()
             assert proc.stdout is not None
             reader = _Console(proc.stdout, console, t0)  # type: ignore[arg-type]
             reader.start()
@@ -492,8 +496,10 @@ def run_in_vm(
             raise VMError(f"guest reported an unreadable exit code: {exit_file.read_text()!r}") from exc
         boot = reader.started_at if reader.started_at is not None else wall
         return VMResult(exit_code=code, accel=acc, guest_kernel=img.kernel_version,
-                        boot_s=round(boot, 3), wall_s=round(wall, 3))
+                        boot_s=round(boot, 3), wall_s=round(wall, 3), host_samples=tuple(load.stop()))
     finally:
+        if load is not None:
+            load.stop()
         for waker in wakers:
             _kill(waker, "host waker")
         if proc is not None:

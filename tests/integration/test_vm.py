@@ -180,3 +180,41 @@ def test_signal_to_runner_leaves_no_qemu(sig: signal.Signals) -> None:
             runner.wait()
         for d in RUNS.glob(f"{runner.pid}-*"):
             shutil.rmtree(d, ignore_errors=True)
+
+
+TINY_PIE = """
+[experiment]
+name = "tiny_pie"
+topology = "dumbbell"
+duration = "5s"
+qdelay_links = ["bottleneck"]
+
+[links.bottleneck]
+rate = "10mbit"
+forward = { qdisc = { kind = "pie", target = "5ms" } }
+
+[apps.bulk]
+kind = "iperf3"
+src = "h1"
+dst = "s1"
+flows = 2
+"""
+
+
+def test_cli_run_in_the_vm_writes_the_host_figures(tmp_path: Path) -> None:
+    """``run --runtime vm`` end to end: the guest's run, its pcaps matched on the host, the host's load per run."""
+    exp = tmp_path / "tiny_pie.toml"
+    exp.write_text(TINY_PIE)
+    proc = subprocess.Popen([sys.executable, "-m", "nest_experiments", "run", str(exp), "--runtime", "vm",
+                             "--results", str(tmp_path / "results"), "--no-plot"], cwd=PROJECT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err[-3000:]
+    (run_dir,) = (tmp_path / "results" / "tiny_pie").glob("*r1")
+    assert not list((tmp_path / "results").glob(".experiment-*"))  # the copy the guest read (its /tmp is its own)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["runtime"] == "vm"
+    assert manifest["vm"]["host_awake"] in ("0", "1")
+    assert 0.0 <= manifest["host_steal"] <= 1.0 and manifest["host_qemu_cpus"] > 0.05  # qemu ran the traffic
+    assert (run_dir / "qdelay.csv").exists() and not (run_dir / "captures").exists()  # matched here, on the host
+    assert not _qemus_of(proc.pid)

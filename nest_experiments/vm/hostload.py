@@ -1,0 +1,102 @@
+"""What the host gave the guest: its CPU steal and qemu's CPU, once a second, for each run's manifest.
+
+Under TCG the guest's clock is the host's, so a guest that gets less CPU
+than it needs does not slow down: its timers fire late and its queues drain
+late. When the host is itself a virtual machine, its hypervisor may take CPU
+time from it (``steal`` in ``/proc/stat``); seen here: 19.5% of the host's
+time while the guest ran, and a 10 Mbit/s link in the guest that carried 5.6.
+The guest cannot see this, so the host samples it while qemu runs and, after
+the sweep, writes each run's share into its manifest (``host_steal``,
+``host_qemu_cpus``) with a warning above :data:`STEAL_WARN`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+STEAL_WARN = 0.05
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class HostSample:
+    wall: float  # time.time()
+    steal: int  # jiffies, all CPUs
+    total: int  # jiffies, all CPUs
+    qemu: int  # qemu's utime + stime, jiffies
+
+
+def read_sample(pid: int, proc: Path = Path("/proc")) -> HostSample | None:
+    try:
+        cpu = [int(x) for x in (proc / "stat").read_text().splitlines()[0].split()[1:9]]
+        stat = (proc / str(pid) / "stat").read_text()
+    except (OSError, ValueError, IndexError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return HostSample(wall=time.time(), steal=cpu[7], total=sum(cpu), qemu=int(fields[11]) + int(fields[12]))
+
+
+class HostLoad:
+    """Samples the host every ``interval_s`` while process ``pid`` (qemu) runs."""
+
+    def __init__(self, pid: int, interval_s: float = 1.0) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.samples: list[HostSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="host-load", daemon=True)
+
+    def start(self) -> HostLoad:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while True:
+            sample = read_sample(self.pid)
+            if sample is not None:
+                self.samples.append(sample)
+            if self._stop.wait(self.interval_s):
+                return
+
+    def stop(self) -> list[HostSample]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2 * self.interval_s)
+        return list(self.samples)
+
+
+def window(samples: list[HostSample], t0: float, t1: float) -> dict[str, float] | None:
+    """Steal fraction and qemu's CPUs between wall times ``t0`` and ``t1`` (None with < 2 samples in it)."""
+    inside = [s for s in samples if t0 <= s.wall <= t1]
+    if len(inside) < 2:
+        return None
+    a, b = inside[0], inside[-1]
+    span = b.wall - a.wall
+    if b.total <= a.total or span <= 0:
+        return None
+    return {"host_steal": round((b.steal - a.steal) / (b.total - a.total), 3),
+            "host_qemu_cpus": round((b.qemu - a.qemu) / CLK_TCK / span, 2)}
+
+
+def annotate(manifest: dict[str, Any], samples: list[HostSample]) -> bool:
+    """Add the host's figures over the run's traffic (``t0_wall`` to ``traffic_end_t``); False if none apply."""
+    try:
+        t0 = datetime.fromisoformat(str(manifest["t0_wall"])).timestamp()
+        t1 = t0 + float(manifest.get("traffic_end_t", manifest["duration_s"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+    figures = window(samples, t0, t1)
+    if figures is None:
+        return False
+    manifest.update(figures)
+    if figures["host_steal"] >= STEAL_WARN:
+        manifest["warnings"] = [*manifest.get("warnings", []),
+                                f"the host's hypervisor took {figures['host_steal']:.0%} of its CPU time during "
+                                "this run: the guest's timers and queues may have run late"]
+    return True
