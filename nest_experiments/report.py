@@ -198,7 +198,7 @@ def load_run(run_dir: Path) -> RunResult:
     base = RunResult(name=run_dir.name, path=run_dir, status=status, reason=str(m.get("reason", "")),
                      repetition=int(m.get("repetition", 0) or 0), point=flatten(m.get("point") or {}),
                      warnings=tuple(str(w) for w in m.get("warnings") or ()),
-                     cpu={k: v for k, v in m.items() if k.startswith("cpu_")})
+                     cpu={k: v for k, v in m.items() if k.startswith(("cpu_", "host_"))})
     if status != "completed":
         return base
     try:

@@ -187,9 +187,9 @@ def _warnings(sweep: Sweep) -> list[str]:
     if hot:
         out += [f"{len(hot)} run(s) had CPU-saturated windows: the emulation, not the network, may have shaped "
                 "their results.", ""]
-        out += _table(["run", "CPU mean", "CPU max", "saturated 1 s windows"],
+        out += _table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
                       [[r.name, fmt(r.cpu.get("cpu_mean")), fmt(r.cpu.get("cpu_max")),
-                        str(r.cpu.get("cpu_saturated_windows"))] for r in hot])
+                        str(r.cpu.get("cpu_saturated_windows")), fmt(r.cpu.get("host_steal"))] for r in hot])
     else:
         out += ["No run had a CPU-saturated window.", ""]
     lines = [[r.name, w] for r in sweep.runs for w in r.warnings]
