@@ -149,6 +149,11 @@ def _validate(argv: Sequence[str], cwd: Path, rw_dirs: Sequence[Path], env: Mapp
         dirs.append(p.resolve())
     if len(set(dirs)) != len(dirs):
         raise VMError("run_in_vm: rw_dirs lists a directory twice")
+    here = Path(cwd).resolve()
+    for g in GUEST_PRIVATE:
+        if (here == g or g in here.parents) and not any(d == here or d in here.parents for d in dirs):
+            raise VMError(f"run_in_vm: the working directory {cwd} is under {g}, which the guest has its own of: "
+                          "run from a directory elsewhere (a project clone under /tmp cannot use the VM runtime)")
     return dirs
 
 

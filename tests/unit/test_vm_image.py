@@ -271,6 +271,8 @@ def test_clear_errors_for_missing_tools(monkeypatch: pytest.MonkeyPatch, tmp_pat
         qemu.run_in_vm([], cwd=Path("/"), rw_dirs=[], env={}, timeout_s=1, root=tmp_path)
     with pytest.raises(VMError, match="existing absolute directory"):
         qemu.run_in_vm(["true"], cwd=Path("/"), rw_dirs=[tmp_path / "nope"], env={}, timeout_s=1, root=tmp_path)
+    with pytest.raises(VMError, match="working directory /tmp/x is under /tmp, which the guest has its own of"):
+        qemu.run_in_vm(["true"], cwd=Path("/tmp/x"), rw_dirs=[], env={}, timeout_s=1, root=tmp_path)
     monkeypatch.setattr(image, "BUSYBOX", tmp_path / "no-busybox")
     with pytest.raises(VMError, match="apt-get install busybox-static cpio kmod"):
         image.ensure_image(root=tmp_path, kernel_version="6.1.0-56-amd64")
