@@ -9,6 +9,7 @@ results folder shared read-write.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from nest_experiments.vm.hostload import HostSample
 
 VM_TIMEOUT_MARGIN_S = 600.0
+VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
 
 
 def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
@@ -107,8 +109,10 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
         result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel,
                            keep_host_awake=awake)
     finally:
-        if experiment is not None and experiment != args.experiment.resolve():
+        if experiment is not None and experiment.parent.name == VM_INPUTS:
             experiment.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                experiment.parent.rmdir()  # when no other runner's copy is in it
     from nest_experiments.collectors.capture import match_sweep_captures
 
     match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
@@ -144,16 +148,15 @@ def _prepare_on_host(runs: list[RunSpec]) -> None:
 
 def _visible_to_guest(experiment: Path, results: Path) -> Path:
     """The experiment file, or a copy of it in the results folder when it lies where the guest has its own
-    file system (e.g. /tmp); the copy is removed after the VM run."""
-    from nest_experiments.vm.qemu import GUEST_PRIVATE
+    file system (e.g. /tmp); the copy is removed after the VM run, or by the next one after a kill -9."""
+    from nest_experiments.vm.qemu import clean_stale, guest_private_root
 
-    for stale in results.glob(".experiment-*-*"):  # left by a runner that was killed -9
-        pid = stale.name.split("-")[1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            stale.unlink(missing_ok=True)
-    if not any(g == experiment or g in experiment.parents for g in GUEST_PRIVATE):
+    inputs = results / VM_INPUTS
+    clean_stale(inputs)
+    if guest_private_root(experiment) is None:
         return experiment
-    copy = results / f".experiment-{os.getpid()}-{experiment.name}"
+    inputs.mkdir(exist_ok=True)
+    copy = inputs / f"{os.getpid()}-{experiment.name}"
     copy.write_bytes(experiment.read_bytes())
     return copy
 

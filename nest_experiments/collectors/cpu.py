@@ -15,16 +15,21 @@ from pathlib import Path
 SATURATED = 0.95
 
 
+def cpu_jiffies(path: str = "/proc/stat") -> list[int]:
+    """The machine's CPU time so far, all CPUs: user, nice, system, idle, iowait, irq, softirq, steal."""
+    return [int(x) for x in Path(path).read_text().splitlines()[0].split()[1:9]]
+
+
 def _read_stat() -> tuple[int, int]:
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    fields = cpu_jiffies()
     idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields[:8]) - idle, sum(fields[:8])
+    return sum(fields) - idle, sum(fields)
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def _read_stat_fields(path: str) -> tuple[str, list[str]] | None:
+def read_stat_fields(path: str) -> tuple[str, list[str]] | None:
     """(command name, fields from the state on) of a ``/proc/.../stat`` file, or None once it is gone."""
     try:
         text = Path(path).read_text()
@@ -33,23 +38,23 @@ def _read_stat_fields(path: str) -> tuple[str, list[str]] | None:
     return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()  # field 3 is [0]
 
 
-def _cpu_s(fields: list[str], *, children: bool = False) -> float:
+def stat_cpu_s(fields: list[str], *, children: bool = False) -> float:
     """utime + stime (+ cutime + cstime) in seconds."""
     return sum(int(x) for x in fields[11:15 if children else 13]) / CLK_TCK
 
 
 def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of a live process and its reaped children (``/proc/PID/stat``)."""
-    stat = _read_stat_fields(f"/proc/{pid}/stat")
-    return None if stat is None else _cpu_s(stat[1], children=True)
+    stat = read_stat_fields(f"/proc/{pid}/stat")
+    return None if stat is None else stat_cpu_s(stat[1], children=True)
 
 
 def all_processes_cpu() -> dict[int, tuple[str, float]]:
     """pid -> (command name, CPU seconds) of every process (kernel threads included) now."""
     out = {}
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (stat := _read_stat_fields(f"/proc/{entry.name}/stat")) is not None:
-            out[int(entry.name)] = (stat[0], _cpu_s(stat[1]))
+        if entry.name.isdigit() and (stat := read_stat_fields(f"/proc/{entry.name}/stat")) is not None:
+            out[int(entry.name)] = (stat[0], stat_cpu_s(stat[1]))
     return out
 
 
@@ -57,14 +62,14 @@ def thread_cpu_s() -> dict[str, float]:
     """This process's live threads: Python thread name -> CPU seconds so far."""
     out: dict[str, float] = {}
     for thread in threading.enumerate():
-        stat = _read_stat_fields(f"/proc/self/task/{thread.native_id}/stat")
+        stat = read_stat_fields(f"/proc/self/task/{thread.native_id}/stat")
         if stat is not None:
-            out[thread.name] = out.get(thread.name, 0.0) + _cpu_s(stat[1])
+            out[thread.name] = out.get(thread.name, 0.0) + stat_cpu_s(stat[1])
     return out
 
 
 def _cpu_split() -> list[int]:
-    return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:8]]
+    return cpu_jiffies()[:7]
 
 
 class CpuMonitor:

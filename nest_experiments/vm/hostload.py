@@ -12,7 +12,6 @@ the sweep, writes each run's share into its manifest (``host_steal``,
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -20,8 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nest_experiments.collectors.cpu import cpu_jiffies, read_stat_fields, stat_cpu_s
+
 STEAL_WARN = 0.05
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -29,17 +29,18 @@ class HostSample:
     wall: float  # time.time()
     steal: int  # jiffies, all CPUs
     total: int  # jiffies, all CPUs
-    qemu: int  # qemu's utime + stime, jiffies
+    qemu_s: float  # qemu's user + system CPU seconds
 
 
 def read_sample(pid: int, proc: Path = Path("/proc")) -> HostSample | None:
     try:
-        cpu = [int(x) for x in (proc / "stat").read_text().splitlines()[0].split()[1:9]]
-        stat = (proc / str(pid) / "stat").read_text()
+        cpu = cpu_jiffies(str(proc / "stat"))
     except (OSError, ValueError, IndexError):
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return HostSample(wall=time.time(), steal=cpu[7], total=sum(cpu), qemu=int(fields[11]) + int(fields[12]))
+    stat = read_stat_fields(str(proc / str(pid) / "stat"))
+    if stat is None:
+        return None
+    return HostSample(wall=time.time(), steal=cpu[7], total=sum(cpu), qemu_s=stat_cpu_s(stat[1]))
 
 
 class HostLoad:
@@ -81,7 +82,7 @@ def window(samples: list[HostSample], t0: float, t1: float) -> dict[str, float] 
     if b.total <= a.total or span <= 0:
         return None
     return {"host_steal": round((b.steal - a.steal) / (b.total - a.total), 3),
-            "host_qemu_cpus": round((b.qemu - a.qemu) / CLK_TCK / span, 2)}
+            "host_qemu_cpus": round((b.qemu_s - a.qemu_s) / span, 2)}
 
 
 def annotate(manifest: dict[str, Any], samples: list[HostSample]) -> bool:

@@ -49,6 +49,11 @@ PR_SET_PDEATHSIG = 1
 _WAKER = "while True: pass"
 
 
+def guest_private_root(path: Path) -> Path | None:
+    """The folder of :data:`GUEST_PRIVATE` that holds ``path`` (the guest has its own there), or None."""
+    return next((g for g in GUEST_PRIVATE if path == g or g in path.parents), None)
+
+
 class VMTimeoutError(VMError):
     """The guest did not finish within the timeout; qemu was killed."""
 
@@ -150,9 +155,9 @@ def _validate(argv: Sequence[str], cwd: Path, rw_dirs: Sequence[Path], env: Mapp
     if len(set(dirs)) != len(dirs):
         raise VMError("run_in_vm: rw_dirs lists a directory twice")
     here = Path(cwd).resolve()
-    for g in GUEST_PRIVATE:
-        if (here == g or g in here.parents) and not any(d == here or d in here.parents for d in dirs):
-            raise VMError(f"run_in_vm: the working directory {cwd} is under {g}, which the guest has its own of: "
+    g = guest_private_root(here)
+    if g is not None and not any(d == here or d in here.parents for d in dirs):
+        raise VMError(f"run_in_vm: the working directory {cwd} is under {g}, which the guest has its own of: "
                           "run from a directory elsewhere (a project clone under /tmp cannot use the VM runtime)")
     return dirs
 
@@ -163,7 +168,7 @@ def _guest_python(explicit: str | None) -> str:
         if not c or "\n" in c:
             continue
         p = Path(c)
-        if p.is_absolute() and p.exists() and not any(p == g or g in p.parents for g in GUEST_PRIVATE):
+        if p.is_absolute() and p.exists() and guest_private_root(p) is None:
             return c
     raise VMError("no python usable inside the guest (it must live on the host root, not under /tmp or /run): "
                   "apt-get install python3")
@@ -278,18 +283,21 @@ class _Console(threading.Thread):
                     self.out = None
 
 
-def _clean_stale_runs(runs: Path) -> None:
-    """Remove run folders of runners that no longer exist (left by kill -9)."""
-    if not runs.is_dir():
+def clean_stale(folder: Path) -> None:
+    """Remove the entries ``<pid>-...`` of ``folder`` whose process no longer exists (left by kill -9)."""
+    if not folder.is_dir():
         return
-    for d in runs.iterdir():
+    for d in folder.iterdir():
         pid_s = d.name.split("-", 1)[0]
         if not pid_s.isdigit() or int(pid_s) == os.getpid():
             continue
         try:
             os.kill(int(pid_s), 0)
         except ProcessLookupError:
-            shutil.rmtree(d, ignore_errors=True)
+            if d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+            else:
+                d.unlink(missing_ok=True)
         except PermissionError:
             pass
 
@@ -452,7 +460,7 @@ def run_in_vm(
 
     runs = cache_dir(root) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    _clean_stale_runs(runs)
+    clean_stale(runs)
     run_dir = runs / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     run_dir.mkdir(mode=0o700)
     proc: subprocess.Popen[bytes] | None = None

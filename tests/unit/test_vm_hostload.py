@@ -6,7 +6,10 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from nest_experiments.vm.hostload import CLK_TCK, HostLoad, HostSample, annotate, read_sample, window
+import pytest
+
+from nest_experiments.collectors.cpu import CLK_TCK
+from nest_experiments.vm.hostload import HostLoad, HostSample, annotate, read_sample, window
 
 T0 = datetime(2026, 11, 22, 8, 0, 0, tzinfo=UTC)
 
@@ -14,7 +17,7 @@ T0 = datetime(2026, 11, 22, 8, 0, 0, tzinfo=UTC)
 def _samples(steal_per_s: int, total_per_s: int, qemu_per_s: int, n: int = 11) -> list[HostSample]:
     t = T0.timestamp()
     return [HostSample(wall=t + i, steal=1000 + i * steal_per_s, total=50_000 + i * total_per_s,
-                       qemu=7 + i * qemu_per_s) for i in range(n)]
+                       qemu_s=(7 + i * qemu_per_s) / CLK_TCK) for i in range(n)]
 
 
 def test_read_sample_parses_proc(tmp_path: Path) -> None:
@@ -23,7 +26,7 @@ def test_read_sample_parses_proc(tmp_path: Path) -> None:
     # a command name with spaces and a ")" in it: fields are counted from the last ")"
     (tmp_path / "42" / "stat").write_text("42 (qemu (x) y) S 1 42 42 0 -1 4194560 10 0 0 0 123 45 6 7 20 0\n")
     s = read_sample(42, proc=tmp_path)
-    assert s is not None and (s.steal, s.total, s.qemu) == (70, 613, 168)
+    assert s is not None and (s.steal, s.total) == (70, 613) and s.qemu_s == pytest.approx(168 / CLK_TCK)
     assert read_sample(43, proc=tmp_path) is None  # gone
 
 
@@ -54,5 +57,5 @@ def test_host_load_samples_a_live_process() -> None:
         sum(range(10_000))
     samples = load.stop()
     assert len(samples) >= 3
-    assert samples[-1].qemu > samples[0].qemu and samples[-1].total > samples[0].total
+    assert samples[-1].qemu_s > samples[0].qemu_s and samples[-1].total > samples[0].total
     assert HostLoad(2**22 + 12345, interval_s=0.01).start().stop() == []  # no such process: no samples

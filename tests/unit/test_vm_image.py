@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import struct
 from pathlib import Path
 
@@ -319,3 +320,18 @@ def test_host_awake_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert host_awake()
     with pytest.raises(VMError, match="NEST_EXP_HOST_AWAKE='sometimes': use 1, 0 or auto"):
         host_awake("sometimes")
+
+
+def test_clean_stale_removes_what_dead_runners_left(tmp_path: Path) -> None:
+    from nest_experiments.vm.qemu import clean_stale
+
+    dead = 2**22 + 7  # above the kernel's pid_max: no such process
+    (tmp_path / f"{dead}-abc").mkdir()
+    (tmp_path / f"{dead}-abc" / "spec.json").write_text("{}")
+    (tmp_path / f"{dead}-exp.toml").write_text("x")  # a file (the experiment copies of launch.py)
+    (tmp_path / f"{os.getpid()}-mine").mkdir()
+    (tmp_path / "1-init").mkdir()  # pid 1 lives
+    (tmp_path / "notes").write_text("not ours")
+    clean_stale(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["1-init", "notes", f"{os.getpid()}-mine"])
+    clean_stale(tmp_path / "missing")  # no folder: nothing to do
