@@ -91,7 +91,7 @@ def _plot(folder: Path) -> None:
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
-    from nest_experiments.vm import host_awake, resolve_accel, run_in_vm
+    from nest_experiments.vm import run_in_vm, vm_settings
 
     results.mkdir(parents=True, exist_ok=True)
     _prepare_on_host(runs)
@@ -101,13 +101,11 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
           file=sys.stderr, flush=True)
-    accel, _ = resolve_accel("auto")
-    awake = host_awake()
-    env = {"NEST_EXP_RUNTIME": "vm", "NEST_EXP_VM_ACCEL": accel, "NEST_EXP_VM_HOST_AWAKE": str(int(awake)),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    vm = vm_settings()
+    env = {"NEST_EXP_RUNTIME": "vm", **vm.guest_env(), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=accel,
-                           keep_host_awake=awake)
+        result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=vm.accel,
+                           keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
     finally:
         if experiment is not None and experiment.parent.name == VM_INPUTS:
             experiment.unlink(missing_ok=True)

@@ -56,14 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption("runtime") != "vm" or os.environ.get("NEST_EXP_RUNTIME") == "vm":
         return None
-    from nest_experiments.vm import host_awake, resolve_accel, run_in_vm
+    from nest_experiments.vm import run_in_vm, vm_settings
 
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
     rw = [Path(config.rootpath)]
-    accel, _ = resolve_accel("auto")
-    awake = host_awake()
-    env = {**_guest_env(), "NEST_EXP_VM_ACCEL": accel, "NEST_EXP_VM_HOST_AWAKE": str(int(awake))}
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env=env, timeout_s=3600, accel=accel, keep_host_awake=awake)
+    vm = vm_settings()
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env={**_guest_env(), **vm.guest_env()}, timeout_s=3600,
+                       accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
     return result.exit_code
 
 

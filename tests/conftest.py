@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ def our_namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     return [n for n in names if re.match(r"nx[0-9a-f]{6}-", n) or n.startswith("nxforeign")]
+
+
+def our_temp_dirs() -> list[str]:
+    """Private temporary folders of runs (``RunState.temp_dir``: web roots, capture spools)."""
+    return sorted(str(p) for p in Path(tempfile.gettempdir()).iterdir() if re.match(r"nx[0-9a-f]{6}-[a-z]+-", p.name))
 
 
 def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "caddy", "nginx", "tcpdump")) -> list[str]:
@@ -32,8 +38,9 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> 
 
 @pytest.fixture
 def no_leftovers():  # type: ignore[no-untyped-def]
-    """Asserts that the test left no namespace of ours and no traffic process behind."""
-    before = set(our_namespaces())
+    """Asserts that the test left no namespace of ours, no temporary folder and no traffic process behind."""
+    before, temp_before = set(our_namespaces()), set(our_temp_dirs())
     yield
     assert set(our_namespaces()) - before == set(), "namespaces left behind"
+    assert set(our_temp_dirs()) - temp_before == set(), "temporary folders left behind"
     assert child_processes() == [], "processes left behind"

@@ -35,7 +35,6 @@ import math
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -169,9 +168,7 @@ class PacketCapture:
         for node, dev in self.no_offloads:
             if self._offloads_off:
                 self._offloads_off(node, dev)
-        self.spool = Path(tempfile.mkdtemp(prefix=f"{self.state.prefix}-capture-"))
-        self.state.paths.append(str(self.spool))
-        self.state.save()
+        self.spool = self.state.temp_dir("capture")
         try:
             for tap in self.taps:
                 log = (self.spool / f"{tap.file}.log").open("wb")

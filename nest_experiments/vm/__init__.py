@@ -14,12 +14,15 @@ from nest_experiments.vm.image import VMImage, ensure_image
 from nest_experiments.vm.qemu import (
     ProbeResult,
     VMResult,
+    VMSettings,
     VMTimeoutError,
     host_awake,
     probe,
     resolve_accel,
     run_in_vm,
+    softirq_priority,
+    vm_settings,
 )
 
-__all__ = ["ProbeResult", "VMImage", "VMResult", "VMTimeoutError", "ensure_image", "host_awake", "probe", "resolve_accel",
-           "run_in_vm"]
+__all__ = ["ProbeResult", "VMImage", "VMResult", "VMSettings", "VMTimeoutError", "ensure_image", "host_awake", "probe",
+           "resolve_accel", "run_in_vm", "softirq_priority", "vm_settings"]

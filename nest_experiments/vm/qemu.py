@@ -126,7 +126,8 @@ def _mount_order(rw_dirs: Sequence[Path]) -> list[tuple[str, Path]]:
     return [(f"rw{i}", p) for i, p in enumerate(ordered)]
 
 
-def run_spec(*, argv: Sequence[str], cwd: Path, env: Mapping[str, str], rw_dirs: Sequence[Path]) -> dict[str, object]:
+def run_spec(*, argv: Sequence[str], cwd: Path, env: Mapping[str, str], rw_dirs: Sequence[Path],
+             softirq_fifo: int = 0) -> dict[str, object]:
     """The JSON document the guest helper reads (mount tags ``rw0``, ``rw1``, ... in mount order)."""
     full_env = dict(env)
     full_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -136,6 +137,7 @@ def run_spec(*, argv: Sequence[str], cwd: Path, env: Mapping[str, str], rw_dirs:
         "env": full_env,
         "mounts": [{"tag": tag, "path": str(path)} for tag, path in _mount_order(rw_dirs)],
         "msize": MSIZE,
+        "softirq_fifo": softirq_fifo,
     }
 
 
@@ -393,6 +395,51 @@ def host_awake(setting: str | None = None) -> bool:
     return host_is_virtual()
 
 
+def softirq_priority(setting: str | None = None) -> int:
+    """The ``SCHED_FIFO`` priority the guest gives its ``ksoftirqd`` threads (0: the kernel's default).
+
+    On a real testbed each router has its own CPU; in the guest, the
+    routers' forwarding and qdiscs run as the kernel's softirq work on the
+    same two vCPUs as the traffic tools. Once that work is deferred to
+    ``ksoftirqd`` (under load, most of it is), it competes with a dozen
+    applications for a fair share, and HTB dequeues late: PIE's delay rises
+    and the link idles. At real-time priority the forwarding runs first. The
+    default NeST run, interleaved A/B on this project's machine: PIE's delay
+    (bn1 / bn2, 5 ms target, 2 pairs) 5.6-6.2 / 6.2-6.6 ms with it,
+    6.9-7.8 / 8.0-12.1 ms without, and iperf3 moved 10-21% more bytes. The applications get what the
+    forwarding leaves (the kernel keeps 5% for them): the manifest's CPU
+    warning says when that was too little. ``NEST_EXP_SOFTIRQ_FIFO``: 0
+    turns it off, 1-99 sets the priority; default 1.
+    """
+    value = (setting if setting is not None else os.environ.get("NEST_EXP_SOFTIRQ_FIFO", "1")).strip().lower()
+    if value in ("0", "off", "no", "false"):
+        return 0
+    priority = int(value) if value.isdigit() else -1
+    if not 1 <= priority <= 99:
+        raise VMError(f"NEST_EXP_SOFTIRQ_FIFO={value!r}: use 0 (off) or a SCHED_FIFO priority from 1 to 99")
+    return priority
+
+
+@dataclass(frozen=True)
+class VMSettings:
+    """How the VM runtime runs this time, resolved once on the host (see :func:`vm_settings`)."""
+
+    accel: str
+    host_awake: bool
+    softirq_fifo: int
+
+    def guest_env(self) -> dict[str, str]:
+        """Environment for the guest: its runner writes these into each manifest's ``vm``."""
+        return {"NEST_EXP_VM_ACCEL": self.accel, "NEST_EXP_VM_HOST_AWAKE": str(int(self.host_awake)),
+                "NEST_EXP_VM_SOFTIRQ_FIFO": str(self.softirq_fifo)}
+
+
+def vm_settings() -> VMSettings:
+    """The accelerator, the host wakers and the guest's softirq priority, from the machine and the environment."""
+    accel, _ = resolve_accel("auto")
+    return VMSettings(accel=accel, host_awake=host_awake(), softirq_fifo=softirq_priority())
+
+
 def _make_waker_preexec() -> Callable[[], None]:
     die_with_parent = _make_preexec()
 
@@ -429,6 +476,7 @@ def run_in_vm(
     image: VMImage | None = None,
     root: Path | None = None,
     keep_host_awake: bool | None = None,
+    softirq_fifo: int | None = None,
 ) -> VMResult:
     """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
 
@@ -439,10 +487,12 @@ def run_in_vm(
     :class:`VMTimeoutError` after ``timeout_s`` seconds (boot included) and
     :class:`VMError` when the guest cannot be built, booted or report back.
     ``keep_host_awake`` (default :func:`host_awake`): a waker per host CPU
-    while qemu runs.
+    while qemu runs. ``softirq_fifo`` (default :func:`softirq_priority`):
+    the guest's ``ksoftirqd`` threads at that ``SCHED_FIFO`` priority (0: not).
     """
     cwd = Path(cwd)
     awake = host_awake() if keep_host_awake is None else keep_host_awake
+    fifo = softirq_priority() if softirq_fifo is None else softirq_fifo
     dirs = _validate(argv, cwd, rw_dirs, env)
     if shutil.which(QEMU) is None:
         raise VMError(f"{QEMU} not found: apt-get install qemu-system-x86")
@@ -469,7 +519,7 @@ def run_in_vm(
     reader: _Console | None = None
     t0 = time.monotonic()
     try:
-        spec = run_spec(argv=argv, cwd=cwd, env=env, rw_dirs=dirs)
+        spec = run_spec(argv=argv, cwd=cwd, env=env, rw_dirs=dirs, softirq_fifo=fifo)
         mounts = _mount_order(dirs)
         (run_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         (run_dir / "python").write_text(guest_python + "\n", encoding="utf-8")

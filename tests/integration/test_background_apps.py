@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from nest_experiments.apps.cpucap import CGROUP_ROOT, find_cpu_controller
-from tests.conftest import ROOT, child_processes, cli
+from tests.conftest import ROOT, child_processes, cli, our_temp_dirs
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
@@ -118,11 +118,12 @@ def test_web_requests_are_answered_under_the_cpu_cap(bg_run: Path) -> None:
     else:
         assert any("without a CPU cap" in w for w in manifest["warnings"])
     assert manifest["cpu_mean"] < 0.9, manifest["cpu_mean"]  # httperf alone would take one of two cores
-    assert not (bg_run / "raw" / "web.web" / "www" / "object.bin").exists()  # generated content removed
+    assert not (bg_run / "raw" / "web.web" / "www").exists()  # the served file lies outside the run folder
+    assert not any("-web-" in d for d in our_temp_dirs())  # and is removed with the run
 
 
 def test_killed_run_leaves_a_cgroup_that_clean_removes(no_leftovers: None, tmp_path: Path) -> None:
-    cgroups_before = our_cgroups()
+    cgroups_before, temp_before = our_cgroups(), our_temp_dirs()
     proc = subprocess.Popen([sys.executable, "-m", "nest_experiments", "run", str(_experiment(tmp_path, "30s")),
                              "--runtime", "host", "--no-plot", "--results", str(tmp_path / "results")],
                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -134,11 +135,15 @@ def test_killed_run_leaves_a_cgroup_that_clean_removes(no_leftovers: None, tmp_p
         new = sorted(set(our_cgroups()) - set(cgroups_before))
         if find_cpu_controller() is not None:
             assert len(new) == 1 and new[0].endswith("-web")
+        web_roots = [d for d in our_temp_dirs() if "-web-" in d and d not in temp_before]
+        assert len(web_roots) == 1, web_roots
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
         assert set(our_cgroups()) - set(cgroups_before) == set(new), "the dead run's cgroup is still there"
+        assert Path(web_roots[0]).is_dir(), "the dead run's web root should outlive it until clean"
         assert cli("clean").returncode == 0
         assert our_cgroups() == cgroups_before
+        assert not Path(web_roots[0]).exists()
     finally:
         if proc.poll() is None:
             proc.kill()

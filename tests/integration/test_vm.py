@@ -78,6 +78,8 @@ GUEST_SCRIPT = textwrap.dedent("""
                                text=True).stdout
         res[kind] = rc == 0 and any(q.get("kind") == kind for q in json.loads(shown or "[]"))
     res["htb"] = sh("tc", "-n", "t", "qdisc", "replace", "dev", "vb", "root", "handle", "1:", "htb") == 0
+    ksoftirqd = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/comm").read().startswith("ksoftirqd/")]
+    res["ksoftirqd"] = [[os.sched_getscheduler(int(p)), os.sched_getparam(int(p)).sched_priority] for p in ksoftirqd]
     with open(os.path.join(out, "result.json"), "w") as fh:
         json.dump(res, fh)
     print("guest says hello")
@@ -95,7 +97,8 @@ def test_run_exit_code_rw_share_and_qdiscs(tmp_path: Path) -> None:
 
     console = StringIO()
     res = run_in_vm([sys.executable, "-c", GUEST_SCRIPT, str(out), odd, ""], cwd=PROJECT_ROOT,
-                    rw_dirs=[out], env={**ENV, "NESTVM_TEST": odd}, timeout_s=240, accel=ACCEL, console=console)
+                    rw_dirs=[out], env={**ENV, "NESTVM_TEST": odd}, timeout_s=240, accel=ACCEL, console=console,
+                    softirq_fifo=1)
     assert res.exit_code == 3, console.getvalue()
     assert res.accel in ("kvm", "tcg")
     assert 0 < res.boot_s <= res.wall_s
@@ -107,6 +110,7 @@ def test_run_exit_code_rw_share_and_qdiscs(tmp_path: Path) -> None:
     assert got["cwd"] == str(PROJECT_ROOT)
     assert got["kernel"] == res.guest_kernel != os.uname().release
     assert got["pie"] and got["fq_pie"] and got["netem"] and got["fq_codel"] and got["htb"], got
+    assert got["ksoftirqd"] == [[os.SCHED_FIFO, 1]] * 2, got  # one per vCPU, at real-time priority 1
     assert not _qemus_of(os.getpid())
     assert not any(RUNS.glob(f"{os.getpid()}-*"))
 
@@ -207,7 +211,8 @@ def test_cli_run_in_the_vm_writes_the_host_figures(tmp_path: Path) -> None:
     exp.write_text(TINY_PIE)
     proc = subprocess.Popen([sys.executable, "-m", "nest_experiments", "run", str(exp), "--runtime", "vm",
                              "--results", str(tmp_path / "results"), "--no-plot"], cwd=PROJECT_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "NEST_EXP_SOFTIRQ_FIFO"})  # the default
     _, err = proc.communicate(timeout=400)
     assert proc.returncode == 0, err[-3000:]
     (run_dir,) = (tmp_path / "results" / "tiny_pie").glob("*r1")
@@ -215,6 +220,7 @@ def test_cli_run_in_the_vm_writes_the_host_figures(tmp_path: Path) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["runtime"] == "vm"
     assert manifest["vm"]["host_awake"] in ("0", "1")
+    assert manifest["vm"]["softirq_fifo"] == "1"
     assert 0.0 <= manifest["host_steal"] <= 1.0 and manifest["host_qemu_cpus"] > 0.05  # qemu ran the traffic
     assert (run_dir / "qdelay.csv").exists() and not (run_dir / "captures").exists()  # matched here, on the host
     assert not _qemus_of(proc.pid)

@@ -25,7 +25,7 @@ from nest_experiments.vm.image import (
     module_name,
     resolve_modules,
 )
-from nest_experiments.vm.qemu import host_awake, host_is_virtual, qemu_argv, run_spec
+from nest_experiments.vm.qemu import VMSettings, host_awake, host_is_virtual, qemu_argv, run_spec, softirq_priority
 
 MODULES_DEP = """\
 kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko
@@ -320,6 +320,37 @@ def test_host_awake_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert host_awake()
     with pytest.raises(VMError, match="NEST_EXP_HOST_AWAKE='sometimes': use 1, 0 or auto"):
         host_awake("sometimes")
+
+
+def test_softirq_priority_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEST_EXP_SOFTIRQ_FIFO", raising=False)
+    assert softirq_priority() == 1  # on by default
+    assert softirq_priority("0") == softirq_priority("off") == 0
+    assert softirq_priority("50") == 50
+    monkeypatch.setenv("NEST_EXP_SOFTIRQ_FIFO", "0")
+    assert softirq_priority() == 0
+    for bad in ("100", "-1", "high", ""):
+        with pytest.raises(VMError, match="NEST_EXP_SOFTIRQ_FIFO=.*use 0 \\(off\\) or a SCHED_FIFO priority from 1 to 99"):
+            softirq_priority(bad)
+
+
+def test_softirq_priority_reaches_the_spec_and_the_manifest() -> None:
+    spec = run_spec(argv=["true"], cwd=Path("/"), env={}, rw_dirs=[], softirq_fifo=1)
+    assert spec["softirq_fifo"] == 1
+    assert run_spec(argv=["true"], cwd=Path("/"), env={}, rw_dirs=[])["softirq_fifo"] == 0
+    env = VMSettings(accel="tcg", host_awake=True, softirq_fifo=1).guest_env()
+    assert env == {"NEST_EXP_VM_ACCEL": "tcg", "NEST_EXP_VM_HOST_AWAKE": "1", "NEST_EXP_VM_SOFTIRQ_FIFO": "1"}
+
+
+def test_guest_finds_the_softirq_threads(tmp_path: Path) -> None:
+    from nest_experiments.vm.guest import softirq_threads
+
+    for pid, comm in ((12, "ksoftirqd/0"), (20, "ksoftirqd/1"), (7, "kworker/0:1"), (300, "python3")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+    (tmp_path / "999").mkdir()  # exited between listdir and open: no comm
+    (tmp_path / "self").mkdir()
+    assert softirq_threads(str(tmp_path)) == [12, 20]
 
 
 def test_clean_stale_removes_what_dead_runners_left(tmp_path: Path) -> None:
