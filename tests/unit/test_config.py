@@ -33,6 +33,9 @@ def test_default_experiment_is_the_nest_papers_reduced_sweep() -> None:
     assert len(runs) == 6 * 2
     kinds = sorted(a.kind for a in runs[0].experiment.apps)
     assert kinds == ["dash", "httperf", "httperf", "iperf3", "iperf3", "sipp", "sipp"]
+    bn1 = runs[0].experiment.link("bn1")
+    # not below 5 Mbit/s: at 3 Mbit/s a 1500-byte packet takes 4 ms to send and PIE cannot hold a 5 ms target
+    assert (bn1.forward.rate_bps, bn1.reverse.rate_bps, bn1.reverse.delay_s) == (5_000_000, 5_000_000, 0.020)
     paper = expand(apply_paper(load_default_raw()))
     assert len(paper) == 6 * 25 and paper[0].experiment.duration_s >= 184
 
