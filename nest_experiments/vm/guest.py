@@ -50,7 +50,7 @@ def raise_softirq_threads(priority: int) -> None:
     """``ksoftirqd`` at ``SCHED_FIFO`` ``priority``: the routers' forwarding before the applications."""
     pids = softirq_threads()
     if not pids:
-        raise OSError(0, "no ksoftirqd thread found in /proc")
+        raise OSError("no ksoftirqd thread found in /proc")
     for pid in pids:
         os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(priority))
 

@@ -405,10 +405,10 @@ def softirq_priority(setting: str | None = None) -> int:
     applications for a fair share, and HTB dequeues late: PIE's delay rises
     and the link idles. At real-time priority the forwarding runs first. The
     default NeST run, interleaved A/B on this project's machine: PIE's delay
-    (bn1 / bn2, 5 ms target, 2 pairs) 5.6-6.2 / 6.2-6.6 ms with it,
-    6.9-7.8 / 8.0-12.1 ms without, and iperf3 moved 10-21% more bytes. The applications get what the
-    forwarding leaves (the kernel keeps 5% for them): the manifest's CPU
-    warning says when that was too little. ``NEST_EXP_SOFTIRQ_FIFO``: 0
+    (bn1 / bn2, 5 ms target, 2 pairs) 5.6-6.2 / 6.2-6.6 ms with it, 6.9-7.8 /
+    8.0-12.1 ms without, and iperf3 moved 10-21% more bytes. The applications
+    get what the forwarding leaves (the kernel keeps 5% for them): the
+    manifest's CPU warning says when that was too little. ``NEST_EXP_SOFTIRQ_FIFO``: 0
     turns it off, 1-99 sets the priority; default 1.
     """
     value = (setting if setting is not None else os.environ.get("NEST_EXP_SOFTIRQ_FIFO", "1")).strip().lower()
