@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
-              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx python3-venv)
+              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv)
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then echo "setup.sh: run as root (sudo ./setup.sh ...)" >&2; exit 1; fi

@@ -485,8 +485,10 @@ class HttperfApp(AppConfig):
     The file is ``size`` bytes (default 10 KB, one web object: 15/s is ~1.2
     Mbit/s, sporadic short flows beside the bulk iperf3 ones; 100 KB at 15/s
     would be ~12 Mbit/s, more than a 10 Mbit/s bottleneck by itself).
-    httperf busy-polls a whole core, so the client runs in a cgroup capped
-    at ``cpu_limit`` of one CPU (default 20%; it needs a few percent at 15/s).
+    Debian's httperf busy-polls a whole core: it runs with
+    :mod:`nest_experiments.apps.selectwait` preloaded (it then sleeps between
+    events) and in a cgroup capped at ``cpu_limit`` of one CPU (default 20%;
+    at 15/s it needs ~2% on the host, ~10% in the VM runtime's TCG guest).
     """
 
     src: str

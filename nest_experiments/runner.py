@@ -40,6 +40,7 @@ from nest_experiments.sweep import RunSpec
 
 RESULTS_ROOT = PROJECT_ROOT / "results"
 FINISH_GRACE_S = 15.0
+CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 
 
 def now_iso() -> str:
@@ -48,6 +49,14 @@ def now_iso() -> str:
 
 def runtime_name() -> str:
     return os.environ.get("NEST_EXP_RUNTIME", "host")
+
+
+def clocksource() -> str:
+    """The kernel's clock (``tsc``, ``kvm-clock``; ``hpet`` in a TCG guest costs ~2 us per read: vm.qemu)."""
+    try:
+        return CLOCKSOURCE.read_text().strip()
+    except OSError:
+        return "?"
 
 
 def config_text(spec: RunSpec) -> str:
@@ -142,6 +151,7 @@ class Run:
             "seed": self.spec.seed, "runtime": runtime_name(), "kernel": platform.release(),
             "started": now_iso(), "warnings": [], "versions": self._versions(),
             "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
+            "clocksource": clocksource(),
         }
         if runtime_name() == "vm":
             self.manifest["vm"] = {k[12:].lower(): v for k, v in os.environ.items() if k.startswith("NEST_EXP_VM_")}

@@ -9,8 +9,10 @@ folder: under the VM runtime that is a 9p share, and opening and reading the
 file there cost ~6 ms of guest CPU per request (nginx took ~10 s of CPU in a
 65 s run at 15 requests/s). The client opens
 ``rate`` connections per second, one GET each, ``rate x duration`` in all
-(``--num-conns``). httperf busy-polls a core, so it runs in a cgroup capped
-at ``cpu_limit`` of one CPU (:mod:`nest_experiments.apps.cpucap`).
+(``--num-conns``). Debian's httperf busy-polls a core: it runs with
+:mod:`nest_experiments.apps.selectwait` preloaded, which makes it sleep
+between events as httperf's own ``DONT_POLL`` build does, and in a cgroup
+capped at ``cpu_limit`` of one CPU (:mod:`nest_experiments.apps.cpucap`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.apps.cpucap import CpuCap
+from nest_experiments.apps.selectwait import WAIT_US, preload_library
 from nest_experiments.config import HttperfApp
 from nest_experiments.parsers import httperf as parse
 from nest_experiments.procs import require_tool, stop
@@ -50,7 +53,7 @@ http {{
     }}
 }}
 """
-FIELDS = (*parse.FIELDS, "size_bytes", "cpu_limit_pct", "cpu_throttled_ratio")
+FIELDS = (*parse.FIELDS, "size_bytes", "cpu_limit_pct", "cpu_throttled_ratio", "select_wait_us")
 
 
 def file_bytes(size: int) -> bytes:
@@ -81,6 +84,7 @@ class Httperf(App):
         require_tool("httperf", "httperf")
         require_tool(c.server, c.server)  # the Debian/Ubuntu package has the name of the server
         self.versions["httperf"] = tool_version(["httperf", "--version"])
+        self.preload = preload_library(self.net.state)
         root, home = self.net.state.temp_dir("web"), self.work_dir / c.server
         home.mkdir(parents=True, exist_ok=True)
         (root / FILE_NAME).write_bytes(file_bytes(c.size))
@@ -105,12 +109,12 @@ class Httperf(App):
 
     def start(self) -> None:
         c = self.cfg
-        argv = ["httperf", "--server", self.net.addr(c.dst), "--port", str(c.port), "--uri", f"/{FILE_NAME}",
-                "--rate", f"{c.rate:g}", "--num-conns", str(self.connections), "--num-calls", "1",
+        argv = ["env", f"LD_PRELOAD={self.preload}", "httperf", "--server", self.net.addr(c.dst), "--port", str(c.port),
+                "--uri", f"/{FILE_NAME}", "--rate", f"{c.rate:g}", "--num-conns", str(self.connections), "--num-calls", "1",
                 "--timeout", f"{c.timeout_s:g}"]
         self.t_start = self.clock()
         self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", stderr_log=f"{c.name}.client.err")
-        warning = self.cap.add(self.client.pid)  # ip netns exec execs httperf: the same pid
+        warning = self.cap.add(self.client.pid)  # ip netns exec and env exec httperf: the same pid
         if warning:
             self.warnings.append(f"apps.{c.name}: {warning}")
 
@@ -123,7 +127,7 @@ class Httperf(App):
         row = parse.summary_row(text, what=f"apps.{c.name} (exit {code})", app=c.name, src=c.src, dst=c.dst,
                                 rate_target=c.rate)
         row.update(size_bytes=c.size, cpu_limit_pct=round(c.cpu_limit * 100, 3) if self.cap.version else "",
-                   cpu_throttled_ratio=self.cap.throttled_ratio())
+                   cpu_throttled_ratio=self.cap.throttled_ratio(), select_wait_us=WAIT_US)
         self.rows = [row]
         if row["connections"] < self.connections:
             self.warnings.append(f"apps.{c.name}: httperf opened {row['connections']} of {self.connections} connections")

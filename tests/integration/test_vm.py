@@ -22,6 +22,7 @@ import pytest
 
 from nest_experiments import PROJECT_ROOT
 from nest_experiments.vm import VMTimeoutError, probe, run_in_vm
+from nest_experiments.vm.qemu import guest_clock_params
 
 pytestmark = [pytest.mark.integration]
 
@@ -80,6 +81,7 @@ GUEST_SCRIPT = textwrap.dedent("""
     res["htb"] = sh("tc", "-n", "t", "qdisc", "replace", "dev", "vb", "root", "handle", "1:", "htb") == 0
     ksoftirqd = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/comm").read().startswith("ksoftirqd/")]
     res["ksoftirqd"] = [[os.sched_getscheduler(int(p)), os.sched_getparam(int(p)).sched_priority] for p in ksoftirqd]
+    res["clocksource"] = open("/sys/devices/system/clocksource/clocksource0/current_clocksource").read().strip()
     with open(os.path.join(out, "result.json"), "w") as fh:
         json.dump(res, fh)
     print("guest says hello")
@@ -111,6 +113,9 @@ def test_run_exit_code_rw_share_and_qdiscs(tmp_path: Path) -> None:
     assert got["kernel"] == res.guest_kernel != os.uname().release
     assert got["pie"] and got["fq_pie"] and got["netem"] and got["fq_codel"] and got["htb"], got
     assert got["ksoftirqd"] == [[os.SCHED_FIFO, 1]] * 2, got  # one per vCPU, at real-time priority 1
+    # TCG on a host with an invariant TSC: the guest keeps the TSC (~13x cheaper per clock read than the HPET)
+    expected = ("tsc",) if res.accel == "tcg" and guest_clock_params("tcg") else ("kvm-clock", "tsc", "hpet")
+    assert got["clocksource"] in expected, got
     assert not _qemus_of(os.getpid())
     assert not any(RUNS.glob(f"{os.getpid()}-*"))
 
@@ -221,6 +226,7 @@ def test_cli_run_in_the_vm_writes_the_host_figures(tmp_path: Path) -> None:
     assert manifest["status"] == "completed" and manifest["runtime"] == "vm"
     assert manifest["vm"]["host_awake"] in ("0", "1")
     assert manifest["vm"]["softirq_fifo"] == "1"
+    assert manifest["clocksource"] != "?"
     assert 0.0 <= manifest["host_steal"] <= 1.0 and manifest["host_qemu_cpus"] > 0.05  # qemu ran the traffic
     assert (run_dir / "qdelay.csv").exists() and not (run_dir / "captures").exists()  # matched here, on the host
     assert not _qemus_of(proc.pid)

@@ -1,14 +1,19 @@
-"""sipp and httperf apps: parsers on real output (tests/data/sipp, tests/data/httperf), RTP pcap, CPU cap, config."""
+"""sipp and httperf apps: parsers on real output (tests/data/sipp, tests/data/httperf), RTP pcap, CPU cap,
+httperf's select wait library, config."""
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 
+from nest_experiments.apps import selectwait
 from nest_experiments.apps.cpucap import find_cpu_controller, parse_cpu_stat, quota_us
 from nest_experiments.apps.sipp import SCENARIO, g711_pcap, rtp_packets
 from nest_experiments.config import HttperfApp, SippApp, parse_experiment
@@ -195,6 +200,42 @@ def test_cpu_stat_v1_and_v2() -> None:
     assert parse_cpu_stat("nr_periods 492\nnr_throttled 473\nthrottled_time 3268440825\n")["nr_throttled"] == 473
     v2 = parse_cpu_stat("usage_usec 2000\nuser_usec 1000\nnr_periods 10\nnr_throttled 3\nthrottled_usec 5\n")
     assert (v2["usage_usec"], v2["nr_periods"]) == (2000, 10)
+
+
+# ---------------------------------------------------------------- httperf's select wait library
+
+# 20 zero-timeout polls with nothing to wait for; then two on a ready pipe and one with a timeout:
+# seconds for the 20 polls, and what the last three select() calls reported ready
+SELECT_PROBE = """
+import os, select, time
+t = time.monotonic()
+for _ in range(20):
+    assert select.select([], [], [], 0) == ([], [], [])
+polls = time.monotonic() - t
+r, w = os.pipe()
+os.write(w, b"x")
+print(polls, *(len(select.select([r], [], [], timeout)[0]) for timeout in (0, 0, 1)))
+"""
+
+
+def _select_probe(env: dict[str, str]) -> tuple[float, list[int]]:
+    out = subprocess.run([sys.executable, "-c", SELECT_PROBE], env=env, capture_output=True, text=True, check=True)
+    polls, *ready = out.stdout.split()
+    return float(polls), [int(n) for n in ready]
+
+
+def test_select_wait_library_turns_a_zero_timeout_into_a_wait(tmp_path: Path) -> None:
+    cc = shutil.which("cc")
+    assert cc, f"no C compiler: apt-get install {selectwait.PACKAGES}"
+    lib = tmp_path / "selectwait.so"
+    subprocess.run(selectwait.compile_argv(cc, lib), check=True)
+    polls, ready = _select_probe({"LD_PRELOAD": str(lib)})
+    assert polls >= 20 * selectwait.WAIT_US * 1e-6  # each zero-timeout select() slept its wait
+    # a ready socket ends the wait as "nothing ready" (httperf then reads the clock); the next poll reports it;
+    # a select() with a timeout is left alone
+    assert ready == [0, 1, 1]
+    polls, ready = _select_probe({})
+    assert polls < 20 * selectwait.WAIT_US * 1e-6 and ready == [1, 1, 1]  # the probe: without the library
 
 
 # ---------------------------------------------------------------- config

@@ -25,7 +25,15 @@ from nest_experiments.vm.image import (
     module_name,
     resolve_modules,
 )
-from nest_experiments.vm.qemu import VMSettings, host_awake, host_is_virtual, qemu_argv, run_spec, softirq_priority
+from nest_experiments.vm.qemu import (
+    VMSettings,
+    guest_clock_params,
+    host_awake,
+    host_is_virtual,
+    qemu_argv,
+    run_spec,
+    softirq_priority,
+)
 
 MODULES_DEP = """\
 kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko kernel/fs/netfs/netfs.ko
@@ -220,7 +228,9 @@ def test_qemu_argv_and_spec() -> None:
     assert argv[argv.index("-nic") + 1] == "none"
     assert argv[argv.index("-accel") + 1].startswith("tcg")
     assert argv[argv.index("-m") + 1] == "1024" and argv[argv.index("-smp") + 1] == "1"
-    assert "panic=-1" in argv[argv.index("-append") + 1]
+    assert "panic=-1" in argv[argv.index("-append") + 1] and "tsc=" not in argv[argv.index("-append") + 1]
+    clocked = qemu_argv(image=img, accel="tcg", shares=[], cmdline=["tsc=reliable"])
+    assert clocked[clocked.index("-append") + 1].split()[-1] == "tsc=reliable"
     shares = [argv[i + 1] for i, a in enumerate(argv) if a == "-virtfs"]
     assert shares[0] == "local,path=/,mount_tag=host,security_model=passthrough,multidevs=remap,readonly=on"
     assert "path=/data/a,,b," in shares[1] and "readonly" not in shares[1]
@@ -308,6 +318,15 @@ def test_host_is_virtual_reads_the_hypervisor_flag() -> None:
     assert host_is_virtual(CPUINFO.format("hypervisor "))
     assert not host_is_virtual(CPUINFO.format(""))  # a "bugs" line that mentions it does not count
     assert not host_is_virtual("")
+
+
+def test_guest_trusts_its_tsc_only_under_tcg_on_an_invariant_host_tsc() -> None:
+    invariant = CPUINFO.format("constant_tsc nonstop_tsc ")
+    assert guest_clock_params("tcg", invariant) == ["tsc=reliable"]
+    assert guest_clock_params("kvm", invariant) == []  # kvm-clock
+    assert guest_clock_params("tcg", CPUINFO.format("constant_tsc ")) == []  # stops in deep idle states
+    assert guest_clock_params("tcg", CPUINFO.format("nonstop_tsc ")) == []  # follows the CPU's frequency
+    assert guest_clock_params("tcg", "") == []
 
 
 def test_host_awake_setting(monkeypatch: pytest.MonkeyPatch) -> None:
