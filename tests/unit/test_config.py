@@ -38,6 +38,8 @@ def test_default_experiment_is_the_nest_papers_reduced_sweep() -> None:
     assert (bn1.forward.rate_bps, bn1.reverse.rate_bps, bn1.reverse.delay_s) == (5_000_000, 5_000_000, 0.020)
     paper = expand(apply_paper(load_default_raw()))
     assert len(paper) == 6 * 25 and paper[0].experiment.duration_s >= 184
+    rates = {a.name: a.rate for a in paper[0].experiment.apps if a.kind in ("sipp", "httperf")}  # type: ignore[attr-defined]
+    assert rates == {"voip1": 10, "voip3": 10, "web1": 15, "web3": 15}  # Table I
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.name)
