@@ -488,7 +488,7 @@ class HttperfApp(AppConfig):
     Debian's httperf busy-polls a whole core: it runs with
     :mod:`nest_experiments.apps.selectwait` preloaded (it then sleeps between
     events) and in a cgroup capped at ``cpu_limit`` of one CPU (default 20%;
-    at 15/s it needs ~2% on the host, ~10% in the VM runtime's TCG guest).
+    at 15/s it needs ~1% on the host, ~12% in the VM runtime's TCG guest).
     """
 
     src: str
