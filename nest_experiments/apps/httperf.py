@@ -11,8 +11,9 @@ file there cost ~6 ms of guest CPU per request (nginx took ~10 s of CPU in a
 ``rate`` connections per second, one GET each, ``rate x duration`` in all
 (``--num-conns``). Debian's httperf busy-polls a core: it runs with
 :mod:`nest_experiments.apps.selectwait` preloaded, which makes it sleep
-between events as httperf's own ``DONT_POLL`` build does, and in a cgroup
-capped at ``cpu_limit`` of one CPU (:mod:`nest_experiments.apps.cpucap`).
+between events (like httperf's own ``DONT_POLL`` build, with a longer wait
+and exact time stamps), and in a cgroup capped at ``cpu_limit`` of one CPU
+(:mod:`nest_experiments.apps.cpucap`).
 """
 
 from __future__ import annotations
