@@ -143,6 +143,8 @@ class DashApp(AppConfig):
     vbr: float = 0.0
     mptcp_endpoints: str = "fullmesh"
     mptcp_subflows: int = 2
+    # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
+    mptcp_add_addr_timeout_s: int | None = None
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -427,6 +429,12 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
     if threshold > max_buffer:
         raise ConfigError(join(t.path, "threshold"), f"{threshold:g} s exceeds max_buffer ({max_buffer:g} s)")
 
+    def add_addr_timeout(path: str, value: object) -> int:
+        seconds = parse_time(path, value, allow_zero=False)
+        if seconds != int(seconds):
+            raise ConfigError(path, f"the kernel keeps this timer in whole seconds, got {value!r} (e.g. '1s')")
+        return int(seconds)
+
     def vbr(path: str, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2:
             raise ConfigError(path, f"expected a log-normal sigma in [0, 2), got {value!r}")
@@ -439,6 +447,7 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", lambda p, v: as_int(p, v, minimum=1), 2),
+        mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
     )
 
 

@@ -413,14 +413,29 @@ def _dash_split_checks(run_dir: Path, links: Sequence[str]) -> list[Check]:
     out = []
     for link in links:
         share = per_link.get(link, 0.0) / total if total else 0.0
+        hint = _mptcp_hint(run_dir) if share < MIN_BOTTLENECK_SHARE else ""
         out.append(Check(name=name, subject=link, status=_ok(share >= MIN_BOTTLENECK_SHARE),
-                         detail=f"{share:.1%} of {total / 1e6:.2f} MB (pass >= {MIN_BOTTLENECK_SHARE:.0%})",
+                         detail=f"{share:.1%} of {total / 1e6:.2f} MB (pass >= {MIN_BOTTLENECK_SHARE:.0%}){hint}",
                          value=100 * share, unit="% of the DASH bytes"))
     unmapped = per_link.get("", 0.0)
     if unmapped:
         out.append(Check(name=name, subject="(no bottleneck)", status="fail",
                          detail=f"{unmapped / 1e6:.2f} MB on subflows not mapped to an AQM bottleneck"))
     return out
+
+
+def _mptcp_hint(run_dir: Path) -> str:
+    """What the players' kernels counted (``mptcp.json``): connections, ADD_ADDRs received, joins answered."""
+    try:
+        apps = json.loads((run_dir / "mptcp.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    parts = []
+    for app in apps.values():
+        player = app.get("counters", {}).get(app.get("client"), {})
+        parts.append(f"player's kernel: {player.get('MPCapableSYNACKRX', 0)} connections, "
+                     f"{player.get('AddAddr', 0)} ADD_ADDRs received, {player.get('MPJoinSynAckRx', 0)} joins answered")
+    return f"; {'; '.join(parts)} (mptcp.json)" if parts else ""
 
 
 def _bytes_per_bottleneck(run_dir: Path, sub: pd.DataFrame, links: Sequence[str]) -> dict[str, float]:

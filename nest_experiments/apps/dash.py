@@ -9,7 +9,10 @@ node; ``finish()`` waits for the player and reads what it wrote. Raw files
 fixed, so its access log is written again as ``access.csv`` with its times
 moved onto the run clock. Over TCP transports (``tcp``, ``mptcp``, ``h2``) the
 client's sockets towards the server are sampled once a second into
-``subflows.csv``: with MPTCP, one row per subflow and so per path.
+``subflows.csv``: with MPTCP, one row per subflow and so per path. With
+MPTCP, ``mptcp.json`` holds the kernel's MPTCP counters of the client and
+the server at the end of the session (``/proc/net/netstat``, ``MPTcpExt``):
+how many ADD_ADDRs and MP_JOINs each side sent and received.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from nest_experiments.dash import media
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
-from nest_experiments.procs import check_run
+from nest_experiments.parsers.netstat import group_counters
+from nest_experiments.procs import check_run, in_netns
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
@@ -79,6 +83,8 @@ class Dash(App):
         flags = ["subflow", "fullmesh"] if c.mptcp_endpoints == "fullmesh" else ["subflow"]
         for node in (c.client, c.server):
             self._ip(node, ["mptcp", "limits", "set", "subflows", n, "add_addr_accepted", n])
+            if c.mptcp_add_addr_timeout_s is not None:
+                self.net.sysctl(node, "net.mptcp.add_addr_timeout", str(c.mptcp_add_addr_timeout_s))
         # the client opens subflows from its extra addresses; the server announces its
         # extra addresses, so that a subflow can also come back on the other path
         for node, node_flags in ((c.client, flags), (c.server, ["signal"])):
@@ -156,6 +162,8 @@ class Dash(App):
         finally:
             if self.subflows is not None:
                 self.subflows.stop()
+        if c.transport == "mptcp":
+            self._write_mptcp_counters()
         self.access = self._access_rows()
         if code != 0:
             err = _last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
@@ -170,6 +178,21 @@ class Dash(App):
         write_json(qoe_path, merged)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
+
+    def _write_mptcp_counters(self) -> None:
+        """The MPTCP MIB of both ends into ``mptcp.json`` (the namespaces are this run's: counted from zero)."""
+        c = self.cfg
+        counters, timeouts = {}, {}
+        for node in (c.client, c.server):
+            with in_netns(self.net.ns(node)):  # /proc/thread-self/net: this thread's namespace
+                text = Path("/proc/thread-self/net/netstat").read_text()
+                timeouts[node] = int(Path("/proc/sys/net/mptcp/add_addr_timeout").read_text())
+            counters[node] = {k: v for k, v in group_counters(text, "MPTcpExt").items() if v}
+        path = self.run_dir / "mptcp.json"
+        merged = json.loads(path.read_text()) if path.exists() else {}
+        merged[c.name] = {"client": c.client, "server": c.server, "add_addr_timeout_s": timeouts,
+                          "counters": counters}
+        write_json(path, merged)
 
     def _access_rows(self) -> list[dict[str, Any]]:
         """The server's access log so far, its times moved from the server's t0 onto the run clock."""

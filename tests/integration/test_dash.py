@@ -11,7 +11,6 @@ import csv
 import json
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from nest_experiments.dash.records import SEGMENT_FIELDS
 from nest_experiments.runner import Run
 from nest_experiments.sweep import expand
+from tests.integration.mptcp_paths import sample_paths
 
 pytestmark = pytest.mark.integration
 
@@ -92,33 +92,16 @@ def test_dash_through_an_htb_bottleneck(no_leftovers: None, tmp_path: Path, tran
         assert len({r["conn_id"] for r in access}) == 1
 
 
-def _tx_bytes(run: Run, node: str, dev: str) -> int:
-    ns = f"{run.manifest['prefix']}-{node}"
-    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True,
-                         check=True).stdout
-    return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
-
-
 def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tmp_path: Path) -> None:
     raw = {
         "experiment": {"name": "dash_mptcp_2paths", "topology": "multihomed_dumbbell", "duration": "38s"},
         "links": {"bn1": {"rate": "2mbit"}, "bn2": {"rate": "2mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s2", "client": "h2", "transport": "mptcp",
-                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate",
+                           "mptcp_add_addr_timeout": "2s"}},
     }
     counters: dict[str, int] = {}
-
-    def sample(run: Run) -> None:  # the routers' interfaces towards h2, until the network is gone
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            try:
-                counters.update({node: _tx_bytes(run, node, "h2") for node in ("r1", "r2")})
-            except (KeyError, subprocess.CalledProcessError, ValueError, IndexError):
-                if counters:
-                    return
-            time.sleep(0.2)
-
-    run_dir = _execute(raw, tmp_path, during=sample)
+    run_dir = _execute(raw, tmp_path, during=lambda run: sample_paths(run, counters))
     rows = _segments(run_dir)
     _check_segments(rows, "mptcp")
     stream_bytes = sum(int(r["bytes"]) for r in rows)
@@ -126,3 +109,9 @@ def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tm
     for node, sent in counters.items():
         assert sent >= 0.1 * stream_bytes, f"path via {node} carried {sent} of {stream_bytes} bytes"
     (run_dir / "path_bytes.json").write_text(json.dumps({**counters, "stream": stream_bytes}))
+    mptcp = json.loads((run_dir / "mptcp.json").read_text())["video"]
+    assert mptcp["add_addr_timeout_s"] == {"h2": 2, "s2": 2}
+    client, server = mptcp["counters"]["h2"], mptcp["counters"]["s2"]
+    # every connection (the MPD's, video's, audio's) got the server's second address and joined from it
+    assert client["MPCapableSYNACKRX"] >= 2 and client["AddAddr"] >= client["MPCapableSYNACKRX"]
+    assert server["MPJoinAckRx"] >= client["MPCapableSYNACKRX"]

@@ -20,6 +20,14 @@ def test_dash_defaults() -> None:
     assert (app.transport, app.ladder, app.clip_s, app.abr, app.abr_audio) == ("tcp", "eldorado_av1", None, "grate", "grate")
     assert (app.max_buffer_s, app.threshold_s, app.vbr, app.mptcp_endpoints, app.mptcp_subflows) == (10.0, 1.0, 0.0, "fullmesh", 2)
     assert app.kernel_features == ()
+    assert app.mptcp_add_addr_timeout_s is None  # the kernel's own
+
+
+def test_dash_add_addr_timeout_in_whole_seconds() -> None:
+    (app,) = parse_experiment(_exp(transport="mptcp", mptcp_add_addr_timeout="1s")).apps
+    assert isinstance(app, DashApp) and app.mptcp_add_addr_timeout_s == 1
+    (app,) = parse_experiment(_exp(transport="mptcp", mptcp_add_addr_timeout="2min")).apps
+    assert isinstance(app, DashApp) and app.mptcp_add_addr_timeout_s == 120
 
 
 def test_dash_mptcp_needs_the_kernel_feature() -> None:
@@ -38,6 +46,9 @@ def test_dash_mptcp_needs_the_kernel_feature() -> None:
     ("vbr", 3, "apps.v.vbr"),
     ("client", "s1", "apps.v.client"),
     ("mptcp_endpoints", "signal", "apps.v.mptcp_endpoints"),
+    ("mptcp_add_addr_timeout", "1500ms", "apps.v.mptcp_add_addr_timeout: the kernel keeps this timer in whole seconds"),
+    ("mptcp_add_addr_timeout", "0s", "apps.v.mptcp_add_addr_timeout: must be greater than zero"),
+    ("mptcp_add_addr_timeout", 1, "apps.v.mptcp_add_addr_timeout: duration 1 needs a unit"),
     ("bogus", 1, "apps.v.bogus"),
 ])
 def test_dash_errors_name_the_key(key: str, value: object, message: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from nest_experiments.errors import RunError
 from nest_experiments.parsers import iperf3
+from nest_experiments.parsers.netstat import group_counters
 from nest_experiments.parsers.tcstats import PIE_MAX_PROB, pie_xstats, qdisc_row, xstats_bytes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -40,3 +41,23 @@ def test_pie_xstats_are_decoded() -> None:
     row = qdisc_row("pie", {"backlog": 3000, "qlen": 2, "drop": 7, "packets": 10, "bytes": 15000}, raw)
     assert row["delay_ms"] == 5.46 and row["drops"] == 7 and row["backlog_pkts"] == 2
     assert qdisc_row("pfifo", {}, None)["delay_ms"] == ""
+
+
+NETSTAT = """TcpExt: SyncookiesSent SyncookiesRecv
+TcpExt: 0 3
+MPTcpExt: MPCapableSYNRX MPJoinSynRx AddAddr EchoAdd
+MPTcpExt: 1 2 0 1
+"""
+
+
+def test_netstat_group_counters() -> None:
+    assert group_counters(NETSTAT, "MPTcpExt") == {"MPCapableSYNRX": 1, "MPJoinSynRx": 2, "AddAddr": 0, "EchoAdd": 1}
+    assert group_counters(NETSTAT, "TcpExt") == {"SyncookiesSent": 0, "SyncookiesRecv": 3}
+    assert group_counters(NETSTAT, "IpExt") == {}  # a kernel without the group
+    with pytest.raises(ValueError, match="MPTcpExt has 4 names and 3 values"):
+        group_counters(NETSTAT.replace("1 2 0 1", "1 2 0"), "MPTcpExt")
+
+
+def test_netstat_of_this_kernel() -> None:
+    counters = group_counters(Path("/proc/net/netstat").read_text(), "TcpExt")
+    assert "TCPTimeouts" in counters and all(v >= 0 for v in counters.values())

@@ -129,8 +129,19 @@ def test_checks_fail_with_numbers(tmp_path: Path) -> None:
     assert checks[("PIE kernel delay / target", "bn2 r2->r4")].status == "fail"
     assert checks[("DASH bytes per bottleneck", "bn2")].status == "fail"
     assert checks[("DASH bytes per bottleneck", "bn1")].status == "pass"
+    assert checks[("DASH bytes per bottleneck", "bn2")].detail.endswith("(pass >= 10%)")  # no mptcp.json: no hint
     assert checks[("SIPp calls succeeded", "voip h1->s1")].detail.startswith("170/200 calls (85.0%")
     assert checks[("httperf reply rate", "web h3->s3")].status == "fail"
+
+
+def test_a_failed_path_share_says_what_the_players_kernel_counted(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "s", RunSpec(aqm="pie", target_ms=5, kernel_delay_ms=5.5, subflow_bytes=(950, 50)))
+    counters = {"s2": {"MPCapableSYNACKRX": 3, "AddAddr": 2, "MPJoinSynAckRx": 2}, "h2": {"AddAddrTx": 3}}
+    (run_dir / "mptcp.json").write_text(json.dumps({"video": {"client": "s2", "server": "h2", "counters": counters}}))
+    checks = {(c.name, c.subject): c for c in report.load_run(run_dir).checks}
+    assert checks[("DASH bytes per bottleneck", "bn2")].detail.endswith(
+        "; player's kernel: 3 connections, 2 ADD_ADDRs received, 2 joins answered (mptcp.json)")
+    assert "mptcp.json" not in checks[("DASH bytes per bottleneck", "bn1")].detail
 
 
 def test_fq_pie_needs_a_measured_series(tmp_path: Path) -> None:
