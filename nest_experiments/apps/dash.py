@@ -172,10 +172,7 @@ class Dash(App):
         self.segments = _read_rows(self.out_dir / "segments.csv", app=c.name)
         self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
         doc = json.loads((self.out_dir / "qoe.json").read_text())
-        qoe_path = self.run_dir / "qoe.json"
-        merged = json.loads(qoe_path.read_text()) if qoe_path.exists() else {}
-        merged[c.name] = doc
-        write_json(qoe_path, merged)
+        _set_app_entry(self.run_dir / "qoe.json", c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
 
@@ -188,11 +185,8 @@ class Dash(App):
                 text = Path("/proc/thread-self/net/netstat").read_text()
                 timeouts[node] = int(Path("/proc/sys/net/mptcp/add_addr_timeout").read_text())
             counters[node] = {k: v for k, v in group_counters(text, "MPTcpExt").items() if v}
-        path = self.run_dir / "mptcp.json"
-        merged = json.loads(path.read_text()) if path.exists() else {}
-        merged[c.name] = {"client": c.client, "server": c.server, "add_addr_timeout_s": timeouts,
-                          "counters": counters}
-        write_json(path, merged)
+        _set_app_entry(self.run_dir / "mptcp.json", c.name, {"client": c.client, "server": c.server,
+                                                             "add_addr_timeout_s": timeouts, "counters": counters})
 
     def _access_rows(self) -> list[dict[str, Any]]:
         """The server's access log so far, its times moved from the server's t0 onto the run clock."""
@@ -222,6 +216,13 @@ class Dash(App):
         if getattr(self, "subflows", None) is not None:
             out["subflows.csv"] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
         return out
+
+
+def _set_app_entry(path: Path, app: str, doc: dict[str, Any]) -> None:
+    """Write ``doc`` as ``app``'s entry of the run folder's JSON file ``path`` (one entry per DASH app)."""
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    merged[app] = doc
+    write_json(path, merged)
 
 
 def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:
