@@ -102,8 +102,9 @@ class RunOutcome:
 class Run:
     """One run of an experiment, into ``run_dir``."""
 
-    def __init__(self, spec: RunSpec, run_dir: Path) -> None:
+    def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0) -> None:
         self.spec = spec
+        self.runs_before = runs_before  # runs this process (in the VM runtime: this VM) executed before this one
         self.exp: Experiment = spec.experiment
         self.run_dir = run_dir
         self.manifest: dict[str, Any] = {}
@@ -148,6 +149,7 @@ class Run:
         self.manifest = {
             "schema_version": SCHEMA_VERSION, "status": "running", "experiment": self.exp.name,
             "run": self.spec.name, "repetition": self.spec.repetition, "point": dict(self.spec.point),
+            "position": self.spec.position, "runs_before": self.runs_before,
             "seed": self.spec.seed, "runtime": runtime_name(), "kernel": platform.release(),
             "started": now_iso(), "warnings": [], "versions": self._versions(),
             "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
@@ -273,7 +275,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                 continue
             print(f"[{i}/{total}] {spec.name}: running ({spec.experiment.duration_s:g} s){_eta(outcomes, total - i + 1)}",
                   file=out, flush=True)
-            outcome = Run(spec, run_dir).execute()
+            outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
             outcomes.append(outcome)
             note = f": {outcome.reason}" if outcome.reason else ""
             print(f"[{i}/{total}] {spec.name}: {outcome.status} in {outcome.seconds:.1f} s{note}", file=out, flush=True)

@@ -6,12 +6,21 @@ qdisc on two bottlenecks); the runs are the cartesian product of the axes (in fi
 repetitions. Run names are made of the values (``kind-pie_target-5ms_r1``), so
 the same experiment always gives the same names and a re-run can skip the
 completed ones. Every run's config is validated here, before anything runs.
+
+The order the runs go in is a randomized complete block design: each
+repetition is a block that holds every sweep point once, the blocks run one
+after the other, and inside each block the points are shuffled with the
+experiment's seed (and the block's number). Whatever drifts during a sweep
+(the host's load, a cold VM's first minutes) then falls on every point
+alike instead of on whichever point the file lists first; the order is the
+same every time the same experiment is expanded, so resume keeps working.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import random
 import re
 import tomllib
 from dataclasses import dataclass
@@ -37,6 +46,7 @@ class RunSpec:
     repetition: int  # 1-based
     point: tuple[tuple[str, Any], ...]  # (key, value) of each axis
     experiment: Experiment
+    position: int = 0  # 1-based place in the sweep's run order (see the module docstring)
 
     @property
     def seed(self) -> int:
@@ -93,20 +103,24 @@ def run_name(labels: list[str], point: tuple[Any, ...], repetition: int) -> str:
 
 
 def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSpec]:
-    """Every run of the experiment, validated."""
+    """Every run of the experiment, validated, in the sweep's run order (blocks of repetitions, shuffled)."""
     axes = parse_axes(raw)
     labels = _labels(axes)
-    runs = []
+    points = []
     for point in itertools.product(*(axis.values for axis in axes)):
         resolved = copy.deepcopy(raw)
         resolved.pop("sweep", None)
         for axis, value in zip(axes, point, strict=False):
             for key in axis.keys:
                 set_path(resolved, key, value, origin=f"sweep.{axis.key}")
-        exp = parse_experiment(resolved)
-        for rep in range(1, (repetitions or exp.repetitions) + 1):
-            name = run_name(labels, point, rep)
-            runs.append(RunSpec(name=name, repetition=rep, point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
+        points.append((point, parse_experiment(resolved)))
+    runs: list[RunSpec] = []
+    for rep in range(1, max(repetitions or exp.repetitions for _, exp in points) + 1):
+        block = [(point, exp) for point, exp in points if rep <= (repetitions or exp.repetitions)]
+        random.Random(f"{points[0][1].seed}/{rep}").shuffle(block)
+        for point, exp in block:
+            runs.append(RunSpec(name=run_name(labels, point, rep), repetition=rep, position=len(runs) + 1,
+                                point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
     return runs
 
 

@@ -14,15 +14,27 @@ BASE = {
 
 def test_product_times_repetitions_with_deterministic_names() -> None:
     runs = expand(BASE)
-    assert [r.name for r in runs] == [
+    assert sorted(r.name for r in runs) == sorted([
         "kind-pie_target-5ms_r1", "kind-pie_target-5ms_r2", "kind-pie_target-15ms_r1", "kind-pie_target-15ms_r2",
         "kind-fqpie_target-5ms_r1", "kind-fqpie_target-5ms_r2", "kind-fqpie_target-15ms_r1",
         "kind-fqpie_target-15ms_r2",
-    ]
+    ])
     assert [r.name for r in expand(BASE)] == [r.name for r in runs]
-    fq = runs[-1].experiment.link("bottleneck").forward.qdisc
+    fq = next(r for r in runs if r.name == "kind-fqpie_target-15ms_r2").experiment.link("bottleneck").forward.qdisc
     assert fq is not None and fq.kind == "fq_pie" and fq.param("target") == pytest.approx(0.015)
-    assert runs[1].seed == runs[0].seed + 1
+    seeds = {r.name: r.seed for r in runs}
+    assert seeds["kind-pie_target-5ms_r2"] == seeds["kind-pie_target-5ms_r1"] + 1
+
+
+def test_run_order_is_blocks_of_repetitions_shuffled_with_the_seed() -> None:
+    runs = expand(BASE, repetitions=3)
+    assert [r.position for r in runs] == list(range(1, 13))
+    assert [r.repetition for r in runs] == [1] * 4 + [2] * 4 + [3] * 4  # every point once per block
+    blocks = [[r.name.rsplit("_r", 1)[0] for r in runs[i:i + 4]] for i in (0, 4, 8)]
+    assert all(sorted(b) == sorted(blocks[0]) for b in blocks)
+    assert len({tuple(b) for b in blocks}) > 1  # shuffled per block, not the file's order every time
+    reseeded = {**BASE, "experiment": {**BASE["experiment"], "seed": 7}}
+    assert [r.name for r in expand(reseeded, repetitions=3)] != [r.name for r in runs]
 
 
 def test_repetitions_override() -> None:
