@@ -7,12 +7,13 @@
 - ``h3``: HTTP/3 over QUIC (aioquic), flow-control windows raised.
 
 TCP-based responses advertise HTTP/3 with ``alt-svc: h3=":PORT"`` when an h3
-port is served. The certificate is self-signed, generated at start into a temp
-dir that is removed at exit. Every response is one row of the access log
-(:data:`LOG_FIELDS`); times are ``time.monotonic() - t0`` so that they share
-the run clock with the client's log (CLOCK_MONOTONIC is one clock for all
-namespaces of a kernel). ``t_last_byte_sent`` is when the last body byte left
-the process (handed to the kernel for TCP, put in a datagram for QUIC).
+port is served. The certificate is a leaf signed by a CA, both generated at
+start (:mod:`.certs`) into a temp dir that is removed at exit; ``--ca-out``
+gets the CA. Every response is one row of the access log (:data:`LOG_FIELDS`);
+times are ``time.monotonic() - t0`` so that they share the run clock with the
+client's log (CLOCK_MONOTONIC is one clock for all namespaces of a kernel).
+``t_last_byte_sent`` is when the last body byte left the process (handed to
+the kernel for TCP, put in a datagram for QUIC).
 
     python -m nest_experiments.dash.server --root DIR --bind ADDR \
         [--port-tcp N] [--port-mptcp N] [--port-h2 N] [--port-h3 N] \
@@ -581,9 +582,10 @@ async def serve(cfg: ServerConfig, stop: asyncio.Event) -> None:
         contextlib.ExitStack() as stack,
     ):
         stack.callback(ctx.log.close)
-        cert, key = certs.write_self_signed(Path(tmp), cfg.bind)
+        files = certs.write_certs(Path(tmp), [cfg.bind])
+        cert, key = files.chain, files.key
         if cfg.ca_out is not None:
-            cfg.ca_out.write_bytes(cert.read_bytes())
+            cfg.ca_out.write_bytes(files.ca.read_bytes())
         ports: dict[str, int] = {}
         if cfg.port_h3 is not None:
             quic_server, ports["h3"] = await _start_h3(cfg, ctx, cert, key)
@@ -608,7 +610,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         p.add_argument(f"--port-{name}", type=int, help=f"{name} port (0 = any free port)")
     p.add_argument("--access-log", type=Path, help="CSV access log")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
-    p.add_argument("--ca-out", type=Path, help="write the self-signed certificate (PEM) here")
+    p.add_argument("--ca-out", type=Path, help="write the CA certificate (PEM) that clients trust here")
     p.add_argument(
         "--quic-cc",
         default="reno",
