@@ -9,11 +9,13 @@ the same config, and goes on after a failed run.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
 import platform
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -31,15 +33,17 @@ from nest_experiments.apps.base import APP_CLASSES, App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
-from nest_experiments.config import Experiment
+from nest_experiments.config import Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import Network
 from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, run_lock
 from nest_experiments.rundir import SCHEMA_VERSION, dump_toml, is_completed, write_csv, write_json
-from nest_experiments.sweep import RunSpec
+from nest_experiments.sweep import RunSpec, set_path
+from nest_experiments.traceplay import TracePlayer
 
 RESULTS_ROOT = PROJECT_ROOT / "results"
 FINISH_GRACE_S = 15.0
+WARMUP_MIN_TRAFFIC_S = 10.0  # a warm-up lasts at least this long after its last app started
 CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 
 
@@ -187,27 +191,32 @@ class Run:
         capture.start()  # capturing before the run clock and any traffic
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
         sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
+        # under TCG emulation the tools run several times slower: give them as long again to finish
+        grace = FINISH_GRACE_S + (self.exp.duration_s if runtime_name() == "vm" else 0.0)
+        deadline = self.exp.duration_s + grace
+        rates = TracePlayer.for_run(self.exp, net, self.run_dir, clock=self.clock, until_s=deadline)  # trace-driven links
         try:
             sampler.open()
+            rates.open()
         except BaseException:
             sampler.stop(keep=False)
+            rates.stop(keep=False)
             capture.stop(t0=self.t0, keep=False)
             raise
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
         cpu = CpuMonitor(self.clock, pids_by_app=self._app_pids)
         sampler.start()
+        rates.start()
         cpu.start()
         try:
             self._schedule()
-            # under TCG emulation the tools run several times slower: give them as long again to finish
-            grace = FINISH_GRACE_S + (self.exp.duration_s if runtime_name() == "vm" else 0.0)
-            deadline = self.exp.duration_s + grace
             for app in self.apps:
                 app.finish(deadline)
             self.manifest["traffic_end_t"] = round(self.clock(), 3)
         finally:
             cpu.stop()
+            self._stop_trace(rates)
             sampler.stop(keep=True)
             capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
             self.manifest.update(cpu.summary())
@@ -216,6 +225,14 @@ class Run:
             self.manifest["warnings"] += cpu.warnings()
             write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
         self._write_outputs()
+
+    def _stop_trace(self, rates: TracePlayer) -> None:
+        try:
+            rates.stop(keep=True)
+        finally:
+            if rates.changes:
+                self.manifest["trace"] = rates.summary()
+                self.manifest["warnings"] += rates.warnings()
 
     def _app_pids(self) -> dict[str, list[int]]:
         return {app.cfg.name: [p.pid for p in app.procs if p.returncode is None] for app in self.apps}
@@ -248,6 +265,7 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
     link = exp.link(e.link)
     cfg = link.forward if e.node == link.a else link.reverse
     return {"link": e.link, "node": e.node, "peer": e.peer, "dev": e.dev, "rate_bps": cfg.rate_bps,
+            "trace": cfg.trace.source if cfg.trace else None,  # rate_bps is then the trace's first rate (rates.csv)
             "delay_s": cfg.delay_s, "loss_pct": cfg.loss_pct, "leaf_handle": e.plan.leaf_handle,
             "qdisc": cfg.qdisc.kind if cfg.qdisc else None, "qdisc_params": dict(cfg.qdisc.params) if cfg.qdisc else {},
             "sampled": e.link in exp.sample_links}
@@ -257,11 +275,13 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
 
 
 def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: TextIO = sys.stderr,
-              after_each: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
+              after_each: Callable[[RunOutcome], None] | None = None, warmup_s: float = 0.0) -> list[RunOutcome]:
     """Run every run not yet completed; print progress; go on after failures.
 
     One sweep at a time per machine (runs share interface names in the root
     namespace): a second one stops at once, before creating anything.
+    ``warmup_s`` > 0: before the first run that is not skipped, that run's
+    setting shortened to this length, thrown away (see vm.qemu.warmup_s).
     """
     outcomes: list[RunOutcome] = []
     total = len(runs)
@@ -273,6 +293,8 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                 print(f"[{i}/{total}] {spec.name}: completed earlier, skipped", file=out, flush=True)
                 outcomes.append(RunOutcome(spec.name, "skipped", "", 0.0, run_dir))
                 continue
+            if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
+                warm_up(spec, warmup_s, out=out)
             print(f"[{i}/{total}] {spec.name}: running ({spec.experiment.duration_s:g} s){_eta(outcomes, total - i + 1)}",
                   file=out, flush=True)
             outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
@@ -285,6 +307,22 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
           f"skipped, {sum(o.status == 'failed' for o in outcomes)} failed in {time.monotonic() - t_start:.0f} s; "
           f"results in {results_root / runs[0].experiment.name if runs else results_root}", file=out, flush=True)
     return outcomes
+
+
+def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOutcome:
+    """``spec``'s setting for ``seconds``, into a temp folder that is removed: every code path and file the
+    sweep's runs use is then warm (see vm.qemu.warmup_s). Its outcome is printed, not recorded."""
+    raw = copy.deepcopy(spec.experiment.raw)
+    seconds = max(seconds, max((a.start_s for a in spec.experiment.apps), default=0.0) + WARMUP_MIN_TRAFFIC_S)
+    set_path(raw, "experiment.duration", f"{seconds:g}s", origin="warm-up")
+    warm = RunSpec(name=f"warmup-{spec.name}", repetition=spec.repetition, point=spec.point,
+                   experiment=parse_experiment(raw))  # valid: only the duration changed, and it covers every start
+    print(f"warm-up: {seconds:g} s of {spec.name}, not recorded", file=out, flush=True)
+    with tempfile.TemporaryDirectory(prefix="nx-warmup-") as tmp:
+        outcome = Run(warm, Path(tmp) / warm.name).execute()
+    print(f"warm-up: {outcome.status} in {outcome.seconds:.1f} s{f': {outcome.reason}' if outcome.reason else ''}",
+          file=out, flush=True)
+    return outcome
 
 
 def _eta(outcomes: list[RunOutcome], remaining: int) -> str:

@@ -461,17 +461,44 @@ class VMSettings:
     accel: str
     host_awake: bool
     softirq_fifo: int
+    warmup_s: float = 0.0
 
     def guest_env(self) -> dict[str, str]:
         """Environment for the guest: its runner writes these into each manifest's ``vm``."""
         return {"NEST_EXP_VM_ACCEL": self.accel, "NEST_EXP_VM_HOST_AWAKE": str(int(self.host_awake)),
-                "NEST_EXP_VM_SOFTIRQ_FIFO": str(self.softirq_fifo)}
+                "NEST_EXP_VM_SOFTIRQ_FIFO": str(self.softirq_fifo), "NEST_EXP_VM_WARMUP_S": f"{self.warmup_s:g}"}
 
 
 def vm_settings() -> VMSettings:
-    """The accelerator, the host wakers and the guest's softirq priority, from the machine and the environment."""
+    """The accelerator, the host wakers, the guest's softirq priority and its warm-up, from the machine and
+    the environment."""
     accel, _ = resolve_accel("auto")
-    return VMSettings(accel=accel, host_awake=host_awake(), softirq_fifo=softirq_priority())
+    return VMSettings(accel=accel, host_awake=host_awake(), softirq_fifo=softirq_priority(), warmup_s=warmup_s())
+
+
+def warmup_s(setting: str | None = None) -> float:
+    """Seconds of unmeasured traffic the guest runs before the first run of its sweep (0: none).
+
+    A freshly booted guest is slow at first: under TCG every guest code path
+    (the kernel's forwarding and qdiscs, each tool, the interpreter) is
+    translated into host code the first time it runs, and every file comes
+    over 9p into a cold page cache. Four runs of one cell in one VM, without
+    a warm-up (bench/warmup_bias.py --no-warmup): PIE's delay on bn1 was 7.9,
+    6.0, 5.4 and 5.0 ms at a 5 ms target, in that order. The warm-up is the
+    sweep's first run, shortened to this length, into a folder that is thrown
+    away. ``NEST_EXP_WARMUP``: seconds (``30s`` or ``30``), 0 turns it off;
+    default 30.
+    """
+    value = (setting if setting is not None else os.environ.get("NEST_EXP_WARMUP", "30")).strip().lower()
+    if value in ("0", "off", "no", "false"):
+        return 0.0
+    try:
+        seconds = float(value.removesuffix("s"))
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 600:
+        raise VMError(f"NEST_EXP_WARMUP={value!r}: use seconds of warm-up from 0 (off) to 600, e.g. 30")
+    return seconds
 
 
 def _make_waker_preexec() -> Callable[[], None]:

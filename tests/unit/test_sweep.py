@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pytest
 
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import apply_overrides, apply_paper, expand
+from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
 BASE = {
     "experiment": {"name": "s", "duration": "5s", "repetitions": 2},
@@ -93,3 +96,39 @@ def test_paper_table_applies_its_overrides_and_is_required_for_paper() -> None:
         apply_paper(BASE)
     with pytest.raises(ConfigError, match="paper.bogus.key"):
         apply_paper({**BASE, "paper": {"bogus.key": 1}})
+
+
+def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    import contextlib
+
+    from nest_experiments import runner
+
+    executed: list[tuple[str, float, Path]] = []
+
+    class FakeRun:
+        def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0) -> None:
+            self.spec, self.run_dir = spec, run_dir
+
+        def execute(self) -> runner.RunOutcome:
+            executed.append((self.spec.name, self.spec.experiment.duration_s, self.run_dir))
+            return runner.RunOutcome(self.spec.name, "completed", "", 0.0, self.run_dir)
+
+    runs = expand(BASE)
+    done = runs[0]
+    monkeypatch.setattr(runner, "Run", FakeRun)
+    monkeypatch.setattr(runner, "run_lock", contextlib.nullcontext)
+    monkeypatch.setattr(runner, "is_completed", lambda run_dir, _text: run_dir.name == done.name)
+    runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO(), warmup_s=3)
+    warm, first = executed[0], executed[1]
+    assert warm[0] == f"warmup-{runs[1].name}" and warm[1] == 10.0  # the first run that runs, at least 10 s
+    assert not warm[2].is_relative_to(tmp_path) and not warm[2].parent.exists()  # thrown away
+    assert first[0] == runs[1].name and first[1] == 5.0
+    assert [e[0] for e in executed[1:]] == [r.name for r in runs[1:]]  # once only
+    executed.clear()
+    runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO())
+    assert not any(e[0].startswith("warmup-") for e in executed)  # off by default (on the host)
+    monkeypatch.setattr(runner, "is_completed", lambda _dir, _text: False)
+    executed.clear()
+    runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO(), warmup_s=30)
+    assert executed[0][:2] == (f"warmup-{runs[0].name}", 30.0)

@@ -33,6 +33,7 @@ from nest_experiments.vm.qemu import (
     qemu_argv,
     run_spec,
     softirq_priority,
+    warmup_s,
 )
 
 MODULES_DEP = """\
@@ -357,8 +358,21 @@ def test_softirq_priority_reaches_the_spec_and_the_manifest() -> None:
     spec = run_spec(argv=["true"], cwd=Path("/"), env={}, rw_dirs=[], softirq_fifo=1)
     assert spec["softirq_fifo"] == 1
     assert run_spec(argv=["true"], cwd=Path("/"), env={}, rw_dirs=[])["softirq_fifo"] == 0
-    env = VMSettings(accel="tcg", host_awake=True, softirq_fifo=1).guest_env()
-    assert env == {"NEST_EXP_VM_ACCEL": "tcg", "NEST_EXP_VM_HOST_AWAKE": "1", "NEST_EXP_VM_SOFTIRQ_FIFO": "1"}
+    env = VMSettings(accel="tcg", host_awake=True, softirq_fifo=1, warmup_s=30).guest_env()
+    assert env == {"NEST_EXP_VM_ACCEL": "tcg", "NEST_EXP_VM_HOST_AWAKE": "1", "NEST_EXP_VM_SOFTIRQ_FIFO": "1",
+                   "NEST_EXP_VM_WARMUP_S": "30"}
+
+
+def test_warmup_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEST_EXP_WARMUP", raising=False)
+    assert warmup_s() == 30.0  # on by default
+    assert warmup_s("0") == warmup_s("off") == 0.0
+    assert warmup_s("45s") == warmup_s("45") == 45.0
+    monkeypatch.setenv("NEST_EXP_WARMUP", "0")
+    assert warmup_s() == 0.0
+    for bad in ("601", "-1", "long", ""):
+        with pytest.raises(VMError, match="NEST_EXP_WARMUP=.*use seconds of warm-up from 0 \\(off\\) to 600"):
+            warmup_s(bad)
 
 
 def test_guest_finds_the_softirq_threads(tmp_path: Path) -> None:
