@@ -37,7 +37,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import PROJECT_ROOT, traces
 from nest_experiments import topology as topo
 from nest_experiments.errors import ConfigError
 from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
@@ -74,11 +74,19 @@ class QdiscConfig:
 class EgressConfig:
     """What shapes one direction of a link, at the sending interface."""
 
-    rate_bps: int | None = None
+    rate_bps: int | None = None  # with a trace: the trace's first rate (the HTB class starts at it)
     delay_s: float = 0.0
     jitter_s: float = 0.0
     loss_pct: float = 0.0
     qdisc: QdiscConfig | None = None
+    trace: traces.Trace | None = None  # the rate follows this trace (nest_experiments.traceplay)
+    trace_step_s: float = traces.DEFAULT_STEP_S
+
+    def trace_steps(self, until_s: float) -> tuple[tuple[float, int], ...]:
+        """The HTB rate changes (t, rate_bps) of the trace over [0, until_s); () without a trace."""
+        if self.trace is None:
+            return ()
+        return traces.htb_steps(self.trace.steps(self.trace_step_s, until_s), self.trace_step_s)
 
     @property
     def needs_netem(self) -> bool:
@@ -182,7 +190,7 @@ class Experiment:
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            return resolve_trace_files(tomllib.load(fh), path.parent)
     except FileNotFoundError as exc:
         raise ConfigError(str(path), "no such experiment file") from exc
     except tomllib.TOMLDecodeError as exc:
@@ -288,10 +296,19 @@ def _merge_link(defaults: dict[str, Any], override: dict[str, Any]) -> dict[str,
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = copy.deepcopy(value)
+    return _rate_or_trace(merged, override)
+
+
+def _rate_or_trace(merged: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
+    """A ``trace`` set at a more specific level replaces a ``rate`` from a less specific one, and vice versa."""
+    if "trace" in upper and "rate" not in upper:
+        merged.pop("rate", None)
+    if "rate" in upper and "trace" not in upper:
+        merged.pop("trace", None)
     return merged
 
 
-EGRESS_KEYS = ("rate", "delay", "jitter", "loss", "qdisc")
+EGRESS_KEYS = ("rate", "delay", "jitter", "loss", "qdisc", "trace", "trace_step")
 
 
 def _parse_link(spec: topo.LinkSpec, override: object, path: str) -> LinkConfig:
@@ -304,7 +321,7 @@ def _parse_link(spec: topo.LinkSpec, override: object, path: str) -> LinkConfig:
     directions = {}
     for direction in ("forward", "reverse"):
         own = t.table(direction)
-        merged = {**base, **own.data}
+        merged = _rate_or_trace({**base, **own.data}, dict(own.data))
         directions[direction] = _parse_egress(Table(own.path, merged), spec.name)
     offloads = t.get("offloads", as_bool, False)
     t.mark(*EGRESS_KEYS)
@@ -313,18 +330,109 @@ def _parse_link(spec: topo.LinkSpec, override: object, path: str) -> LinkConfig:
 
 
 def _parse_egress(t: Table, link: str) -> EgressConfig:
+    if t.has("rate") and t.has("trace"):
+        raise ConfigError(join(t.path, "trace"), "give either rate or trace (a trace sets the rate), not both")
+    trace = t.get("trace", parse_trace, None)
+    step = t.get("trace_step", _trace_step, traces.DEFAULT_STEP_S)
+    if trace is None and t.has("trace_step"):
+        raise ConfigError(join(t.path, "trace_step"), "trace_step without a trace: add trace = ... or remove it")
     egress = EgressConfig(
-        rate_bps=t.get("rate", parse_rate, None),
+        rate_bps=t.get("rate", parse_rate, None) if trace is None else _first_rate(trace, step),
         delay_s=t.get("delay", parse_time, 0.0),
         jitter_s=t.get("jitter", parse_time, 0.0),
         loss_pct=t.get("loss", parse_percent, 0.0),
         qdisc=t.get("qdisc", parse_qdisc, None),
+        trace=trace,
+        trace_step_s=step,
     )
     t.done()
     if egress.rate_bps is not None and egress.qdisc is None:
         # an explicit leaf: HTB's implicit default leaf is an invisible pfifo
         egress = EgressConfig(**{**egress.__dict__, "qdisc": QdiscConfig(kind="pfifo", params=(("limit", DEFAULT_FIFO_LIMIT),))})
     return egress
+
+
+# ---------------------------------------------------------------- link traces (nest_experiments.traces)
+
+TRACE_KEYS = ("file", "generator", "schedule")
+
+
+def parse_trace(path: str, value: object) -> traces.Trace:
+    """``trace = "file"`` (Mahimahi, or a .csv schedule), ``[[t, rate], ...]``, or a table (``generator = ...``)."""
+    if isinstance(value, str):
+        return _trace_file(path, value)
+    if isinstance(value, list):
+        return traces.parse_schedule_list(value, path=path)
+    t = Table(path, value)
+    given = [k for k in TRACE_KEYS if t.has(k)]
+    if len(given) != 1:
+        raise ConfigError(path, f"expected exactly one of {', '.join(TRACE_KEYS)}, e.g. {{ generator = \"dvl\", seed = 1 }}")
+    if given == ["generator"]:
+        trace = traces.generate(t.get("generator", as_str), seed=t.get("seed", as_int, 1), path=join(path, "generator"))
+    elif t.has("seed"):
+        raise ConfigError(join(path, "seed"), "only a generator takes a seed")
+    elif given == ["file"]:
+        trace = t.get("file", _trace_file)
+    else:
+        trace = t.get("schedule", lambda p, v: traces.parse_schedule_list(v if isinstance(v, list) else [v], path=p))
+    trace = trace.scaled(time_scale=t.get("time_scale", _scale, 1.0), rate_scale=t.get("rate_scale", _scale, 1.0))
+    t.done()
+    return trace
+
+
+def _trace_file(path: str, value: object) -> traces.Trace:
+    name = as_str(path, value)
+    file = Path(name) if Path(name).is_absolute() else PROJECT_ROOT / name
+    if not file.is_file():
+        raise ConfigError(path, f"no such trace file {name!r} (a relative path is looked up next to the experiment "
+                                f"file, then in {PROJECT_ROOT})")
+    try:
+        return _read_trace_file(str(file), file.stat().st_mtime_ns)
+    except ConfigError as exc:
+        raise ConfigError(path, str(exc)) from None
+
+
+@cache
+def _read_trace_file(name: str, _mtime_ns: int) -> traces.Trace:
+    return traces.read_file(Path(name))
+
+
+def _scale(path: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1000:
+        raise ConfigError(path, f"expected a factor in (0, 1000], got {value!r}")
+    return float(value)
+
+
+def _trace_step(path: str, value: object) -> float:
+    step = parse_time(path, value)
+    if not 0.01 <= step <= 60:
+        raise ConfigError(path, f"expected 10ms..60s, got {value!r}")
+    return step
+
+
+def _first_rate(trace: traces.Trace, step_s: float) -> int:
+    return traces.htb_steps(trace.steps(step_s, step_s), step_s)[0][1]
+
+
+def resolve_trace_files(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Trace files named relative to the experiment file (``base``) become absolute paths, in place."""
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str) and not Path(value).is_absolute() and (base / value).is_file():
+            return str((base / value).resolve())
+        if isinstance(value, dict) and "file" in value:
+            return {**value, "file": fix(value["file"])}
+        return value
+
+    for link in (raw.get("links") or {}).values():
+        for level in (link, *(link.get(d) for d in ("forward", "reverse"))) if isinstance(link, dict) else ():
+            if isinstance(level, dict) and "trace" in level:
+                level["trace"] = fix(level["trace"])
+    for table in ("sweep", "paper"):
+        for key, value in (raw.get(table) or {}).items():
+            if any(k.strip().endswith(".trace") for k in key.split(",")):
+                raw[table][key] = [fix(v) for v in value] if isinstance(value, list) and table == "sweep" else fix(value)
+    return raw
 
 
 _PARAM_PARSERS: dict[str, Callable[[str, Any], Any]] = {
