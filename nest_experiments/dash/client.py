@@ -2,7 +2,7 @@
 
     python -m nest_experiments.dash.client --server ADDR --port N --transport tcp|mptcp|h2|h3 \
         --mpd /manifest.mpd --abr grate --abr-audio grate --max-buffer 10 --threshold 1 \
-        (--t0 F | --go-file FILE) --out DIR [--max-duration S] [--ca FILE | --insecure]
+        (--t0 F | --go-file FILE) --out DIR [--max-duration S] [--ca FILE | --insecure] [--h3-client qh3|aioquic]
 
 Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.records`)
 and ``qoe.json`` (:func:`nest_experiments.dash.qoe.summarize` plus the end
@@ -28,7 +28,7 @@ from typing import Any
 
 from nest_experiments.dash import qoe, records
 from nest_experiments.dash.player import PlayerReport, play
-from nest_experiments.dash.transports import KINDS, open_fetcher
+from nest_experiments.dash.transports import H3_CLIENTS, KINDS, H3Fetcher, open_fetcher
 from nest_experiments.errors import ConfigError, NestExpError, RunError
 
 
@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-duration", type=float, help="stop the session after this many seconds")
     p.add_argument("--ca", type=Path, help="server certificate (PEM) for h2/h3")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
+    p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
     return p.parse_args(argv)
 
 
@@ -63,7 +64,9 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         return time.monotonic() - t0
 
     fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
-                                 insecure=args.insecure)
+                                 insecure=args.insecure, h3_client=args.h3_client)
+    if isinstance(fetcher, H3Fetcher):
+        args.implementation = fetcher.implementation
     task = asyncio.current_task()
     if task is not None:  # SIGTERM (the runner's deadline): end the session and write what was played
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
@@ -75,11 +78,13 @@ async def run(args: argparse.Namespace) -> PlayerReport:
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)
 
 
-def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float) -> dict[str, Any]:
-    """``qoe.json``: QoE per stream and session, plus how the session ended."""
+def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float,
+                 client: str = "") -> dict[str, Any]:
+    """``qoe.json``: QoE per stream and session, how the session ended, and the client's implementation."""
     summary = qoe.summarize(report.segments, startup_delay_s=report.startup_delay_s, threshold_s=threshold_s)
     return {
         "transport": transport,
+        "client": client,
         "end_reason": report.end_reason,
         "ended_at": report.ended_at,
         "stalls": len(report.stalls),
@@ -87,11 +92,11 @@ def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float) ->
     }
 
 
-def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_s: float) -> None:
+def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_s: float, client: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
     records.write_segments(out / "segments.csv", report.segments)
     records.write_decisions(out / "abr_decisions.csv", report.decisions)
-    doc = qoe_document(report, transport=transport, threshold_s=threshold_s)
+    doc = qoe_document(report, transport=transport, threshold_s=threshold_s, client=client)
     fd, tmp = tempfile.mkstemp(prefix=".qoe.json.", dir=out)
     with os.fdopen(fd, "w") as fh:
         json.dump(doc, fh, indent=2)
@@ -117,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         report = asyncio.run(run(args))
         if not report.segments:
             raise RunError(f"no segment was received ({report.end_reason})")
-        write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold)
+        write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold,
+                      client=getattr(args, "implementation", "nest_experiments"))
     except NestExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1

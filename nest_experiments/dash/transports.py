@@ -5,8 +5,12 @@
 - ``mptcp``: the same over ``IPPROTO_MPTCP`` sockets.
 - ``h2``: one TLS connection (ALPN ``h2``), one HTTP/2 stream per request,
   concurrent requests multiplexed; receive windows raised to ``window``.
-- ``h3``: one QUIC connection (aioquic), one stream per request;
-  ``max_data``/``max_stream_data`` raised to ``window``.
+- ``h3``: one QUIC connection, one stream per request;
+  ``max_data``/``max_stream_data`` raised to ``window``. Two QUIC stacks with
+  the same asyncio API (``h3_client``): ``qh3`` (the default: its packet
+  protection, TLS (rustls) and QPACK are native code; on the host it moved
+  ~5x the bytes per CPU second of aioquic, see ``bench/dash_server_throughput.py``)
+  and ``aioquic`` (pure Python apart from its crypto).
 
 Times come from the caller's ``clock``: ``t_request`` when the request was
 handed to the kernel (stamped just before the send call), ``t_first_byte`` when the first response byte (head)
@@ -42,12 +46,6 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
-from aioquic.asyncio import QuicConnectionProtocol
-from aioquic.asyncio import connect as quic_connect
-from aioquic.h3.connection import H3_ALPN, H3Connection
-from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
-from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamReset
 
 from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
 from nest_experiments.dash.http1 import (
@@ -64,6 +62,7 @@ from nest_experiments.errors import (
 )
 
 KINDS = ("tcp", "mptcp", "h2", "h3")
+H3_CLIENTS = ("qh3", "aioquic")  # QUIC stacks of the h3 transport; the first is the default
 CHUNK = 256 * 1024
 DEFAULT_WINDOW = 64 * 1024 * 1024  # h2 / QUIC receive windows (QUIC default: 1 MB)
 UDP_BUFFER = 4 * 1024 * 1024  # like quic-go / Chromium, which raise it to avoid drops
@@ -84,8 +83,9 @@ class FetcherOptions:
     idle_timeout: float = 30.0  # seconds without any response byte -> RunError
     window: int = DEFAULT_WINDOW  # h2/h3 receive windows, bytes
     h2_max_frame: int = 16384  # SETTINGS_MAX_FRAME_SIZE we announce
-    quic_cc: str = "reno"  # aioquic congestion control of the client side
-    quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350
+    h3_client: str = H3_CLIENTS[0]  # QUIC stack of the h3 transport
+    quic_cc: str = "reno"  # aioquic congestion control of the client side (qh3 has one: its own)
+    quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350 (qh3 probes the path MTU)
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
 
 
@@ -111,6 +111,8 @@ async def open_fetcher(
     if kind == "h2":
         return await H2Fetcher.open(host, port, opts)
     if kind == "h3":
+        if opts.h3_client not in H3_CLIENTS:
+            raise ConfigError("h3_client", f"unknown h3 client {opts.h3_client!r}; expected one of {H3_CLIENTS}")
         return await H3Fetcher.open(host, port, opts)
     raise ConfigError("transport", f"unknown transport {kind!r}; expected one of {KINDS}")
 
@@ -512,33 +514,94 @@ def set_udp_buffers(transport: asyncio.BaseTransport | None, size: int) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
 
-class _H3ClientProtocol(QuicConnectionProtocol):
-    def __init__(self, *args: Any, clock: Clock, **kwargs: Any) -> None:
+@dataclass(frozen=True, kw_only=True)
+class QuicStack:
+    """One QUIC + HTTP/3 library with aioquic's asyncio API (aioquic, or qh3, its fork)."""
+
+    name: str
+    version: str
+    protocol: type[Any]  # asyncio.QuicConnectionProtocol
+    connect: Callable[..., Any]  # asyncio.connect
+    h3_connection: type[Any]
+    alpn: tuple[str, ...]
+    configuration: Callable[..., Any]  # QuicConfiguration
+    headers_received: type[Any]
+    data_received: type[Any]
+    connection_terminated: type[Any]
+    stream_reset: type[Any]
+    options: Callable[[FetcherOptions], dict[str, Any]]  # the stack's own QuicConfiguration fields
+
+
+@functools.cache
+def quic_stack(name: str) -> QuicStack:
+    """Import ``name``'s QUIC stack (only the one a session uses: imports are slow in the TCG guest)."""
+    if name == "aioquic":
+        import aioquic as lib
+        from aioquic import asyncio as aio
+        from aioquic.h3 import connection as h3c
+        from aioquic.h3 import events as h3e
+        from aioquic.quic import configuration as qconf
+        from aioquic.quic import events as qe
+
+        def options(opts: FetcherOptions) -> dict[str, Any]:
+            return {"congestion_control_algorithm": opts.quic_cc, "max_datagram_size": opts.quic_max_datagram}
+    elif name == "qh3":
+        import qh3 as lib  # type: ignore[no-redef]
+        from qh3 import asyncio as aio  # type: ignore[no-redef]
+        from qh3.h3 import connection as h3c  # type: ignore[no-redef]
+        from qh3.h3 import events as h3e  # type: ignore[no-redef]
+        from qh3.quic import configuration as qconf  # type: ignore[no-redef]
+        from qh3.quic import events as qe  # type: ignore[no-redef]
+
+        def options(opts: FetcherOptions) -> dict[str, Any]:
+            return {}
+    else:
+        raise ConfigError("h3_client", f"unknown h3 client {name!r}; expected one of {H3_CLIENTS}")
+    return QuicStack(name=name, version=lib.__version__, protocol=aio.QuicConnectionProtocol, connect=aio.connect,
+                     h3_connection=h3c.H3Connection, alpn=tuple(h3c.H3_ALPN), configuration=qconf.QuicConfiguration,
+                     headers_received=h3e.HeadersReceived, data_received=h3e.DataReceived,
+                     connection_terminated=qe.ConnectionTerminated, stream_reset=qe.StreamReset,
+                     options=options)  # fmt: skip
+
+
+class _H3Client:
+    """HTTP/3 requests over a QUIC connection; mixed into a stack's ``QuicConnectionProtocol``."""
+
+    _quic: Any
+    _connected_waiter: asyncio.Future[None] | None
+
+    def __init__(self, *args: Any, clock: Clock, stack: QuicStack, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.clock = clock
-        self.h3 = H3Connection(self._quic)
+        self.clock, self.stack = clock, stack
+        self.h3 = stack.h3_connection(self._quic)
         self.pending: dict[int, _Pending] = {}
 
-    def quic_event_received(self, event: QuicEvent) -> None:
-        if isinstance(event, ConnectionTerminated):
+    def transmit(self) -> None:  # the stack's
+        super().transmit()  # type: ignore[misc]
+
+    async def wait_connected(self) -> None:  # the stack's
+        await super().wait_connected()  # type: ignore[misc]
+
+    def quic_event_received(self, event: Any) -> None:
+        if isinstance(event, self.stack.connection_terminated):
             reason = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
             for p in self.pending.values():
                 p.fail(ConnectionResetError(reason))
-        elif isinstance(event, StreamReset) and event.stream_id in self.pending:
+        elif isinstance(event, self.stack.stream_reset) and event.stream_id in self.pending:
             reason = f"stream reset by the server (code {event.error_code})"
             self.pending[event.stream_id].fail(ConnectionResetError(reason))
         for h3_event in self.h3.handle_event(event):
             self._h3_event(h3_event)
 
-    def _h3_event(self, event: H3Event) -> None:
+    def _h3_event(self, event: Any) -> None:
         p = self.pending.get(getattr(event, "stream_id", -1))
         if p is None:
             return
         p.ex.t_last = self.clock()
-        if isinstance(event, HeadersReceived):
+        if isinstance(event, self.stack.headers_received):
             p.ex.status = int(dict(event.headers)[b":status"])
             p.ex.t_first = p.ex.t_last
-        elif isinstance(event, DataReceived):
+        elif isinstance(event, self.stack.data_received):
             p.ex.add(event.data)
         if getattr(event, "stream_ended", False):
             p.finish()
@@ -550,7 +613,7 @@ class _H3ClientProtocol(QuicConnectionProtocol):
             async with asyncio.timeout(timeout):
                 await self.wait_connected()
         except TimeoutError:
-            # aioquic fails its own shielded waiter on close; nobody would read it
+            # the stack fails its own shielded waiter on close; nobody would read it
             waiter = self._connected_waiter
             if waiter is not None:
                 waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -572,8 +635,13 @@ class _H3ClientProtocol(QuicConnectionProtocol):
         return p
 
 
+@functools.cache
+def _protocol_class(stack: QuicStack) -> type[_H3Client]:
+    return type(f"H3ClientProtocol_{stack.name}", (_H3Client, stack.protocol), {})
+
+
 class H3Fetcher(Fetcher):
-    """HTTP/3 over one QUIC connection; one stream per request."""
+    """HTTP/3 over one QUIC connection (``opts.h3_client``'s stack); one stream per request."""
 
     def __init__(
         self,
@@ -581,7 +649,7 @@ class H3Fetcher(Fetcher):
         host: str,
         port: int,
         opts: FetcherOptions,
-        protocol: _H3ClientProtocol,
+        protocol: _H3Client,
         stack: contextlib.AsyncExitStack,
     ) -> None:
         self.host, self.port, self.opts = host, port, opts
@@ -590,32 +658,33 @@ class H3Fetcher(Fetcher):
 
     @classmethod
     async def open(cls, host: str, port: int, opts: FetcherOptions) -> H3Fetcher:
-        config = QuicConfiguration(
-            is_client=True,
-            alpn_protocols=H3_ALPN,
-            max_data=opts.window,
-            max_stream_data=opts.window,
-            congestion_control_algorithm=opts.quic_cc,
-            max_datagram_size=opts.quic_max_datagram,
-            server_name=opts.server_name or host,
-        )
+        quic = quic_stack(opts.h3_client)
+        config = quic.configuration(is_client=True, alpn_protocols=list(quic.alpn), max_data=opts.window,
+                                    max_stream_data=opts.window, server_name=opts.server_name or host,
+                                    **quic.options(opts))  # fmt: skip
         if opts.insecure:
             config.verify_mode = ssl.CERT_NONE
         elif opts.ca is not None:
             config.load_verify_locations(cafile=str(opts.ca))
         stack = contextlib.AsyncExitStack()
-        factory = functools.partial(_H3ClientProtocol, clock=opts.clock)
-        connecting = quic_connect(host, port, configuration=config, create_protocol=factory, wait_connected=False)
+        factory = functools.partial(_protocol_class(quic), clock=opts.clock, stack=quic)
+        connecting = quic.connect(host, port, configuration=config, create_protocol=factory, wait_connected=False)
         with mapped_errors("h3", url_of("h3", host, port, "/")):
             try:
                 protocol = await stack.enter_async_context(connecting)
-                assert isinstance(protocol, _H3ClientProtocol)
-                set_udp_buffers(protocol._transport, opts.udp_buffer)
+                assert isinstance(protocol, _H3Client)
+                set_udp_buffers(protocol._transport, opts.udp_buffer)  # type: ignore[attr-defined]
                 await protocol.handshake(opts.connect_timeout)
             except BaseException:
                 await stack.aclose()
                 raise
         return cls(host=host, port=port, opts=opts, protocol=protocol, stack=stack)
+
+    @property
+    def implementation(self) -> str:
+        """``name version`` of the QUIC stack, for the run's records."""
+        quic = self.protocol.stack
+        return f"{quic.name} {quic.version}"
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
         with mapped_errors("h3", url_of("h3", self.host, self.port, path)):
@@ -652,6 +721,7 @@ async def run_cli(args: argparse.Namespace) -> dict[str, Any]:
         ca=args.ca,
         insecure=args.insecure,
         quic_max_datagram=args.quic_max_datagram,
+        h3_client=args.h3_client,
     )
     plan: dict[str, list[str]] = {}
     for item in args.get:
@@ -663,6 +733,8 @@ async def run_cli(args: argparse.Namespace) -> dict[str, Any]:
         summary: dict[str, Any] = {"results": sum(len(r) for r in results)}
         if isinstance(fetcher, Http1Fetcher):
             summary["mptcp_active"] = fetcher.mptcp_active()
+        if isinstance(fetcher, H3Fetcher):
+            summary["h3_client"] = fetcher.implementation
         return summary
     finally:
         await fetcher.close()
@@ -684,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
     p.add_argument("--ca", type=Path, help="CA certificate (PEM) for h2/h3")
     p.add_argument("--insecure", action="store_true", help="do not verify the certificate")
-    p.add_argument("--quic-max-datagram", type=int, default=1200, help="QUIC UDP payload, bytes")
+    p.add_argument("--quic-max-datagram", type=int, default=1200, help="QUIC UDP payload, bytes (aioquic)")
+    p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of h3")
     args = p.parse_args(argv)
     try:
         summary = asyncio.run(run_cli(args))
