@@ -133,6 +133,9 @@ class Iperf3App(AppConfig):
 
 DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3")
 MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
+DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
+CADDY_TRANSPORTS = ("tcp", "h2", "h3")  # Caddy 2.6 has no MPTCP listener
+DASH_H3_CLIENTS = ("qh3", "aioquic")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +156,8 @@ class DashApp(AppConfig):
     mptcp_subflows: int = 2
     # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
     mptcp_add_addr_timeout_s: int | None = None
+    http_server: str = "nest"  # the origin's software: "nest" (dash/server.py) or "caddy"
+    h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -548,9 +553,14 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
             raise ConfigError(path, f"expected a log-normal sigma in [0, 2), got {value!r}")
         return float(value)
 
+    transport = t.get("transport", one_of(DASH_TRANSPORTS), "tcp")
+    http_server = t.get("http_server", one_of(DASH_HTTP_SERVERS), "nest")
+    if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
+        raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
+                                                       f"not {transport!r}: use http_server = 'nest' for it")
     return DashApp(
         name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
-        transport=t.get("transport", one_of(DASH_TRANSPORTS), "tcp"),
+        transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
         ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=t.get("abr_audio", algorithms, video_abr),
         max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),

@@ -1,8 +1,11 @@
 """DASH sessions: our server and headless player (``segments.csv``, ``abr_decisions.csv``, ``qoe.json``).
 
 ``prepare()`` generates (or reuses) the media, configures MPTCP when the
-transport is ``mptcp``, and starts :mod:`nest_experiments.dash.server` on the
-server node; ``start()`` runs :mod:`nest_experiments.dash.client` on the client
+transport is ``mptcp``, and starts the origin on the server node: our
+:mod:`nest_experiments.dash.server` (``http_server = "nest"``) or Caddy
+(``"caddy"``: quic-go for h3, configured by :mod:`nest_experiments.dash.caddy`,
+its JSON access log read by :mod:`nest_experiments.parsers.caddy`);
+``start()`` runs :mod:`nest_experiments.dash.client` on the client
 node; ``finish()`` waits for the player and reads what it wrote. Raw files
 (server access log and stdout/stderr, the client's own CSVs) stay in
 ``raw/``. The server starts in ``prepare()``, before the run's t = 0 is
@@ -12,12 +15,16 @@ client's sockets towards the server are sampled once a second into
 ``subflows.csv``: with MPTCP, one row per subflow and so per path. With
 MPTCP, ``mptcp.json`` holds the kernel's MPTCP counters of the client and
 the server at the end of the session (``/proc/net/netstat``, ``MPTcpExt``):
-how many ADD_ADDRs and MP_JOINs each side sent and received.
+how many ADD_ADDRs and MP_JOINs each side sent and received. The manifest's
+``versions`` name the origin's software (``apps.NAME.http_server``) and the
+player's HTTP implementation (``apps.NAME.client``: the QUIC stack over h3,
+``h3_client``); ``qoe.json`` repeats both.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -27,22 +34,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, register
+from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import media
+from nest_experiments.dash import caddy, certs, media
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
+from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.procs import check_run, in_netns
+from nest_experiments.procs import check_run, in_netns, require_tool
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
 SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
+CADDY_PORT = 8443  # TCP and, for h3, UDP
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
 
 
 @register("dash")
@@ -67,6 +83,15 @@ class Dash(App):
         self.ca = self.raw_dir / f"{c.name}.ca.pem"
         if c.transport == "mptcp":
             self._setup_mptcp()
+        if c.http_server == "caddy":
+            self._start_caddy()
+        else:
+            self._start_server()
+        self._spawn_client()
+
+    def _start_server(self) -> None:
+        """Our server (:mod:`nest_experiments.dash.server`); it says when it listens and on which port."""
+        c = self.cfg
         # MPTCP joins may target any of the server's addresses: listen on all of them
         bind = "0.0.0.0" if c.transport == "mptcp" else self.net.addr(c.server)
         t0 = self.server_t0 = time.monotonic() - self.clock()
@@ -75,7 +100,34 @@ class Dash(App):
                 "--t0", repr(t0), "--ca-out", str(self.ca)]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
         self.port = int(self._wait_ready(self.server, "server")["ports"][c.transport])
-        self._spawn_client()
+        quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""
+        self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
+
+    def _start_caddy(self) -> None:
+        """Caddy on :data:`CADDY_PORT` with the configuration of :func:`nest_experiments.dash.caddy.config`.
+
+        Its configuration, certificates, home and storage lie in a private
+        temporary folder of the run; its access log (JSON) in ``raw/``.
+        """
+        c = self.cfg
+        require_tool("caddy", "caddy")
+        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version(['caddy', 'version'])}"
+        home, addr = self.net.state.temp_dir("caddy"), self.net.addr(c.server)
+        files = certs.write_certs(home, [addr])
+        self.ca.write_bytes(files.ca.read_bytes())
+        conf = caddy.config(root=self.mpd.parent.resolve(), addr=addr, port=CADDY_PORT, transport=c.transport,
+                            access_log=self.raw_dir / f"{c.name}.access.json", storage=home / "storage",
+                            chain=files.chain, key=files.key)  # fmt: skip
+        write_json(home / "caddy.json", conf)
+        # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
+        # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
+        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+        argv = ["env", *env, "caddy", "run", "--config", str(home / "caddy.json")]
+        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.port = CADDY_PORT
+        self.wait_listening(c.server, CADDY_PORT, proc=self.server)
+        if c.transport == "h3":
+            self.wait_listening(c.server, CADDY_PORT, proto="udp", proc=self.server)
 
     def _setup_mptcp(self) -> None:
         c = self.cfg
@@ -130,7 +182,7 @@ class Dash(App):
                 "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
                 "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
                 "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
-                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
+                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
@@ -172,6 +224,8 @@ class Dash(App):
         self.segments = _read_rows(self.out_dir / "segments.csv", app=c.name)
         self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
         doc = json.loads((self.out_dir / "qoe.json").read_text())
+        doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
+        self.versions[f"apps.{c.name}.client"] = doc.get("client", "")
         _set_app_entry(self.run_dir / "qoe.json", c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
@@ -191,6 +245,11 @@ class Dash(App):
     def _access_rows(self) -> list[dict[str, Any]]:
         """The server's access log so far, its times moved from the server's t0 onto the run clock."""
         c = self.cfg
+        if c.http_server == "caddy":
+            log = self.raw_dir / f"{c.name}.access.json"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            wall_t0 = time.time() - self.clock()  # the wall clock at the run's t = 0 (Caddy logs wall time)
+            return [{**row, "app": c.name} for row in caddy_log.access_rows(text, wall_t0=wall_t0, what=str(log))]
         log = self.raw_dir / f"{c.name}.access.csv"
         path = log if log.exists() else log.with_name(log.name + ".partial")  # renamed when the server exits
         if not path.exists():
@@ -199,7 +258,8 @@ class Dash(App):
         rows = _read_rows(path, app=c.name)
         for row in rows:
             for key in ACCESS_TIMES:
-                row[key] = f"{float(row[key]) + shift:.6f}"
+                if row[key] != "":
+                    row[key] = f"{float(row[key]) + shift:.6f}"
         return rows
 
     def stop(self) -> None:

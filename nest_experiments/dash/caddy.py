@@ -1,0 +1,58 @@
+"""Caddy (Debian ``caddy``, quic-go) as the DASH origin: its JSON configuration (pure).
+
+One server named ``dash`` serves the media folder with Caddy's ``file_server``.
+Over TLS (transports ``h2`` and ``h3``) it speaks HTTP/1.1, HTTP/2 and HTTP/3
+on one port (TCP and UDP) and advertises ``alt-svc: h3``; its certificate is
+the run's leaf (:mod:`.certs`), loaded from files. The TLS policy sets
+``default_sni`` to the server's address: clients send no SNI for an IP
+address, and without it Caddy ends the handshake with an internal-error
+alert. For ``tcp`` it serves plain HTTP/1.1. The admin endpoint is off
+(nothing listens but the site), automatic HTTPS is off (no ACME, no
+redirects), and the access log is JSON in ``access_log``
+(:mod:`nest_experiments.parsers.caddy` reads it); Caddy's own log goes to
+stderr. The configuration is data handed to ``caddy run --config FILE``:
+never a shell string.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TRANSPORTS = ("tcp", "h2", "h3")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener)
+LOGGER = "http.log.access.dash"
+
+
+def host_port(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+def config(*, root: Path, addr: str, port: int, transport: str, access_log: Path, storage: Path,
+           chain: Path | None = None, key: Path | None = None) -> dict[str, Any]:
+    """Caddy's JSON configuration serving ``root`` on ``addr:port`` for ``transport``."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"Caddy serves {TRANSPORTS}, not {transport!r}")
+    tls = transport != "tcp"
+    server: dict[str, Any] = {
+        "listen": [host_port(addr, port)],
+        "protocols": ["h1", "h2", "h3"] if tls else ["h1"],
+        "routes": [{"handle": [{"handler": "file_server", "root": str(root)}]}],
+        "logs": {"default_logger_name": "dash"},
+        "automatic_https": {"disable": True},
+    }
+    apps: dict[str, Any] = {"http": {"servers": {"dash": server}}}
+    if tls:
+        if chain is None or key is None:
+            raise ValueError("a TLS transport needs the certificate chain and key")
+        server["tls_connection_policies"] = [{"certificate_selection": {"any_tag": ["dash"]}, "default_sni": addr}]
+        apps["tls"] = {"certificates": {"load_files": [{"certificate": str(chain), "key": str(key), "tags": ["dash"]}]}}
+    return {
+        "admin": {"disabled": True},
+        "storage": {"module": "file_system", "root": str(storage)},
+        "logging": {"logs": {
+            "default": {"writer": {"output": "stderr"}, "exclude": [LOGGER]},
+            "dash": {"writer": {"output": "file", "filename": str(access_log)}, "encoder": {"format": "json"},
+                     "include": [LOGGER]},
+        }},
+        "apps": apps,
+    }  # fmt: skip
