@@ -185,9 +185,6 @@ class Experiment:
     def link(self, name: str) -> LinkConfig:
         return next(link for link in self.links if link.name == name)
 
-    def qdisc_kinds_used(self) -> set[str]:
-        return {e.qdisc.kind for link in self.links for _, _, e in link.egresses() if e.qdisc}
-
 
 # ---------------------------------------------------------------- loading
 

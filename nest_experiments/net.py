@@ -356,7 +356,3 @@ def _explain_tc(exc: NetworkSetupError, argv: tuple[str, ...]) -> Exception:
 
 
 _KNOWN_KINDS = ("pie", "fq_pie", "fq_codel", "codel", "netem", "htb", "tbf", "pfifo", "bfifo")
-
-
-def host_is_root() -> bool:
-    return os.geteuid() == 0

@@ -149,11 +149,6 @@ def remove_cgroup(path: Path, timeout_s: float = 2.0) -> bool:
             time.sleep(0.05)
 
 
-def list_namespaces() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
-
-
 def list_root_ifnames() -> list[str]:
     return [p.name for p in Path("/sys/class/net").iterdir()]
 

@@ -95,9 +95,6 @@ class TopologySpec:
         """The node's primary address (on its first link): what apps connect to."""
         return self.addresses(node)[0].ip
 
-    def routers(self) -> list[str]:
-        return [n for n, role in self.nodes.items() if role == "router"]
-
 
 def available() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.toml"))

@@ -1,7 +1,7 @@
 """GPAC (26.07) as the DASH player: its command line and a parser for its log.
 
-Formats and traps: ``../shared/samples/gpac/README.md``. The parser is pure
-(text in, records out); it splits on ``\\r`` as well as ``\\n`` (buffer
+Formats and traps: ``tests/data/gpac/README.md``, beside the captured logs
+that the tests parse. The parser is pure (text in, records out); it splits on ``\\r`` as well as ``\\n`` (buffer
 progress lines end with ``\\r``), strips ANSI colours, and with ``-log-utc``
 carries the last ``UTC ... (TS ms) -`` timestamp forward to the records that
 follow a ``\\r`` without a prefix.

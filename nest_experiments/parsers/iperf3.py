@@ -48,11 +48,5 @@ def summary_rows(data: dict[str, Any], *, flow_prefix: str, src: str, dst: str) 
     return rows
 
 
-def start_offset(data: dict[str, Any]) -> float:
-    """Wall-clock time (epoch s) at which iperf3 started its test."""
-    ts = data.get("start", {}).get("timestamp", {})
-    return float(ts.get("timesecs", 0))
-
-
 def _ms(us: Any) -> Any:
     return round(us / 1000.0, 3) if isinstance(us, (int, float)) else ""
