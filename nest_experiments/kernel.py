@@ -18,11 +18,11 @@ from nest_experiments.errors import KernelFeatureError
 
 _QDISC_PROBE = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:"]
 
-#: feature -> (probe argv run in a fresh netns, what provides it)
+#: feature -> (probe argv run in a fresh netns, what provides it): what experiments can ask for
+#: (the link shaper, the qdisc kinds of ``qdisc/kinds.toml``, MPTCP)
 FEATURES: dict[str, tuple[list[str], str]] = {
     "veth": (["ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"], "CONFIG_VETH (veth)"),
     "htb": (_QDISC_PROBE + ["htb"], "sch_htb"),
-    "tbf": (_QDISC_PROBE + ["tbf", "rate", "1mbit", "burst", "10kb", "latency", "50ms"], "sch_tbf"),
     "pfifo": (_QDISC_PROBE + ["pfifo"], "sch_fifo"),
     "bfifo": (_QDISC_PROBE + ["bfifo"], "sch_fifo"),
     "netem": (_QDISC_PROBE + ["netem", "delay", "1ms"], "sch_netem"),
@@ -31,23 +31,20 @@ FEATURES: dict[str, tuple[list[str], str]] = {
     "fq_codel": (_QDISC_PROBE + ["fq_codel"], "sch_fq_codel"),
     "codel": (_QDISC_PROBE + ["codel"], "sch_codel"),
     "mptcp": (["ip", "mptcp", "limits", "show"], "CONFIG_MPTCP"),
-    "nftables": (["nft", "list", "tables"], "nf_tables"),
 }
 
-#: tool -> (executable, Debian/Ubuntu package, needed by)
+#: tool -> (executable, Debian/Ubuntu package, needed by): only programs the product runs
 TOOLS: dict[str, tuple[str, str, str]] = {
     "ip/tc": ("tc", "iproute2", "everything"),
     "ethtool": ("ethtool", "ethtool", "everything (offloads off)"),
     "iperf3": ("iperf3", "iperf3", "iperf3 apps"),
     "sipp": ("sipp", "sip-tester", "VoIP background traffic"),
     "httperf": ("httperf", "httperf", "HTTP background traffic"),
-    "gpac": ("gpac", "gpac (Ubuntu; not in Debian: build from github.com/gpac/gpac)", "player = \"gpac\""),
+    "cc": ("cc", "gcc libc6-dev", "httperf apps (builds their select-wait library)"),
     "caddy": ("caddy", "caddy", "the Caddy web server option"),
     "nginx": ("nginx", "nginx", "httperf apps' web server"),
     "qemu": ("qemu-system-x86_64", "qemu-system-x86", "the VM runtime"),
-    "ffmpeg": ("ffmpeg", "ffmpeg", "real media encodes"),
     "tcpdump": ("tcpdump", "tcpdump", "capture-based queue delay"),
-    "nft": ("nft", "nftables", "firewall rules"),
 }
 
 

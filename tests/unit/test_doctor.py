@@ -1,0 +1,52 @@
+"""``doctor`` lists only what the product uses: every tool and kernel feature line has a caller."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from nest_experiments import doctor as doctor_mod
+from nest_experiments import kernel
+from nest_experiments.config import qdisc_kinds
+
+PACKAGE = Path(kernel.__file__).resolve().parent
+
+
+def _package_sources() -> str:
+    """Every module of the package except the two that only list tools."""
+    skip = {PACKAGE / "kernel.py", PACKAGE / "doctor.py"}
+    return "\n".join(p.read_text() for p in sorted(PACKAGE.rglob("*.py")) if p not in skip)
+
+
+@pytest.mark.parametrize("name", sorted(kernel.TOOLS))
+def test_every_tool_doctor_lists_is_run_by_the_package(name: str) -> None:
+    exe = kernel.TOOLS[name][0]
+    sources = _package_sources()
+    # an argv element ("iperf3", ...), a require_tool("cc", ...), or the qemu binary's constant
+    assert re.search(rf"[\"']{re.escape(exe)}[\"']", sources), f"doctor lists {exe!r}, which nothing runs"
+
+
+def test_doctor_lists_none_of_the_features_that_do_not_exist() -> None:
+    assert not {"gpac", "ffmpeg", "nft"} & set(kernel.TOOLS)
+    assert not {"nftables", "tbf"} & set(kernel.FEATURES)
+
+
+def test_every_kernel_feature_is_one_an_experiment_can_need() -> None:
+    needed = {"veth", "htb", "netem", "mptcp", *qdisc_kinds()}
+    assert set(kernel.FEATURES) == needed
+
+
+def test_doctor_without_root_prints_only_the_listed_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor_mod.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(doctor_mod.shutil, "which", lambda exe: None)
+    out = io.StringIO()
+    assert doctor_mod.doctor(out) == 1
+    text = out.getvalue()
+    tool_lines = [line for line in text.splitlines() if line.startswith("  NO ")]
+    assert [line.split()[1] for line in tool_lines] == list(kernel.TOOLS)
+    for absent in ("gpac", "ffmpeg", "firewall", "real media"):
+        assert absent not in text
+    assert "run as root" in text
