@@ -79,10 +79,9 @@ class Trace:
             periods, rest = periods + 1, 0.0
         rest = 0.0 if rest < 1e-9 else rest
         if self.rates_bps is None:  # stamps lie in [0, period]: one at the period is the next period's 0
-            n = len(self.times_s)
-            count = bisect.bisect_left(self.times_s, rest)
+            count = float(bisect.bisect_left(self.times_s, rest))
             if periods >= 1:
-                count += (periods - 1) * n + bisect.bisect_left(self.times_s, rest + self.period_s)
+                count += (periods - 1) * len(self.times_s) + bisect.bisect_left(self.times_s, rest + self.period_s)
             return count * PACKET_BITS
         return periods * self._bits_in_first(self.period_s) + self._bits_in_first(rest)
 
