@@ -118,12 +118,14 @@ def parse(name: str, data: dict[str, Any], *, where: str = "") -> TopologySpec:
     description = top.get("description", as_str, "")
     nodes_t = top.table("nodes")
     nodes = {as_name(f"{where}.nodes", key, max_len=6): nodes_t.get(key, one_of(ROLES)) for key in nodes_t.data}
-    if not nodes:
-        raise ConfigError(f"{where}.nodes", "a topology needs at least two nodes")
+    if len(nodes) < 2:
+        raise ConfigError(f"{where}.nodes", f"a topology needs at least two nodes, got {len(nodes)}: "
+                                            "add a [nodes] entry (name = \"host\" or \"router\")")
     links_t = top.table("links")
     links = tuple(_parse_link(links_t.table(key), key, i, nodes) for i, key in enumerate(links_t.data))
     links_t.mark(*links_t.data)
     top.done()
+    _check_every_node_linked(nodes, links, where)
     _check_unique_ifnames(nodes, links, where)
     return TopologySpec(name=name, description=description, nodes=nodes, links=links)
 
@@ -136,6 +138,14 @@ def _parse_link(t: Table, name: str, index: int, nodes: dict[str, str]) -> LinkS
         raise ConfigError(t.path, f"a link needs two different nodes, got {a!r} twice")
     defaults = {k: v for k, v in t.data.items() if k not in ("a", "b")}
     return LinkSpec(name=name, a=a, b=b, index=index, defaults=defaults)
+
+
+def _check_every_node_linked(nodes: dict[str, str], links: tuple[LinkSpec, ...], where: str) -> None:
+    linked = {end for link in links for end in (link.a, link.b)}
+    for node in nodes:
+        if node not in linked:
+            raise ConfigError(f"{where}.nodes.{node}", "has no link: add a [links.<name>] with a or b = "
+                                                       f"{node!r}, or remove the node")
 
 
 def _check_unique_ifnames(nodes: dict[str, str], links: tuple[LinkSpec, ...], where: str) -> None:

@@ -43,6 +43,29 @@ def test_topology_errors_name_the_problem() -> None:
     with pytest.raises(ConfigError, match="no topology 'ring'"):
         topo.load("experiment.topology", "ring")
     with pytest.raises(ConfigError, match="two different nodes"):
-        topo.parse("x", {"nodes": {"a": "host"}, "links": {"l": {"a": "a", "b": "a"}}})
+        topo.parse("x", {"nodes": {"a": "host", "b": "host"}, "links": {"l": {"a": "a", "b": "a"}}})
     with pytest.raises(ConfigError, match="not one of host, router"):
         topo.parse("x", {"nodes": {"a": "switch"}, "links": {}})
+
+
+def test_a_one_node_topology_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match=r"^f\.toml\.nodes: a topology needs at least two nodes, got 1"):
+        topo.parse("x", {"nodes": {"a": "host"}, "links": {}}, where="f.toml")
+    with pytest.raises(ConfigError, match="at least two nodes, got 0"):
+        topo.parse("x", {"nodes": {}, "links": {}}, where="f.toml")
+
+
+def test_a_node_without_links_is_refused_at_load() -> None:
+    data = {"nodes": {"c": "host", "r": "router", "s": "host", "lonely": "host"},
+            "links": {"access": {"a": "c", "b": "r"}, "bottleneck": {"a": "r", "b": "s"}}}
+    with pytest.raises(ConfigError, match=r"^f\.toml\.nodes\.lonely: has no link: add a \[links\.<name>\] "
+                                          r"with a or b = 'lonely'"):
+        topo.parse("x", data, where="f.toml")
+    del data["nodes"]["lonely"]
+    spec = topo.parse("x", data, where="f.toml")  # the same graph without it loads, and every node has an address
+    assert [str(spec.address_of(n)) for n in spec.nodes] == ["10.0.0.1", "10.0.0.2", "10.0.1.2"]
+
+
+def test_two_nodes_and_no_links_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"\.nodes\.a: has no link"):
+        topo.parse("x", {"nodes": {"a": "host", "b": "host"}}, where="f.toml")
