@@ -216,7 +216,7 @@ class Run:
             self.manifest["traffic_end_t"] = round(self.clock(), 3)
         finally:
             cpu.stop()
-            self._stop_trace(rates)
+            trace_error = self._stop_trace(rates)  # raised below: the sampler and captures stop first
             sampler.stop(keep=True)
             capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
             self.manifest.update(cpu.summary())
@@ -224,11 +224,17 @@ class Run:
             self.manifest.update(cpu.breakdown())
             self.manifest["warnings"] += cpu.warnings()
             write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
+        if trace_error is not None:
+            raise trace_error
         self._write_outputs()
 
-    def _stop_trace(self, rates: TracePlayer) -> None:
+    def _stop_trace(self, rates: TracePlayer) -> NestExpError | None:
+        """Stop the trace player; its summary into the manifest; its error returned, not raised."""
         try:
             rates.stop(keep=True)
+            return None
+        except NestExpError as exc:
+            return exc
         finally:
             if rates.changes:
                 self.manifest["trace"] = rates.summary()
