@@ -37,7 +37,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT, traces
+from nest_experiments import PROJECT_ROOT, toollimits, traces
 from nest_experiments import topology as topo
 from nest_experiments.errors import ConfigError
 from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
@@ -508,18 +508,27 @@ def two_nodes(t: Table, spec: topo.TopologySpec, first: str, second: str) -> tup
 
 @register_app_kind("iperf3")
 def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> Iperf3App:
+    limits = toollimits.IPERF3
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
     length = t.get("duration", lambda p, v: parse_time(p, v, allow_zero=False), None)
     if length is not None and start + length > duration:
         raise ConfigError(join(t.path, "duration"), f"start + duration ({start + length:g} s) exceeds the run ({duration:g} s)")
+    # iperf3 -t gets the app's duration, or the rest of the run after its start
+    limits["duration"].check(join(t.path, "duration" if length is not None else "start"),
+                             length if length is not None else duration - start)
     return Iperf3App(
         name=name, kind="iperf3", src=src, dst=dst, start_s=start, duration_s=length,
-        flows=t.get("flows", lambda p, v: as_int(p, v, minimum=1), 1),
+        flows=t.get("flows", toollimits.integer(limits["flows"]), 1),
         congestion_control=t.get("tcp_congestion_control", one_of(CONGESTION_CONTROLS), None),
-        port=t.get("port", lambda p, v: as_int(p, v, minimum=1024), 5201),
-        interval_s=t.get("interval", lambda p, v: parse_time(p, v, allow_zero=False), 1.0),
+        port=t.get("port", toollimits.integer(limits["port"]), 5201),
+        interval_s=t.get("interval", _time_in(limits["interval"]), 1.0),
     )
+
+
+def _time_in(limit: toollimits.Limit) -> Callable[[str, object], float]:
+    """A time (``"100ms"``) within ``limit``, in seconds."""
+    return lambda path, value: limit.check(path, parse_time(path, value))
 
 
 @register_app_kind("dash")
@@ -540,10 +549,7 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         raise ConfigError(join(t.path, "threshold"), f"{threshold:g} s exceeds max_buffer ({max_buffer:g} s)")
 
     def add_addr_timeout(path: str, value: object) -> int:
-        seconds = parse_time(path, value, allow_zero=False)
-        if seconds != int(seconds):
-            raise ConfigError(path, f"the kernel keeps this timer in whole seconds, got {value!r} (e.g. '1s')")
-        return int(seconds)
+        return int(toollimits.DASH["mptcp_add_addr_timeout"].check(path, parse_time(path, value, allow_zero=False)))
 
     def vbr(path: str, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2:
@@ -561,7 +567,7 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=t.get("abr_audio", algorithms, video_abr),
         max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
-        mptcp_subflows=t.get("mptcp_subflows", lambda p, v: as_int(p, v, minimum=1), 2),
+        mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
     )
 
@@ -626,15 +632,6 @@ class HttperfApp(AppConfig):
     server: str = "nginx"  # one of WEB_SERVERS
 
 
-def _positive_number(maximum: float) -> Callable[[str, object], float]:
-    def conv(path: str, value: object) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
-            raise ConfigError(path, f"expected a number in (0, {maximum:g}], got {value!r}")
-        return float(value)
-
-    return conv
-
-
 def _traffic_length(t: Table, start: float, duration: float) -> float | None:
     length = t.get("duration", lambda p, v: parse_time(p, v, allow_zero=False), None)
     if length is not None and start + length > duration:
@@ -642,36 +639,21 @@ def _traffic_length(t: Table, start: float, duration: float) -> float | None:
     return length
 
 
-def _port(path: str, value: object) -> int:
-    port = as_int(path, value, minimum=1024)
-    if port > 65535:
-        raise ConfigError(path, f"expected a port in 1024..65535, got {value!r}")
-    return port
-
-
 @register_app_kind("sipp")
 def _parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> SippApp:
+    limits = toollimits.SIPP
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
-    call_length = t.get("call_length", lambda p, v: parse_time(p, v, allow_zero=False), 2.0)
-    if not 0.02 <= call_length <= 3600:
-        raise ConfigError(join(t.path, "call_length"), f"expected 20ms..1h of RTP per call, got {call_length:g} s")
-    port = t.get("port", _port, 5060)
-    media_port = t.get("media_port", _port, 6000)
+    call_length = t.get("call_length", _time_in(limits["call_length"]), 2.0)
+    port = t.get("port", toollimits.integer(limits["port"]), 5060)
+    media_port = t.get("media_port", toollimits.integer(limits["media_port"]), 6000)
     if media_port in (port, port + 1) or port in (media_port + 2, media_port + 3):
         raise ConfigError(join(t.path, "media_port"), f"{media_port} collides with the SIP port {port} "
                                                       "(sipp uses media_port..media_port+3)")
     return SippApp(name=name, kind="sipp", src=src, dst=dst, start_s=start,
-                   rate=t.get("rate", _positive_number(1000), 10.0), call_length_s=call_length,
+                   rate=t.get("rate", toollimits.number(limits["rate"]), 10.0), call_length_s=call_length,
                    duration_s=_traffic_length(t, start, duration), port=port, media_port=media_port,
-                   timer_slack_s=_timer_slack(t))
-
-
-def _timer_slack(t: Table) -> float:
-    slack = t.get("timer_slack", parse_time, 0.002)
-    if not 0 <= slack <= 0.02:
-        raise ConfigError(join(t.path, "timer_slack"), f"expected 0ms..20ms, got {slack * 1000:g} ms")
-    return slack
+                   timer_slack_s=t.get("timer_slack", _time_in(limits["timer_slack"]), 0.002))
 
 
 WEB_SERVERS = ("nginx", "caddy")
@@ -679,16 +661,18 @@ WEB_SERVERS = ("nginx", "caddy")
 
 @register_app_kind("httperf")
 def _parse_httperf(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> HttperfApp:
+    limits = toollimits.HTTPERF
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
-    size = t.get("size", parse_size, 10 * 1024)
-    if not 0 < size <= 1024**3:
-        raise ConfigError(join(t.path, "size"), f"expected 1 byte..1 GB, got {size} bytes")
-    cpu_limit = t.get("cpu_limit", parse_percent, 20.0)
-    if cpu_limit < 1:
-        raise ConfigError(join(t.path, "cpu_limit"), f"expected 1%..100% of one CPU, got {cpu_limit:g}%")
+    size = t.get("size", lambda p, v: int(limits["size"].check(p, parse_size(p, v))), 10 * 1024)
+    cpu_limit = t.get("cpu_limit", lambda p, v: limits["cpu_limit"].check(p, parse_percent(p, v)), 20.0)
+    rate = t.get("rate", toollimits.number(limits["rate"]), 15.0)
+    timeout = t.get("timeout", lambda p, v: parse_time(p, v, allow_zero=False), 5.0)
+    try:  # connections open at once while the server does not answer
+        limits["open_connections"].check(join(t.path, "timeout"), rate * timeout)
+    except ConfigError as exc:
+        raise ConfigError(exc.path, f"rate x timeout ({rate:g}/s x {timeout:g} s) = {str(exc).split(': ', 1)[1]}") from None
     return HttperfApp(name=name, kind="httperf", src=src, dst=dst, start_s=start,
-                      rate=t.get("rate", _positive_number(10000), 15.0), duration_s=_traffic_length(t, start, duration),
-                      size=size, port=t.get("port", _port, 8080),
-                      timeout_s=t.get("timeout", lambda p, v: parse_time(p, v, allow_zero=False), 5.0),
+                      rate=rate, duration_s=_traffic_length(t, start, duration),
+                      size=size, port=t.get("port", toollimits.integer(limits["port"]), 8080), timeout_s=timeout,
                       cpu_limit=cpu_limit / 100, server=t.get("server", one_of(WEB_SERVERS), "nginx"))

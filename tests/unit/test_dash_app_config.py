@@ -46,7 +46,7 @@ def test_dash_mptcp_needs_the_kernel_feature() -> None:
     ("vbr", 3, "apps.v.vbr"),
     ("client", "s1", "apps.v.client"),
     ("mptcp_endpoints", "signal", "apps.v.mptcp_endpoints"),
-    ("mptcp_add_addr_timeout", "1500ms", "apps.v.mptcp_add_addr_timeout: the kernel keeps this timer in whole seconds"),
+    ("mptcp_add_addr_timeout", "1500ms", "apps.v.mptcp_add_addr_timeout: 1.5 s is not a whole number: net.mptcp.add_addr_timeout is an int of jiffies"),
     ("mptcp_add_addr_timeout", "0s", "apps.v.mptcp_add_addr_timeout: must be greater than zero"),
     ("mptcp_add_addr_timeout", 1, "apps.v.mptcp_add_addr_timeout: duration 1 needs a unit"),
     ("bogus", 1, "apps.v.bogus"),
