@@ -1,8 +1,11 @@
-"""A sweep's results as numbers: per-run metrics, cells, statistics, sanity checks.
+"""A sweep's results as numbers: per-run metrics, cells, statistics (the shared report machinery).
 
 Pure: reads run folders (DESIGN.md §4) only, never touches the network.
-:mod:`nest_experiments.report_md` writes them as Markdown and
-:mod:`nest_experiments.report_figures` draws them.
+:mod:`nest_experiments.report_md` writes them as Markdown,
+:mod:`nest_experiments.report_figures` draws them and
+:mod:`nest_experiments.report_checks` holds the sanity checks. What a paper's
+study adds (its figure numbers, which checks, its claims) lives in
+:mod:`nest_experiments.studies`, which passes it in: this module imports no study.
 
 - A run's *point* (its swept keys, without the repetition) is flattened to
   dotted keys. The AQM of a run is the value of every key ending in
@@ -16,6 +19,7 @@ Pure: reads run folders (DESIGN.md §4) only, never touches the network.
   (:func:`nest_experiments.analysis.steady_window`) of the kernel's
   ``delay_ms`` (``qdisc.csv``) and of each measured method (``qdelay.csv``)
   on every egress that carries the run's AQM.
+- Sanity checks are the study's (:data:`RunChecks`, given to :func:`load_run`).
 - Estimates: mean and a 95% confidence interval with Student's t over
   repetitions; comparisons: two-sided Mann-Whitney U. Fewer than
   :data:`MIN_REPS` values in a group: no interval and no p-value.
@@ -27,9 +31,8 @@ import csv
 import itertools
 import json
 import math
-import tomllib
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nest_experiments import topology
 from nest_experiments.analysis import run_dirs, steady_window
 from nest_experiments.dash import qoe
 from nest_experiments.dash.records import read_segments
@@ -51,10 +53,6 @@ CONFIDENCE = 0.95
 TOO_FEW = "too few repetitions"
 BIN_S = 1.0  # queue-delay time grid
 NOT_AQM = frozenset({"pfifo", "bfifo", "pfifo_fast", "htb", "netem", "tbf"})
-PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target
-MIN_BOTTLENECK_SHARE = 0.10
-MIN_SIPP_SUCCESS = 0.90
-MIN_HTTPERF_REPLY = 0.90
 STREAMS = ("video", "audio")
 
 
@@ -68,7 +66,7 @@ class Metric:
     key: str
     label: str
     unit: str
-    figure: int | None = None  # the NeST paper's figure number
+    figure: int | None = None  # the study paper's figure number (a study sets it)
     plot: bool = True  # a bar chart of its own
     egress: str | None = None  # queue-delay metrics: where
     source: str | None = None  # queue-delay metrics: "kernel" or the qdelay.csv method
@@ -84,13 +82,8 @@ _STREAM_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("app_jitter_s", "average application jitter", "ms", 1e3),
 )
 _SCALE = {f: scale for f, _, _, scale in _STREAM_FIELDS}
-PAPER_FIGURES = {
-    "video.switches": 2, "video.avg_bitrate_bps": 3, "video.avg_throughput_bps": 4, "video.avg_buffer_s": 5,
-    "video.app_rtt_s": 6, "video.app_jitter_s": 7, "audio.avg_throughput_bps": 8, "audio.avg_buffer_s": 9,
-    "audio.app_rtt_s": 10, "audio.app_jitter_s": 11,
-}
 DASH_METRICS: tuple[Metric, ...] = tuple(
-    Metric(key=f"{s}.{f}", label=f"{s} {label}", unit=unit, figure=PAPER_FIGURES.get(f"{s}.{f}"))
+    Metric(key=f"{s}.{f}", label=f"{s} {label}", unit=unit)
     for s in STREAMS for f, label, unit, _ in _STREAM_FIELDS
 ) + (Metric(key="session.stall_s", label="session stall time", unit="s", plot=False),)
 
@@ -169,6 +162,27 @@ class RunResult:
         return self.status == "completed"
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunInput:
+    """What a run's sanity checks see: the folder, its AQM egresses and bottlenecks, its steady delay means."""
+
+    run_dir: Path
+    egresses: tuple[Egress, ...]
+    bottlenecks: tuple[str, ...]  # links that carry the AQM (without one: the shaped links)
+    delay_means: dict[Metric, float]
+
+
+RunChecks = Callable[[RunInput], list[Check]]
+
+
+def no_checks(run: RunInput) -> list[Check]:
+    return []
+
+
+def ok(passed: bool) -> str:
+    return "pass" if passed else "fail"
+
+
 def flatten(point: dict[str, Any], prefix: str = "") -> dict[str, str]:
     """A point as dotted keys with string values.
 
@@ -191,8 +205,8 @@ def _joined(point: dict[str, str], suffix: str) -> str | None:
     return "+".join(values) if values else None
 
 
-def load_run(run_dir: Path) -> RunResult:
-    """Everything the report needs from one run folder; missing files become notes."""
+def load_run(run_dir: Path, checks: RunChecks = no_checks) -> RunResult:
+    """Everything the report needs from one run folder, with the study's ``checks``; missing files become notes."""
     m = read_manifest(run_dir) or {}
     status = str(m.get("status", "unknown (no readable manifest.json)"))
     base = RunResult(name=run_dir.name, path=run_dir, status=status, reason=str(m.get("reason", "")),
@@ -202,12 +216,12 @@ def load_run(run_dir: Path) -> RunResult:
     if status != "completed":
         return base
     try:
-        return _completed_run(run_dir, base)
+        return _completed_run(run_dir, base, checks)
     except (OSError, ValueError, KeyError, TypeError, pd.errors.ParserError) as exc:
         return replace(base, status="completed, unreadable", reason=f"{type(exc).__name__}: {exc}")
 
 
-def _completed_run(run_dir: Path, base: RunResult) -> RunResult:
+def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks) -> RunResult:
     notes: list[str] = []
     raw = _raw_egresses(run_dir, notes)
     egs = _aqm_egresses(raw, base.point)
@@ -220,9 +234,10 @@ def _completed_run(run_dir: Path, base: RunResult) -> RunResult:
     window = steady_window(run_dir)
     series, delay_means = queue_delays(run_dir, egs, window, notes)
     metrics.update({m.key: v for m, v in delay_means.items()})
-    checks = sanity_checks(run_dir, egs, bottleneck_links(raw, egs), delay_means)
+    done = checks(RunInput(run_dir=run_dir, egresses=tuple(egs), bottlenecks=tuple(bottleneck_links(raw, egs)),
+                           delay_means=delay_means))
     return replace(base, aqm=aqm, target=target, context=context, metrics=metrics, delay_metrics=tuple(delay_means),
-                   series=tuple(series), egresses=tuple(egs), checks=tuple(checks), notes=tuple(notes))
+                   series=tuple(series), egresses=tuple(egs), checks=tuple(done), notes=tuple(notes))
 
 
 def _egress_target(egs: Sequence[Egress]) -> str:
@@ -285,7 +300,7 @@ def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
 # ---------------------------------------------------------------- queue delay
 
 
-def _read_csv(path: Path) -> pd.DataFrame | None:
+def read_csv(path: Path) -> pd.DataFrame | None:
     if not path.exists():
         return None
     try:
@@ -315,8 +330,8 @@ def _delay_sources(run_dir: Path, egs: Sequence[Egress],
                    notes: list[str]) -> Iterable[tuple[tuple[str, str], pd.DataFrame]]:
     if not egs:
         return
-    q = _read_csv(run_dir / "qdisc.csv")
-    d = _read_csv(run_dir / "qdelay.csv")
+    q = read_csv(run_dir / "qdisc.csv")
+    d = read_csv(run_dir / "qdelay.csv")
     if q is None:
         notes.append("qdisc.csv absent: no kernel queue delay")
     if d is None:
@@ -343,180 +358,6 @@ def _binned(egress: str, source: str, rows: pd.DataFrame) -> Series:
     per_bin = rows.delay_ms.groupby(centres).mean()
     return Series(egress=egress, source=source, t=tuple(float(t) for t in per_bin.index),
                   delay_ms=tuple(float(v) for v in per_bin.values))
-
-
-# ---------------------------------------------------------------- sanity checks
-
-
-def _ok(passed: bool) -> str:
-    return "pass" if passed else "fail"
-
-
-def _app_kinds(run_dir: Path) -> set[str]:
-    try:
-        data = tomllib.loads((run_dir / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return set()
-    return {str(a.get("kind")) for a in (data.get("apps") or {}).values() if isinstance(a, dict)}
-
-
-def sanity_checks(run_dir: Path, egs: Sequence[Egress], bottlenecks: Sequence[str],
-                  delay_means: dict[Metric, float]) -> list[Check]:
-    """The acceptance checks of one run (a check on an app the experiment lacks is left out)."""
-    kinds = _app_kinds(run_dir)
-    checks = _pie_checks(egs, delay_means) + _fq_pie_checks(egs, delay_means)
-    if "dash" in kinds or (run_dir / "segments.csv").exists():
-        checks += _dash_split_checks(run_dir, bottlenecks)
-    checks += _iperf3_checks(run_dir, "iperf3" in kinds)
-    checks += _sipp_checks(run_dir, "sipp" in kinds)
-    checks += _httperf_checks(run_dir, "httperf" in kinds)
-    return checks
-
-
-def _pie_checks(egs: Sequence[Egress], means: dict[Metric, float]) -> list[Check]:
-    out = []
-    lo, hi = PIE_DELAY_BAND
-    for e in (e for e in egs if e.kind == "pie"):
-        mean = means.get(delay_metric(e.name, "kernel"))
-        if e.target_ms is None or mean is None:
-            why = "no target recorded in links.json" if e.target_ms is None else "no kernel delay_ms samples"
-            out.append(Check(name="PIE kernel delay / target", subject=e.name, status="fail", detail=why))
-            continue
-        ratio = mean / e.target_ms
-        out.append(Check(name="PIE kernel delay / target", subject=e.name, status=_ok(lo <= ratio <= hi),
-                         detail=f"mean {mean:.2f} ms, target {e.target_ms:g} ms ({ratio:.2f}x; "
-                                f"pass within {lo:g}x-{hi:g}x)", value=ratio, unit="x target"))
-    return out
-
-
-def _fq_pie_checks(egs: Sequence[Egress], means: dict[Metric, float]) -> list[Check]:
-    out = []
-    for e in (e for e in egs if e.kind == "fq_pie"):
-        measured = {str(m.source): v for m, v in means.items() if m.egress == e.name and m.source != "kernel"}
-        detail = ", ".join(f"{src}: mean {v:.2f} ms" for src, v in sorted(measured.items()))
-        out.append(Check(name="FQ-PIE measured delay series", subject=e.name, status=_ok(bool(measured)),
-                         detail=detail or "no qdelay.csv samples for this egress in the steady window",
-                         value=min(measured.values()) if measured else None, unit="ms mean measured delay"))
-    return out
-
-
-def _dash_split_checks(run_dir: Path, links: Sequence[str]) -> list[Check]:
-    name = "DASH bytes per bottleneck"
-    sub = _read_csv(run_dir / "subflows.csv")
-    if not links:
-        return []
-    if sub is None or sub.empty:
-        why = "subflows.csv absent" if sub is None else "subflows.csv has no rows"
-        return [Check(name=name, subject=link, status="fail", detail=why) for link in links]
-    per_link = _bytes_per_bottleneck(run_dir, sub, links)
-    total = sum(per_link.values())
-    out = []
-    for link in links:
-        share = per_link.get(link, 0.0) / total if total else 0.0
-        hint = _mptcp_hint(run_dir) if share < MIN_BOTTLENECK_SHARE else ""
-        out.append(Check(name=name, subject=link, status=_ok(share >= MIN_BOTTLENECK_SHARE),
-                         detail=f"{share:.1%} of {total / 1e6:.2f} MB (pass >= {MIN_BOTTLENECK_SHARE:.0%}){hint}",
-                         value=100 * share, unit="% of the DASH bytes"))
-    unmapped = per_link.get("", 0.0)
-    if unmapped:
-        out.append(Check(name=name, subject="(no bottleneck)", status="fail",
-                         detail=f"{unmapped / 1e6:.2f} MB on subflows not mapped to an AQM bottleneck"))
-    return out
-
-
-def _mptcp_hint(run_dir: Path) -> str:
-    """What the players' kernels counted (``mptcp.json``): connections, ADD_ADDRs received, joins answered."""
-    try:
-        apps = json.loads((run_dir / "mptcp.json").read_text())
-    except (OSError, ValueError):
-        return ""
-    parts = []
-    for app in apps.values():
-        player = app.get("counters", {}).get(app.get("client"), {})
-        parts.append(f"player's kernel: {player.get('MPCapableSYNACKRX', 0)} connections, "
-                     f"{player.get('AddAddr', 0)} ADD_ADDRs received, {player.get('MPJoinSynAckRx', 0)} joins answered")
-    return f"; {'; '.join(parts)} (mptcp.json)" if parts else ""
-
-
-def _bytes_per_bottleneck(run_dir: Path, sub: pd.DataFrame, links: Sequence[str]) -> dict[str, float]:
-    """Bytes of each subflow (the last sample of its counters), summed per bottleneck link."""
-    counters = [c for c in ("bytes_received", "bytes_sent") if c in sub]
-    keys = [c for c in ("app", "local", "local_port", "remote", "remote_port", "link") if c in sub]
-    last = sub.fillna({"link": ""}).groupby(keys)[counters].max().reset_index()
-    last["total"] = last[counters].sum(axis=1)
-    mapping = _link_to_bottleneck(run_dir, links)
-    out: dict[str, float] = {}
-    for access, total in last.groupby("link")["total"].sum().items():
-        bn = mapping.get(str(access), "")
-        out[bn] = out.get(bn, 0.0) + float(total)
-    return out
-
-
-def _link_to_bottleneck(run_dir: Path, links: Sequence[str]) -> dict[str, str]:
-    """Client access link -> the AQM bottleneck sharing its far end (``h2_r1`` -> ``bn1``)."""
-    mapping = {link: link for link in links}
-    try:
-        name = tomllib.loads((run_dir / "config.toml").read_text())["experiment"]["topology"]
-        spec = topology.load("experiment.topology", str(name))
-    except (OSError, KeyError, tomllib.TOMLDecodeError, NestExpError):
-        return mapping
-    by_name = {lk.name: lk for lk in spec.links}
-    for access in spec.links:
-        if access.name in mapping:
-            continue
-        near = [bn for bn in links if bn in by_name and {access.a, access.b} & {by_name[bn].a, by_name[bn].b}]
-        if len(near) == 1:
-            mapping[access.name] = near[0]
-    return mapping
-
-
-def _missing(name: str, file: str) -> list[Check]:
-    return [Check(name=name, subject="-", status="fail", detail=f"{file} absent although the experiment has the app")]
-
-
-def _iperf3_checks(run_dir: Path, expected: bool) -> list[Check]:
-    s = _read_csv(run_dir / "iperf3_summary.csv")
-    if s is None:
-        return _missing("iperf3 flow moved data", "iperf3_summary.csv") if expected else []
-    if s.empty:
-        return [Check(name="iperf3 flow moved data", subject="-", status="fail", detail="no flow in the summary")]
-    out = []
-    for _, r in s.iterrows():
-        moved = float(r.get("bytes", 0) or 0)
-        rx = r.get("receiver_bits_per_second")
-        detail = f"{moved / 1e6:.2f} MB sent" + (f", {float(rx) / 1e6:.2f} Mbit/s received" if pd.notna(rx) else "")
-        out.append(Check(name="iperf3 flow moved data", subject=str(r.get("flow", "?")), status=_ok(moved > 0),
-                         detail=detail, value=moved / 1e6, unit="MB per flow"))
-    return out
-
-
-def _ratio_checks(run_dir: Path, expected: bool, *, file: str, name: str, part: str, whole: str, minimum: float,
-                  detail: str, unit: str) -> list[Check]:
-    """One check per row of an app's CSV: ``part / whole >= minimum`` (e.g. calls succeeded / attempted)."""
-    s = _read_csv(run_dir / file)
-    if s is None:
-        return _missing(name, file) if expected else []
-    out = []
-    for _, r in s.iterrows():
-        num, den = float(r.get(part, 0) or 0), float(r.get(whole, 0) or 0)
-        ratio = num / den if den else 0.0
-        out.append(Check(name=name, subject=f"{r.get('app', '?')} {r.get('src', '')}->{r.get('dst', '')}",
-                         status=_ok(den > 0 and ratio >= minimum),
-                         detail=detail.format(num=num, den=den) + f" ({ratio:.1%}; pass >= {minimum:.0%})",
-                         value=100 * ratio, unit=unit))
-    return out or [Check(name=name, subject="-", status="fail", detail=f"{file} has no rows")]
-
-
-def _sipp_checks(run_dir: Path, expected: bool) -> list[Check]:
-    return _ratio_checks(run_dir, expected, file="sipp.csv", name="SIPp calls succeeded", part="calls_successful",
-                         whole="calls_attempted", minimum=MIN_SIPP_SUCCESS, detail="{num:.0f}/{den:.0f} calls",
-                         unit="% of calls succeeded")
-
-
-def _httperf_checks(run_dir: Path, expected: bool) -> list[Check]:
-    return _ratio_checks(run_dir, expected, file="httperf.csv", name="httperf reply rate", part="reply_rate_avg",
-                         whole="request_rate", minimum=MIN_HTTPERF_REPLY,
-                         detail="{num:.2f} replies/s for {den:.2f} requests/s", unit="% of the request rate")
 
 
 # ---------------------------------------------------------------- statistics
@@ -585,6 +426,7 @@ class Row:
 class Sweep:
     folder: Path
     runs: tuple[RunResult, ...]
+    dash_metrics: tuple[Metric, ...] = DASH_METRICS  # the study's, in its order
 
     @property
     def completed(self) -> list[RunResult]:
@@ -611,7 +453,7 @@ class Sweep:
         """DASH metrics any run has, then every queue-delay metric, in a stable order."""
         present = {k for r in self.completed for k in r.metrics}
         delays = {m.key: m for r in self.completed for m in r.delay_metrics}
-        return [m for m in DASH_METRICS if m.key in present] + [delays[k] for k in sorted(delays)]
+        return [m for m in self.dash_metrics if m.key in present] + [delays[k] for k in sorted(delays)]
 
     def cell(self, context: tuple[tuple[str, str], ...], target: str, aqm: str) -> list[RunResult]:
         return [r for r in self.completed if (r.context, r.target, r.aqm) == (context, target, aqm)]
@@ -620,11 +462,13 @@ class Sweep:
         return list(itertools.combinations(self.aqms, 2))
 
 
-def load_sweep(folder: Path) -> Sweep:
+def load_sweep(folder: Path, *, checks: RunChecks = no_checks,
+               dash_metrics: tuple[Metric, ...] = DASH_METRICS) -> Sweep:
+    """Every run folder below ``folder``, each with the study's ``checks``."""
     dirs = run_dirs(folder)
     if not dirs:
         raise NestExpError(f"{folder}: no run folder (a folder with manifest.json) here")
-    return Sweep(folder=folder, runs=tuple(load_run(d) for d in dirs))
+    return Sweep(folder=folder, runs=tuple(load_run(d, checks) for d in dirs), dash_metrics=dash_metrics)
 
 
 def order_aqms(aqms: Iterable[str]) -> list[str]:
@@ -728,10 +572,18 @@ class CellCheck:
 
     @property
     def status(self) -> str:
-        return _ok(self.total > 0 and self.passed == self.total)
+        return ok(self.total > 0 and self.passed == self.total)
 
 
-def cell_checks(sweep: Sweep) -> list[CellCheck]:
+CellChecks = Callable[[Sequence[RunResult], CellKey], list[CellCheck]]
+
+
+def no_cell_checks(runs: Sequence[RunResult], cell: CellKey) -> list[CellCheck]:
+    return []
+
+
+def cell_checks(sweep: Sweep, extra: CellChecks = no_cell_checks) -> list[CellCheck]:
+    """Every run check summed over each cell, then the study's ``extra`` checks on the cell as a whole."""
     out = []
     for context in sweep.contexts:
         for target in sweep.targets:
@@ -739,7 +591,7 @@ def cell_checks(sweep: Sweep) -> list[CellCheck]:
                 runs = sweep.cell(context, target, aqm)
                 names = list(dict.fromkeys(c.name for r in runs for c in r.checks))
                 out += [_cell_check(runs, name, context=context, target=target, aqm=aqm) for name in names]
-                out += _pie_cell_checks(runs, context=context, target=target, aqm=aqm)
+                out += extra(runs, (context, target, aqm))
     return out
 
 
@@ -753,23 +605,3 @@ def _cell_check(runs: Sequence[RunResult], name: str, *, context: tuple[tuple[st
     detail = "; ".join(parts)
     return CellCheck(context=context, target=target, aqm=aqm, name=name, total=len(checks),
                      passed=sum(c.status == "pass" for c in checks), detail=detail)
-
-
-def _pie_cell_checks(runs: Sequence[RunResult], *, context: tuple[tuple[str, str], ...], target: str,
-                     aqm: str) -> list[CellCheck]:
-    """PIE's kernel delay averaged over the cell's repetitions, against the target (per egress)."""
-    out = []
-    lo, hi = PIE_DELAY_BAND
-    egs = {e.name: e for r in runs for e in r.egresses if e.kind == "pie"}
-    for name, e in sorted(egs.items()):
-        means = [r.metrics.get(delay_metric(name, "kernel").key) for r in runs]
-        est = estimate(means)
-        if est.mean is None or e.target_ms is None:
-            out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
-                                 passed=0, total=1, detail="no kernel delay or no target"))
-            continue
-        ratio = est.mean / e.target_ms
-        out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
-                             passed=int(lo <= ratio <= hi), total=1,
-                             detail=f"{est.mean:.2f} ms over {est.n} run(s) vs {e.target_ms:g} ms ({ratio:.2f}x)"))
-    return out

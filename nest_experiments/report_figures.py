@@ -1,9 +1,9 @@
-"""Figures of a sweep report (PNG, matplotlib Agg): the NeST paper's Figs. 2-13 analogues.
+"""Figures of a sweep report (PNG, matplotlib Agg); a study adds its paper's figure numbers.
 
 - one bar chart per DASH metric and stream: the mean per target, one bar per
   AQM, error bars = 95% CI over repetitions (none where n < MIN_REPS, and the
-  bar says ``n=...``);
-- one queue-delay figure per AQM egress (Figs. 12-13: one per bottleneck):
+  bar says ``n=...``); the title names the paper's figure when the metric has one;
+- one queue-delay figure per AQM egress (the NeST paper's Figs. 12-13: one per bottleneck):
   one panel per AQM, one line per target and source (kernel: dashed;
   measured: solid), mean over repetitions on a 1 s grid with a band.
 
@@ -60,8 +60,12 @@ def delay_file(egress: str, context: tuple[tuple[str, str], ...]) -> str:
     return f"{stem}_{slug(context_text(context))}.png" if context else f"{stem}.png"
 
 
-def sweep_figures(sweep: Sweep, rows: Sequence[Row], profiles: Sequence[Profile], out_dir: Path) -> dict[str, Path]:
-    """Every figure of the report; keys: ``metric file name`` -> path (see :func:`metric_file`)."""
+def sweep_figures(sweep: Sweep, rows: Sequence[Row], profiles: Sequence[Profile], out_dir: Path, *,
+                  delay_reference: str = "") -> dict[str, Path]:
+    """Every figure of the report; keys: ``metric file name`` -> path (see :func:`metric_file`).
+
+    ``delay_reference`` follows the queue-delay title (e.g. `` (cf. paper Figs. 12-13)``).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for metric in (m for m in sweep.metrics if m.plot):
@@ -74,7 +78,8 @@ def sweep_figures(sweep: Sweep, rows: Sequence[Row], profiles: Sequence[Profile]
         for egress in sorted({p.egress for p in profiles if p.context == context}):
             profs = [p for p in profiles if p.egress == egress and p.context == context]
             name = delay_file(egress, context)
-            written[name] = delay_figure(profs, egress, sweep.aqms, sweep.targets, context, out_dir / name)
+            written[name] = delay_figure(profs, egress, sweep.aqms, sweep.targets, context, out_dir / name,
+                                         reference=delay_reference)
     return written
 
 
@@ -115,7 +120,7 @@ def bar_chart(rows: Sequence[Row], metric: Metric, aqms: Sequence[str], context:
 
 
 def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], targets: Sequence[str],
-                 context: tuple[tuple[str, str], ...], path: Path) -> Path:
+                 context: tuple[tuple[str, str], ...], path: Path, *, reference: str = "") -> Path:
     panels = [a for a in aqms if any(p.aqm == a for p in profiles)]
     lines = max(sum(1 for p in profiles if p.aqm == a) for a in panels)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 3.6 + 0.17 * lines), sharey=True,
@@ -136,7 +141,7 @@ def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     axes[0][0].set_ylabel("queue delay (ms)")
-    fig.suptitle(f"Queue delay on {egress} (cf. paper Figs. 12-13; dotted: target)"
+    fig.suptitle(f"Queue delay on {egress}{reference} (dotted: target)"
                  + (f"\n{context_text(context)}" if context else ""), fontsize=10)
     return save(fig, path)
 

@@ -1,10 +1,11 @@
 """The sweep report: ``<sweep>/report/report.md`` with its PNGs and ``summary.csv``.
 
-:func:`write_sweep_report` loads the sweep (:mod:`nest_experiments.report`),
+:func:`write_sweep_report` picks the sweep's study (:func:`nest_experiments.studies.study_for`),
+loads the sweep with the study's metrics and checks (:mod:`nest_experiments.report`),
 draws the figures (:mod:`nest_experiments.report_figures`) and writes the
 Markdown: runs per cell, the table (mean, 95% CI, Mann-Whitney U p), the
-figures, sanity checks per cell and per run, excluded runs, CPU and other
-warnings, and the data each run lacks.
+study's claims, the figures, sanity checks per cell and per run, excluded
+runs, CPU and other warnings, and the data each run lacks.
 """
 
 from __future__ import annotations
@@ -12,34 +13,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nest_experiments.report import (
-    DASH_METRICS,
-    MIN_REPS,
-    TOO_FEW,
-    CellCheck,
-    Estimate,
-    Row,
-    Sweep,
-    cell_checks,
-    load_sweep,
-    profiles,
-    table,
-)
+from nest_experiments.report import MIN_REPS, TOO_FEW, CellCheck, Estimate, Row, Sweep, profiles, table
 from nest_experiments.report_figures import aqm_name, context_text, metric_file, sweep_figures
 from nest_experiments.rundir import write_atomic, write_csv
+from nest_experiments.studies import Study, study_for
 
 REPORT_DIR = "report"
 
 
-def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True) -> list[Path]:
-    """Write the report of the sweep in ``folder``; returns report.md, summary.csv and the PNGs."""
-    sweep = load_sweep(folder)
+def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True,
+                       study: Study | None = None) -> list[Path]:
+    """Write the report of the sweep in ``folder`` (its study's unless one is given); returns report.md,
+    summary.csv and the PNGs."""
+    study = study or study_for(folder)
+    sweep = study.load_sweep(folder)
     out = out_dir or folder / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     rows = table(sweep)
-    pngs = sweep_figures(sweep, rows, profiles(sweep), out) if figures else {}
+    pngs = (sweep_figures(sweep, rows, profiles(sweep), out, delay_reference=study.delay_reference)
+            if figures else {})
     write_summary_csv(out / "summary.csv", sweep, rows)
-    write_atomic(out / "report.md", render(sweep, rows, cell_checks(sweep), pngs))
+    write_atomic(out / "report.md", render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
     return [out / "report.md", out / "summary.csv", *pngs.values()]
 
 
@@ -87,19 +81,22 @@ def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
 # ---------------------------------------------------------------- sections
 
 
-def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path]) -> str:
-    parts = _head(sweep) + _cells(sweep) + _metrics(sweep, rows) + _figures(sweep, figures)
-    parts += _sanity(sweep, checks) + _excluded(sweep) + _warnings(sweep) + _gaps(sweep)
+def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path],
+           study: Study) -> str:
+    parts = _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + _claims(sweep, rows, study)
+    parts += _figures(sweep, figures, study) + _sanity(sweep, checks, study) + _excluded(sweep) + _warnings(sweep)
+    parts += _gaps(sweep)
     return "\n".join(parts).rstrip() + "\n"
 
 
-def _head(sweep: Sweep) -> list[str]:
+def _head(sweep: Sweep, study: Study) -> list[str]:
     keys = sorted({k for r in sweep.runs for k in r.point})
     kinds = [k for k in keys if k.endswith("qdisc.kind")]
     targets = [k for k in keys if k.endswith("qdisc.target")]
     lines = [f"# Sweep report: {sweep.folder.name}", "",
              f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
              f"{len(sweep.completed)} completed, {len(sweep.excluded)} excluded (not completed; listed below).", "",
+             f"- Study: {study.title} (`nest_experiments.studies.{study.name}`).",
              f"- Swept keys: {', '.join(f'`{k}`' for k in keys) or 'none'}.",
              f"- Compared: the AQM ({', '.join(f'`{k}`' for k in kinds) or 'the non-FIFO qdisc in links.json'}: "
              f"{', '.join(aqm_name(a) for a in sweep.aqms) or '-'}) at each target "
@@ -134,22 +131,30 @@ def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
         lines = [[r.metric.label, r.metric.unit, r.target, *[fmt_estimate(r.estimates.get(a)) for a in sweep.aqms],
                   *[_p_cell(r, pair) for pair in pairs]] for r in rows if r.context == context]
         out += _table(header, lines)
-    missing = [m.label for m in DASH_METRICS if not any(r.metric.key == m.key for r in rows)]
+    missing = [m.label for m in sweep.dash_metrics if not any(r.metric.key == m.key for r in rows)]
     if missing:
         out += [f"No run had data for: {', '.join(missing)}.", ""]
     return out
 
 
-def _figures(sweep: Sweep, figures: dict[str, Path]) -> list[str]:
+def _claims(sweep: Sweep, rows: Sequence[Row], study: Study) -> list[str]:
+    claims = study.claims(sweep, rows)
+    if not claims:
+        return []
+    return ["## The paper's claims", "",
+            *_table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
+
+
+def _figures(sweep: Sweep, figures: dict[str, Path], study: Study) -> list[str]:
     out = ["## Figures", ""]
-    for title, stream in (("Video (cf. paper Figs. 2-7)", "video"), ("Audio (cf. paper Figs. 8-11)", "audio")):
+    for title, stream in study.figure_sections:
         names = [(m, c, metric_file(m, c)) for m in sweep.metrics if m.plot and m.key.startswith(f"{stream}.")
                  for c in sweep.contexts]
         present = [(m, c, n) for m, c, n in names if n in figures]
         if present:
             out += [f"### {title}", ""]
             out += [f"![{m.label}{' — ' + context_text(c) if c else ''}]({n})\n" for m, c, n in present]
-    out += ["### Queue delay over time (cf. paper Figs. 12-13)", ""]
+    out += [f"### Queue delay over time{study.delay_reference}", ""]
     qd = sorted(n for n in figures if n.startswith("qdelay_"))
     if not qd:
         out += ["No queue-delay series: no run had `qdisc.csv` delay_ms or `qdelay.csv` rows on an AQM egress.", ""]
@@ -157,12 +162,8 @@ def _figures(sweep: Sweep, figures: dict[str, Path]) -> list[str]:
     return out
 
 
-def _sanity(sweep: Sweep, checks: Sequence[CellCheck]) -> list[str]:
-    out = ["## Sanity checks", "",
-           "Pass rules: PIE's mean delay as the kernel reports it within 0.5x-2x of its target; FQ-PIE has a measured "
-           "queue-delay series (`qdelay.csv`); each AQM bottleneck carried >= 10% of the DASH bytes (MPTCP subflows, "
-           "`subflows.csv`); every iperf3 flow moved data; >= 90% of attempted SIPp calls succeeded; httperf's reply "
-           "rate >= 90% of its request rate. A check that could not be made (file absent) fails and says why.", ""]
+def _sanity(sweep: Sweep, checks: Sequence[CellCheck], study: Study) -> list[str]:
+    out = ["## Sanity checks", "", study.sanity_rules, ""]
     failed = [c for c in checks if c.status != "pass"]
     out += [f"**{len(checks) - len(failed)} of {len(checks)} cell checks pass.**", ""]
     out += ["### Per cell", ""]

@@ -11,8 +11,9 @@ from nest_experiments.rundir import write_csv
 ALL_FILES = frozenset({"segments.csv", "qdisc.csv", "qdelay.csv", "subflows.csv", "iperf3_summary.csv", "sipp.csv",
                        "httperf.csv", "links.json"})
 BOTTLENECKS = (("bn1", "r1", "r3"), ("bn2", "r2", "r4"))
+# the NeST paper's experiment name: its sweeps get the NeST study's report (``make_run(..., experiment=...)`` for others)
 CONFIG = """[experiment]
-name = "synth"
+name = "nest_paper"
 topology = "multihomed_dumbbell"
 duration = "30s"
 
@@ -64,7 +65,7 @@ class RunSpec:
 LADDER = (145_000, 300_000, 600_000)
 
 
-def make_run(sweep: Path, spec: RunSpec) -> Path:
+def make_run(sweep: Path, spec: RunSpec, *, experiment: str = "nest_paper") -> Path:
     d = sweep / spec.name
     d.mkdir(parents=True)
     point = {f"links.{bn}.forward.qdisc.kind": spec.aqm for bn, _, _ in BOTTLENECKS}
@@ -76,7 +77,7 @@ def make_run(sweep: Path, spec: RunSpec) -> Path:
     if spec.reason:
         manifest["reason"] = spec.reason
     (d / "manifest.json").write_text(json.dumps(manifest))
-    (d / "config.toml").write_text(CONFIG)
+    (d / "config.toml").write_text(CONFIG.replace('name = "nest_paper"', f"name = {experiment!r}"))
     if spec.status != "completed":
         return d
     writers = {"links.json": _links, "segments.csv": _segments, "qdisc.csv": _qdisc, "qdelay.csv": _qdelay,

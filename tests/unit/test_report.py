@@ -10,6 +10,7 @@ import pytest
 from nest_experiments import report
 from nest_experiments.cli import main
 from nest_experiments.report_md import write_sweep_report
+from nest_experiments.studies import generic, nest, study_for
 from tests.unit.sweep_synth import ALL_FILES, RunSpec, make_run, make_sweep
 
 # ---------------------------------------------------------------- statistics
@@ -111,7 +112,7 @@ def test_failed_runs_are_excluded_and_listed(tmp_path: Path) -> None:
 
 
 def _checks(tmp_path: Path, spec: RunSpec) -> dict[tuple[str, str], report.Check]:
-    run = report.load_run(make_run(tmp_path / "s", spec))
+    run = nest.STUDY.load_run(make_run(tmp_path / "s", spec))
     return {(c.name, c.subject): c for c in run.checks}
 
 
@@ -138,7 +139,7 @@ def test_a_failed_path_share_says_what_the_players_kernel_counted(tmp_path: Path
     run_dir = make_run(tmp_path / "s", RunSpec(aqm="pie", target_ms=5, kernel_delay_ms=5.5, subflow_bytes=(950, 50)))
     counters = {"s2": {"MPCapableSYNACKRX": 3, "AddAddr": 2, "MPJoinSynAckRx": 2}, "h2": {"AddAddrTx": 3}}
     (run_dir / "mptcp.json").write_text(json.dumps({"video": {"client": "s2", "server": "h2", "counters": counters}}))
-    checks = {(c.name, c.subject): c for c in report.load_run(run_dir).checks}
+    checks = {(c.name, c.subject): c for c in nest.STUDY.load_run(run_dir).checks}
     assert checks[("DASH bytes per bottleneck", "bn2")].detail.endswith(
         "; player's kernel: 3 connections, 2 ADD_ADDRs received, 2 joins answered (mptcp.json)")
     assert "mptcp.json" not in checks[("DASH bytes per bottleneck", "bn1")].detail
@@ -176,10 +177,54 @@ def test_an_unreadable_run_is_excluded_with_the_reason(tmp_path: Path) -> None:
 
 
 def test_cell_checks_average_pie_delay_over_repetitions(tmp_path: Path) -> None:
-    sweep = report.load_sweep(make_sweep(tmp_path, reps=4, targets=(10,)))
-    pie = [c for c in report.cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.aqm == "pie"]
+    sweep = nest.STUDY.load_sweep(make_sweep(tmp_path, reps=4, targets=(10,)))
+    pie = [c for c in nest.STUDY.sweep_cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.aqm == "pie"]
     assert {c.status for c in pie} == {"pass"} and len(pie) == 2
     assert "11.00 ms over 4 run(s) vs 10 ms (1.10x)" in pie[0].detail
+
+
+# ---------------------------------------------------------------- studies
+
+
+def test_the_study_follows_the_experiment_name(tmp_path: Path) -> None:
+    assert study_for(make_sweep(tmp_path / "a", reps=1, targets=(5,))) is nest.STUDY
+    mine = tmp_path / "b" / "anything"
+    make_run(mine, RunSpec(aqm="pie"), experiment="my_aqm_test")
+    assert study_for(mine) is generic.STUDY
+    bare = tmp_path / "c" / "nest_paper"  # no readable config.toml: the folder's name decides
+    run = make_run(bare, RunSpec(aqm="pie"))
+    (run / "config.toml").unlink()
+    assert study_for(bare) is nest.STUDY
+
+
+def test_a_user_experiment_gets_the_generic_report(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    for rep in range(1, 5):
+        make_run(root, RunSpec(aqm="fq_pie", repetition=rep, subflow_bytes=(1000, 0)), experiment="my_aqm_test")
+        make_run(root, RunSpec(aqm="pie", repetition=rep, subflow_bytes=(1000, 0)), experiment="my_aqm_test")
+    paths = write_sweep_report(root)
+    text = paths[0].read_text()
+    assert "- Study: no paper's study" in text and "cf. paper" not in text
+    assert "FQ-PIE measured delay series" not in text and "DASH bytes per bottleneck" not in text  # NeST's checks
+    assert "PIE kernel delay / target" in text and "SIPp calls succeeded" in text  # the shared ones
+    names = {p.name for p in paths}
+    assert "video_switches.png" in names and not any(n.startswith("fig") for n in names)
+    nest_text = write_sweep_report(root, study=nest.STUDY)[0].read_text()
+    assert "DASH bytes per bottleneck" in nest_text and "FAIL" in nest_text  # bn2 carried nothing
+
+
+def test_a_study_claims_table(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from nest_experiments.studies import Claim
+
+    def claims(sweep: report.Sweep, rows: object) -> list[Claim]:
+        return [Claim(claim="FQ-PIE gives more switches", ours=f"{len(sweep.completed)} runs", agree="no")]
+
+    study = replace(generic.STUDY, claims=claims)
+    text = write_sweep_report(make_sweep(tmp_path, reps=1, targets=(5,)), figures=False, study=study)[0].read_text()
+    assert "| paper's claim | ours | agree? |" in text and "| FQ-PIE gives more switches | 2 runs | no |" in text
+    assert "paper's claim" not in write_sweep_report(tmp_path / "synth", figures=False)[0].read_text()
 
 
 # ---------------------------------------------------------------- the report and its figures

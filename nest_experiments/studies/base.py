@@ -1,0 +1,51 @@
+"""What a study brings to the shared report: its metrics, checks, figure references and claims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nest_experiments import report
+from nest_experiments.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One line of a study's "paper's claim | ours | agree?" table."""
+
+    claim: str
+    ours: str
+    agree: str  # "yes", "no", or why it cannot be told (e.g. "too few repetitions")
+
+
+ClaimsFn = Callable[[Sweep, Sequence[Row]], list[Claim]]
+
+
+def no_claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
+    return []
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study:
+    """A paper's study: the experiments it reports, and what its report adds to the shared machinery."""
+
+    name: str
+    title: str  # one line in the report's head
+    experiments: tuple[str, ...]  # ``[experiment] name`` values whose sweeps get this report
+    dash_metrics: tuple[Metric, ...] = report.DASH_METRICS  # order and paper figure numbers
+    run_checks: RunChecks = report.no_checks
+    cell_checks: CellChecks = report.no_cell_checks
+    sanity_rules: str = "No sanity checks."  # the pass rules, as the report states them
+    figure_sections: tuple[tuple[str, str], ...] = (("Video", "video"), ("Audio", "audio"))  # heading, stream
+    delay_reference: str = ""  # appended to the queue-delay headings, e.g. " (cf. paper Figs. 12-13)"
+    claims: ClaimsFn = field(default=no_claims)
+
+    def load_sweep(self, folder: Path) -> Sweep:
+        return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics)
+
+    def load_run(self, run_dir: Path) -> RunResult:
+        return report.load_run(run_dir, self.run_checks)
+
+    def sweep_cell_checks(self, sweep: Sweep) -> list[CellCheck]:
+        return report.cell_checks(sweep, self.cell_checks)
