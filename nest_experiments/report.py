@@ -15,7 +15,9 @@ study adds (its figure numbers, which checks, its claims) lives in
   run's egresses (``links.json``).
 - A *cell* is (context, target, AQM): the repetitions of one point.
 - DASH metrics per stream come from :func:`nest_experiments.dash.qoe.summarize`
-  on ``segments.csv``; queue delays are means over the steady window
+  on ``segments.csv`` (the figures the player writes to ``qoe.json``), among
+  them the response latency (TTFB: ``t_first_byte - t_request``) and the QoE of
+  the ABR paper's eq. (1) (per stream with its own stalls, and the session's sum); queue delays are means over the steady window
   (:func:`nest_experiments.analysis.steady_window`) of the kernel's
   ``delay_ms`` (``qdisc.csv``) and of each measured method (``qdelay.csv``)
   on every egress that carries the run's AQM.
@@ -80,12 +82,15 @@ _STREAM_FIELDS: tuple[tuple[str, str, str, float], ...] = (
     ("avg_buffer_s", "average playback buffer", "s", 1.0),
     ("app_rtt_s", "average application RTT", "ms", 1e3),
     ("app_jitter_s", "average application jitter", "ms", 1e3),
+    ("response_latency_s", "average response latency (TTFB)", "ms", 1e3),
+    ("qoe", "QoE (eq. 1)", "score", 1.0),
 )
 _SCALE = {f: scale for f, _, _, scale in _STREAM_FIELDS}
 DASH_METRICS: tuple[Metric, ...] = tuple(
     Metric(key=f"{s}.{f}", label=f"{s} {label}", unit=unit)
     for s in STREAMS for f, label, unit, _ in _STREAM_FIELDS
-) + (Metric(key="session.stall_s", label="session stall time", unit="s", plot=False),)
+) + (Metric(key="session.stall_s", label="session stall time", unit="s", plot=False),
+     Metric(key="session.qoe", label="session QoE (eq. 1)", unit="score", plot=False))
 
 
 def delay_metric(egress: str, source: str) -> Metric:

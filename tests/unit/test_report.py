@@ -98,6 +98,23 @@ def test_table_values_and_p(tmp_path: Path) -> None:
     assert kernel.estimates["fq_pie"].n == 0
 
 
+def test_qoe_and_response_latency_per_stream(tmp_path: Path) -> None:
+    sweep = report.load_sweep(make_sweep(tmp_path, reps=4, targets=(5,)))
+    rows = {r.metric.key: r for r in report.table(sweep)}
+    # PIE video levels 0,1,0,1 (145, 300 kbit/s): 0.89 - 3 x 0.155 = 0.425; FQ-PIE 0,1,2,2: 1.645 - 0.455 = 1.19
+    assert rows["video.qoe"].estimates["pie"].mean == pytest.approx(0.425)
+    assert rows["video.qoe"].estimates["fq_pie"].mean == pytest.approx(1.19)
+    assert rows["video.qoe"].p_values[("pie", "fq_pie")] < 0.05  # 4 vs 4, separated (ties within groups)
+    assert rows["audio.qoe"].estimates["pie"].mean == pytest.approx(4 * 0.128)
+    assert rows["session.qoe"].estimates["fq_pie"].mean == pytest.approx(1.19 + 4 * 0.128)
+    assert rows["video.response_latency_s"].estimates["pie"].mean == pytest.approx(100.0)  # ms: t_first_byte 0.1 s
+    assert rows["audio.response_latency_s"].estimates["fq_pie"].mean == pytest.approx(50.0)
+    text = write_sweep_report(tmp_path / "synth", figures=False)[0].read_text()
+    for label in ("video QoE (eq. 1)", "audio QoE (eq. 1)", "session QoE (eq. 1)",
+                  "video average response latency (TTFB)", "audio average response latency (TTFB)"):
+        assert f"| {label} |" in text, label
+
+
 def test_failed_runs_are_excluded_and_listed(tmp_path: Path) -> None:
     root = make_sweep(tmp_path, reps=4, targets=(5,))
     make_run(root, RunSpec(aqm="pie", repetition=9, status="failed", reason="qdisc pie missing"))
@@ -241,7 +258,7 @@ def test_report_lists_every_metric_and_embeds_figures(tmp_path: Path) -> None:
     assert "mean queue delay bn1 r1->r3, as the kernel reports it" in text
     assert "mean queue delay bn2 r2->r4, measured (capture)" in text
     pngs = [p for p in paths if p.suffix == ".png"]
-    assert len(pngs) == 12 + 2  # 6 metrics x 2 streams + one queue-delay figure per bottleneck
+    assert len(pngs) == 16 + 2  # 8 metrics x 2 streams + one queue-delay figure per bottleneck
     for png in pngs:
         assert png.stat().st_size > 10_000 and f"]({png.name})" in text
     assert (root / "report" / "fig02_video_switches.png") in pngs
