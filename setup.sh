@@ -15,6 +15,36 @@ cd "$(dirname "$0")"
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
               qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv)
 
+# seconds to wait for another apt/dpkg to release its lock
+APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-600}
+
+apt_busy() {
+  # a process holds one of apt's or dpkg's lock files (fuser: psmisc, on every Debian/Ubuntu install with apt)
+  command -v fuser >/dev/null || return 1
+  fuser /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock \
+    >/dev/null 2>&1
+}
+
+say_waiting() {
+  echo "setup.sh: apt/dpkg is busy (another install or an unattended upgrade); waiting up to" \
+       "${APT_LOCK_TIMEOUT} s for its lock (APT_LOCK_TIMEOUT=...)" >&2
+}
+
+apt_update() {
+  # apt-get update ignores DPkg::Lock::Timeout for its lists lock (apt 2.6): retry while the lock is held
+  local waited=0 out
+  until out=$(apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT" update -q 2>&1); do
+    if ! grep -q "Could not get lock" <<<"$out" || [ "$waited" -ge "$APT_LOCK_TIMEOUT" ]; then
+      echo "$out" >&2
+      return 1
+    fi
+    if [ "$waited" -eq 0 ]; then say_waiting; fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  echo "$out" >&2
+}
+
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then echo "setup.sh: run as root (sudo ./setup.sh ...)" >&2; exit 1; fi
 }
@@ -26,7 +56,10 @@ install_packages() {
   done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup.sh: installing ${missing[*]}" >&2
-    apt-get update -q
+    # another apt or dpkg (an unattended upgrade, another install) may hold the lock: wait for it
+    local lock=(-o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT")
+    apt_update
+    if apt_busy; then say_waiting; fi
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     # packages with a service (nginx, caddy) must not start one: the apps start their own servers in namespaces
     local policy=/usr/sbin/policy-rc.d own_policy=0
@@ -34,7 +67,7 @@ install_packages() {
       printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && own_policy=1
     fi
     local status=0
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || status=$?
+    DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q --no-install-recommends "${missing[@]}" || status=$?
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
     if [ "$status" -ne 0 ]; then exit "$status"; fi
   fi
