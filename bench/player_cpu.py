@@ -10,9 +10,13 @@ has no choice and the bytes are the same. Player CPU is the child's own
 resource usage (``wait4``: utime + stime, process start-up and imports
 included); server CPU is its ``/proc/<pid>/stat`` utime + stime from the
 player's start to its exit. Printed: one row per transport with the CPU
-seconds and the CPU seconds per minute of media. Needs root.
+seconds and the CPU seconds per minute of media. ``--http-server caddy``
+serves the content with Caddy instead (configured as the DASH app does; its
+CPU is read the same way); over h3 the player runs once per QUIC stack of
+``--h3-clients`` (default: qh3 and aioquic). Needs root.
 
-    sudo .venv/bin/python bench/player_cpu.py [--clip 60] [--rate 5mbit] [--video-kbps 4000] [--kinds tcp,h3]
+    sudo .venv/bin/python bench/player_cpu.py [--clip 60] [--rate 5mbit] [--video-kbps 4000] [--kinds tcp,h3] \
+        [--http-server nest|caddy] [--h3-clients qh3,aioquic]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import csv
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,12 +41,14 @@ from nest_experiments.net import Network
 from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, popen_in_ns, run_lock, stop
 
 KINDS = ("tcp", "mptcp", "h2", "h3")
+CADDY_PORT = 8443
 TICK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
 class Figures:
     kind: str
+    client: str
     media_s: float
     megabytes: float
     video_kbps: float
@@ -97,11 +104,38 @@ def start_server(net: Network, root: Path, kind: str, work: Path, t0: float) -> 
     return proc, int(ready["ports"][kind])
 
 
-def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, clip_s: float) -> tuple[int, float]:
+def start_caddy(net: Network, root: Path, kind: str, work: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Caddy on s1 as the DASH app configures it; ``ip netns exec`` and ``env`` exec it: the pid is Caddy's."""
+    from nest_experiments.dash import caddy, certs
+
+    home = work / f"{kind}.caddy"
+    home.mkdir()
+    files = certs.write_certs(home, [net.addr("s1")])
+    (work / f"{kind}.ca.pem").write_bytes(files.ca.read_bytes())
+    conf = caddy.config(root=root.resolve(), addr=net.addr("s1"), port=CADDY_PORT, transport=kind,
+                        access_log=home / "access.json", storage=home / "storage", chain=files.chain, key=files.key)
+    (home / "caddy.json").write_text(json.dumps(conf))
+    env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+    with (work / f"{kind}.caddy.err").open("wb") as err:
+        proc = popen_in_ns(net.ns("s1"), ["env", *env, "caddy", "run", "--config", str(home / "caddy.json")],
+                           stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline and proc.poll() is None:
+        out = subprocess.run(["ip", "netns", "exec", net.ns("s1"), "ss", "-Hltn", "sport", "=", f":{CADDY_PORT}"],
+                             capture_output=True, text=True, check=False).stdout
+        if out.strip():
+            return proc, CADDY_PORT
+        time.sleep(0.05)
+    stop(proc)
+    raise SystemExit(f"caddy for {kind} did not start: {(work / f'{kind}.caddy.err').read_text()}")
+
+
+def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, clip_s: float,
+         h3_client: str) -> tuple[int, float]:
     """Run the player to the end; return (exit code, its CPU seconds)."""
     argv = ["nest_experiments.dash.client", "--server", net.addr("s1"), "--port", str(port), "--transport", kind,
             "--mpd", f"/{mpd.name}", "--abr", "grate", "--abr-audio", "grate", "--t0", repr(t0),
-            "--out", str(work / f"{kind}.client"), "--max-duration", f"{clip_s + 60:g}"]
+            "--out", str(work / f"{kind}.client"), "--max-duration", f"{clip_s + 60:g}", "--h3-client", h3_client]
     if kind in ("h2", "h3"):
         argv += ["--ca", str(work / f"{kind}.ca.pem")]
     client = python_in(net, "h1", argv, stdout=subprocess.DEVNULL, err=work / f"{kind}.client.err")
@@ -110,12 +144,18 @@ def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, c
     return client.returncode, usage.ru_utime + usage.ru_stime
 
 
-def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float) -> Figures:
+def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float, *, http_server: str,
+            h3_client: str) -> Figures:
     t0 = time.monotonic()
-    server, port = start_server(net, mpd.parent, kind, work, t0)
+    for old in work.glob(f"{kind}.*"):  # the previous h3 client's
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    if http_server == "caddy":
+        server, port = start_caddy(net, mpd.parent, kind, work)
+    else:
+        server, port = start_server(net, mpd.parent, kind, work, t0)
     try:
         srv0, wall0 = cpu_seconds(server.pid), time.monotonic()
-        code, client_cpu = play(net, mpd, kind, port, work, t0, clip_s)
+        code, client_cpu = play(net, mpd, kind, port, work, t0, clip_s, h3_client)
         wall, server_cpu = time.monotonic() - wall0, cpu_seconds(server.pid) - srv0
     finally:
         stop(server)
@@ -128,18 +168,20 @@ def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float) -> Fi
     if doc["end_reason"] != "ended":
         raise SystemExit(f"{kind}: playback did not reach the end ({doc['end_reason']})")
     video = [int(r["bitrate_bps"]) for r in rows if r["stream"] == "video"]
-    return Figures(kind, clip_s, sum(int(r["bytes"]) for r in rows) / 1e6, sum(video) / len(video) / 1e3, wall,
+    return Figures(kind, str(doc.get("client", "")), clip_s, sum(int(r["bytes"]) for r in rows) / 1e6, sum(video) / len(video) / 1e3, wall,
                    int(doc["stalls"]), client_cpu, server_cpu)
 
 
-def report(figures: list[Figures], rate: str) -> None:
-    print(f"bottleneck {rate} (HTB, both ways); CPU seconds, and per minute of media")
-    print(f"{'transport':9} {'media s':>7} {'MB':>6} {'video kb/s':>10} {'wall s':>7} {'stalls':>6} "
-          f"{'player CPU s':>12} {'/media-min':>10} {'server CPU s':>12} {'/media-min':>10}")  # fmt: skip
+def report(figures: list[Figures], rate: str, http_server: str) -> None:
+    print(f"bottleneck {rate} (HTB, both ways), server {http_server}; CPU seconds, and per minute of media; "
+          "MB per player CPU second")
+    print(f"{'transport':9} {'player':16} {'media s':>7} {'MB':>6} {'video kb/s':>10} {'wall s':>7} {'stalls':>6} "
+          f"{'player CPU s':>12} {'/media-min':>10} {'server CPU s':>12} {'/media-min':>10} {'MB/player-CPU-s':>15}")  # fmt: skip
     for f in figures:
-        print(f"{f.kind:9} {f.media_s:7.0f} {f.megabytes:6.1f} {f.video_kbps:10.0f} {f.wall_s:7.1f} {f.stalls:6d} "
+        print(f"{f.kind:9} {f.client:16} {f.media_s:7.0f} {f.megabytes:6.1f} {f.video_kbps:10.0f} {f.wall_s:7.1f} {f.stalls:6d} "
               f"{f.client_cpu_s:12.2f} {f.per_media_minute(f.client_cpu_s):10.2f} "
-              f"{f.server_cpu_s:12.2f} {f.per_media_minute(f.server_cpu_s):10.2f}")  # fmt: skip
+              f"{f.server_cpu_s:12.2f} {f.per_media_minute(f.server_cpu_s):10.2f} "
+              f"{f.megabytes / f.client_cpu_s:15.2f}")  # fmt: skip
 
 
 def main() -> int:
@@ -148,6 +190,8 @@ def main() -> int:
     p.add_argument("--rate", default="5mbit", help="bottleneck rate")
     p.add_argument("--video-kbps", type=int, default=4000, help="the one video level")
     p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--http-server", choices=("nest", "caddy"), default="nest", help="the origin's software")
+    p.add_argument("--h3-clients", default="qh3,aioquic", help="the player's QUIC stacks to compare over h3")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (network namespaces)")
@@ -160,8 +204,10 @@ def main() -> int:
         with run_lock():
             clean_dead_runs()
             with Network(exp.topology, exp.links, state=RunState(prefix=new_prefix())) as net:
-                figures = [measure(net, mpd, kind, work, args.clip) for kind in kinds]
-    report(figures, args.rate)
+                figures = [measure(net, mpd, kind, work, args.clip, http_server=args.http_server, h3_client=client)
+                           for kind in kinds if not (kind == "mptcp" and args.http_server == "caddy")
+                           for client in (args.h3_clients.split(",") if kind == "h3" else ["qh3"])]
+    report(figures, args.rate, args.http_server)
     return 0
 
 

@@ -1,0 +1,83 @@
+"""DASH from Caddy (quic-go) over HTTP/3 with the qh3 player, through the whole runner (host kernel: HTB).
+
+A 20 s clip of the ``abr_quic_tcp`` ladder through a 3 Mbit/s bottleneck:
+every segment arrives with sane times, the manifest names Caddy and qh3, and
+Caddy's access log (``access.csv``) has one response per segment, on the same
+connection, at times that fit the player's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nest_experiments.runner import Run
+from nest_experiments.sweep import expand
+
+pytestmark = pytest.mark.integration
+
+CLIP_S = 20
+EPS_S = 0.010  # the access log's wall-clock times mapped onto the run clock, and log-writing delays
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _run(tmp_path: Path) -> Path:
+    raw: dict[str, Any] = {
+        "experiment": {"name": "dash_caddy_h3", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s"},
+        "links": {"bottleneck": {"rate": "3mbit"}},
+        "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "h3", "http_server": "caddy",
+                           "h3_client": "qh3", "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+    }
+    (spec,) = expand(raw)
+    outcome = Run(spec, tmp_path / spec.name).execute()
+    assert outcome.status == "completed", outcome.reason
+    return outcome.run_dir
+
+
+def _match(segment: dict[str, str], access: list[dict[str, str]]) -> dict[str, str]:
+    """The unmatched response of the segment's size that arrived between its request and its first byte."""
+    t_req, t_first = float(segment["t_request"]), float(segment["t_first_byte"])
+    for row in access:
+        if int(row["bytes"]) == int(segment["bytes"]) and t_req - EPS_S <= float(row["t_arrival"]) <= t_first + EPS_S:
+            access.remove(row)
+            return row
+    raise AssertionError(f"no response in the access log for {segment}")
+
+
+def test_h3_session_from_caddy_with_qh3(no_leftovers: None, tmp_path: Path) -> None:
+    run_dir = _run(tmp_path)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["warnings"] == [], manifest["warnings"]
+    assert manifest["versions"]["apps.video.http_server"].startswith("caddy 2")
+    assert manifest["versions"]["apps.video.client"].startswith("qh3 ")
+    qoe = json.loads((run_dir / "qoe.json").read_text())["video"]
+    assert qoe["end_reason"] == "ended" and qoe["client"].startswith("qh3 ") and qoe["http_server"].startswith("caddy")
+
+    segments = _csv(run_dir / "segments.csv")
+    for stream in ("video", "audio"):
+        mine = [r for r in segments if r["stream"] == stream]
+        assert [int(r["index"]) for r in mine] == list(range(CLIP_S // 4))
+    for r in segments:
+        assert r["transport"] == "h3" and int(r["bytes"]) > 0
+        t_req, t_first, t_last = (float(r[k]) for k in ("t_request", "t_first_byte", "t_last_byte"))
+        assert 0 <= t_req <= t_first <= t_last <= CLIP_S + 8
+    video = [int(r["bitrate_bps"]) for r in segments if r["stream"] == "video"]
+    assert sum(video) / len(video) >= 0.4 * 3_000_000  # the player kept up with the link
+
+    access = _csv(run_dir / "access.csv")
+    assert {r["transport"] for r in access} == {"h3"} and {r["status"] for r in access} == {"200"}
+    assert len({r["conn_id"] for r in access}) == 1  # audio, video and the MPD on one QUIC connection
+    assert len(access) == len(segments) + 1  # + the MPD
+    for segment in sorted(segments, key=lambda r: float(r["t_request"])):
+        row = _match(segment, access)
+        assert float(row["t_arrival"]) <= float(row["t_last_byte_sent"]) <= float(segment["t_last_byte"]) + EPS_S
+    (mpd,) = access
+    assert mpd["path"].endswith(".mpd")
