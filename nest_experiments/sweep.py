@@ -14,11 +14,17 @@ experiment's seed (and the block's number). Whatever drifts during a sweep
 (the host's load, a cold VM's first minutes) then falls on every point
 alike instead of on whichever point the file lists first; the order is the
 same every time the same experiment is expanded, so resume keeps working.
+
+``[sweep_repeat]`` gives single points more repetitions than the rest (``"abr-bola_transport-h3_trace-fcc-1" =
+2``: the point's name is its run name without ``_rN``), e.g. an A/A pair that measures how far two identical
+runs differ (a noise floor) without repeating the whole sweep: such a point runs ``max(its count, the
+experiment's repetitions)`` times, its extra repetitions in the blocks after the others'.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import random
 import re
@@ -102,6 +108,28 @@ def run_name(labels: list[str], point: tuple[Any, ...], repetition: int) -> str:
     return "_".join(parts + [f"r{repetition}"])
 
 
+def point_name(labels: list[str], point: tuple[Any, ...]) -> str:
+    """A sweep point's name: its runs' names without ``_rN``."""
+    return run_name(labels, point, 0).removesuffix("_r0")
+
+
+def parse_repeats(raw: dict[str, Any], names: list[str]) -> dict[str, int]:
+    """``[sweep_repeat]``: point name -> its repetitions; every name must be a point of the sweep."""
+    table = raw.get("sweep_repeat", {})
+    if not isinstance(table, dict):
+        raise ConfigError("sweep_repeat", 'expected a table of "point name" = repetitions')
+    out = {}
+    for name, count in table.items():
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f"; points: {', '.join(names)}"
+            raise ConfigError(f"sweep_repeat.{name}", f"no such sweep point (a run name without _rN){hint}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"sweep_repeat.{name}", f"expected a number of repetitions >= 1, got {count!r}")
+        out[name] = count
+    return out
+
+
 def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSpec]:
     """Every run of the experiment, validated, in the sweep's run order (blocks of repetitions, shuffled)."""
     axes = parse_axes(raw)
@@ -110,13 +138,19 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
     for point in itertools.product(*(axis.values for axis in axes)):
         resolved = copy.deepcopy(raw)
         resolved.pop("sweep", None)
+        resolved.pop("sweep_repeat", None)
         for axis, value in zip(axes, point, strict=False):
             for key in axis.keys:
                 set_path(resolved, key, value, origin=f"sweep.{axis.key}")
         points.append((point, parse_experiment(resolved)))
+    repeats = parse_repeats(raw, [point_name(labels, point) for point, _ in points])
+
+    def count(point: tuple[Any, ...], exp: Experiment) -> int:
+        return max(repetitions or exp.repetitions, repeats.get(point_name(labels, point), 0))
+
     runs: list[RunSpec] = []
-    for rep in range(1, max(repetitions or exp.repetitions for _, exp in points) + 1):
-        block = [(point, exp) for point, exp in points if rep <= (repetitions or exp.repetitions)]
+    for rep in range(1, max(count(point, exp) for point, exp in points) + 1):
+        block = [(point, exp) for point, exp in points if rep <= count(point, exp)]
         random.Random(f"{points[0][1].seed}/{rep}").shuffle(block)
         for point, exp in block:
             runs.append(RunSpec(name=run_name(labels, point, rep), repetition=rep, position=len(runs) + 1,
@@ -125,13 +159,19 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
 
 
 def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
-    """``--paper``: apply the file's ``[paper]`` table (``"dotted.key" = value``), the paper's full sweep."""
+    """``--paper``: apply the file's ``[paper]`` table (``"dotted.key" = value``), the paper's full sweep.
+
+    Its ``[paper.sweep]`` table replaces (or adds) sweep axes: ``"links.x.trace" = [...]``.
+    """
     paper = raw.get("paper")
     if not isinstance(paper, dict) or not paper:
         raise ConfigError("paper", "--paper needs a [paper] table of \"dotted.key\" = value overrides in the "
                                    "experiment file (this one has none)")
     out = copy.deepcopy(raw)
     for key, value in paper.items():
+        if key == "sweep" and isinstance(value, dict):
+            out["sweep"] = {**(out.get("sweep") or {}), **copy.deepcopy(value)}
+            continue
         if key.split(".")[0] not in ("experiment", "links", "apps"):
             raise ConfigError(f"paper.{key}", "expected a key under experiment, links or apps")
         set_path(out, key, value, origin=f"paper.{key}")

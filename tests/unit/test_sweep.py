@@ -98,6 +98,38 @@ def test_paper_table_applies_its_overrides_and_is_required_for_paper() -> None:
         apply_paper({**BASE, "paper": {"bogus.key": 1}})
 
 
+def test_sweep_repeat_gives_one_point_more_repetitions_in_later_blocks() -> None:
+    raw = {**BASE, "experiment": {**BASE["experiment"], "repetitions": 1},
+           "sweep_repeat": {"kind-fqpie_target-15ms": 3}}
+    runs = expand(raw)
+    assert len(runs) == 4 + 2
+    assert [r.name for r in runs[4:]] == ["kind-fqpie_target-15ms_r2", "kind-fqpie_target-15ms_r3"]
+    twins = [r.experiment for r in runs if r.name.startswith("kind-fqpie_target-15ms")]
+    assert twins[0].link("bottleneck") == twins[1].link("bottleneck") == twins[2].link("bottleneck")
+    assert len(expand(raw, repetitions=2)) == 8 + 1  # --reps for all, the repeated point keeps its 3
+    assert len(expand({**BASE, "sweep_repeat": {"kind-pie_target-5ms": 1}})) == 8  # never fewer than the rest
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"kind-fqpie_target-15m": 2}, r"sweep_repeat\.kind-fqpie_target-15m: no such sweep point .*did you mean "
+                                   r"'kind-fqpie_target-15ms'"),
+    ({"kind-pie_target-5ms": 0}, r"sweep_repeat\.kind-pie_target-5ms: expected a number of repetitions >= 1"),
+    ({"kind-pie_target-5ms": "2"}, r"expected a number of repetitions"),
+])
+def test_sweep_repeat_names_a_bad_point_or_count(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        expand({**BASE, "sweep_repeat": table})
+
+
+def test_paper_sweep_table_replaces_axes() -> None:
+    raw = {**BASE, "paper": {"experiment.repetitions": 1,
+                             "sweep": {"links.bottleneck.qdisc.target": ["5ms", "10ms", "15ms"]}}}
+    full = apply_paper(raw)
+    assert full["sweep"]["links.bottleneck.qdisc.kind"] == ["pie", "fq_pie"]  # kept
+    assert len(expand(full)) == 2 * 3 and len(expand(raw)) == 4 * 2
+    assert BASE["sweep"]["links.bottleneck.qdisc.target"] == ["5ms", "15ms"]  # the base is not modified
+
+
 def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
     import contextlib
