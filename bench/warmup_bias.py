@@ -12,6 +12,9 @@ bottleneck's utilization, iperf3's goodput and PIE's mean delay over its
 target. Then, per figure, the first run against the others: its value, their
 mean +- sd, and how many of their standard deviations apart they are (|z|;
 below ~2 the first run is within the run-to-run spread).
+The host's side is printed too: the CPUs qemu got (``host_qemu_cpus``; below
+~1.8 something else on the host competed with the guest, and the run says
+more about that than about its position) and the hypervisor's steal.
 ``--no-warmup`` (NEST_EXP_WARMUP=0) measures the cold first run that the
 VM runtime's warm-up exists to absorb. ``--folder`` reads any finished sweep
 instead, grouping its runs by the VM that ran them (``runs_before``).
@@ -35,18 +38,21 @@ sys.path.insert(0, str(ROOT))
 from nest_experiments.analysis import egress_figures, iperf3_goodput_bps  # noqa: E402
 
 FIGURES = ("runner_cpu_s", "app_cpu_s", "saturated", "traffic_s", "util_bn1", "util_bn2", "iperf3_mbps",
-           "pie_delay_x_target")
+           "pie_delay_x_target", "host_qemu_cpus", "host_steal")
 
 
 def figures(run_dir: Path) -> dict[str, Any]:
     m = json.loads((run_dir / "manifest.json").read_text())
-    out: dict[str, Any] = {"run": m["run"], "position": m.get("position"), "runs_before": m.get("runs_before"),
+    out: dict[str, Any] = {"run": m["run"], "started": m["started"], "runs_before": m.get("runs_before"),
                            "status": m["status"], "runner_cpu_s": m.get("runner_cpu_s"),
                            "app_cpu_s": sum((m.get("app_cpu_s") or {}).values()),
                            "saturated": m.get("cpu_saturated_windows"),
-                           "traffic_s": m["traffic_end_t"] - m["traffic_start_t"] if "traffic_end_t" in m else None}
+                           "traffic_s": m["traffic_end_t"] - m["traffic_start_t"] if "traffic_end_t" in m else None,
+                           "host_qemu_cpus": m.get("host_qemu_cpus"), "host_steal": m.get("host_steal")}
     delays = []
     for e in egress_figures(run_dir):
+        if e.qdisc not in ("pie", "fq_pie"):
+            continue  # the return direction's FIFO
         out[f"util_{e.link}"] = e.utilization
         if e.qdisc == "pie" and e.mean_delay_ms is not None:
             target_ms = _target_ms(run_dir, e.link)
@@ -73,7 +79,7 @@ def _fmt(v: Any) -> str:
 
 
 def report(rows: list[dict[str, Any]]) -> None:
-    rows = sorted(rows, key=lambda r: (r["runs_before"] if r["runs_before"] is not None else 0))
+    rows = sorted(rows, key=lambda r: r["started"])  # the order they ran in
     print("  ".join(f"{h:>12}" for h in ("run", "runs_before", *FIGURES)))
     for r in rows:
         print("  ".join([f"{r['run'][-12:]:>12}", f"{_fmt(r['runs_before']):>12}",
