@@ -161,6 +161,7 @@ class RunResult:
     notes: tuple[str, ...] = ()  # missing files and other gaps in the data
     warnings: tuple[str, ...] = ()
     cpu: dict[str, Any] = field(default_factory=dict)
+    window: tuple[float, float] | None = None  # the steady window (analysis.steady_window), completed runs
 
     @property
     def completed(self) -> bool:
@@ -242,7 +243,7 @@ def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks) -> RunResu
     done = checks(RunInput(run_dir=run_dir, egresses=tuple(egs), bottlenecks=tuple(bottleneck_links(raw, egs)),
                            delay_means=delay_means))
     return replace(base, aqm=aqm, target=target, context=context, metrics=metrics, delay_metrics=tuple(delay_means),
-                   series=tuple(series), egresses=tuple(egs), checks=tuple(done), notes=tuple(notes))
+                   series=tuple(series), egresses=tuple(egs), checks=tuple(done), notes=tuple(notes), window=window)
 
 
 def _egress_target(egs: Sequence[Egress]) -> str:
@@ -531,6 +532,7 @@ class Profile:
     high: tuple[float, ...]
     runs: int
     band: str  # "95% CI" or "min-max"
+    steady: tuple[float, float] | None = None  # from the latest steady start to the latest steady end of its runs
 
 
 def profiles(sweep: Sweep) -> list[Profile]:
@@ -558,7 +560,9 @@ def _profile(runs: Sequence[RunResult], egress: str, source: str, *, aqm: str, t
     ci = count >= MIN_REPS
     low = [e.low if ci and e.low is not None else min(per_bin[t]) for t, e in zip(ts, ests, strict=True)]
     high = [e.high if ci and e.high is not None else max(per_bin[t]) for t, e in zip(ts, ests, strict=True)]
-    return Profile(egress=egress, source=source, aqm=aqm, target=target, context=context, t=tuple(ts),
+    windows = [r.window for r in runs if r.window is not None]
+    steady = (max(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
+    return Profile(egress=egress, source=source, aqm=aqm, target=target, context=context, t=tuple(ts), steady=steady,
                    mean=tuple(float(e.mean or 0.0) for e in ests), low=tuple(low), high=tuple(high),
                    runs=count, band="95% CI" if ci else "min-max")
 

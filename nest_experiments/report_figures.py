@@ -4,31 +4,39 @@
   AQM, error bars = 95% CI over repetitions (none where n < MIN_REPS, and the
   bar says ``n=...``); the title names the paper's figure when the metric has one;
 - one queue-delay figure per AQM egress (the NeST paper's Figs. 12-13: one per bottleneck):
-  one panel per AQM, one line per target and source (kernel: dashed;
-  measured: solid), mean over repetitions on a 1 s grid with a band.
+  one panel per target, one line per AQM and source (kernel: dashed;
+  measured: solid), mean over repetitions on a 1 s grid with a band, the
+  target a dotted line; the y axis spans the steady window (the start-up
+  spike, up to 100x the target, is shaded and marked as clipped).
 
-Colors: an AQM keeps its color in every bar chart (PIE blue, FQ-PIE orange);
-a target keeps its color in every queue-delay panel.
+Colors: an AQM keeps its color in every figure (PIE blue, FQ-PIE orange).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-from nest_experiments.report import Metric, Profile, Row, Sweep, target_ms  # noqa: E402
+from nest_experiments.report import Metric, Profile, Row, Sweep, order_targets, target_ms  # noqa: E402
 
 AQM_NAMES = {"pie": "PIE", "fq_pie": "FQ-PIE", "codel": "CoDel", "fq_codel": "FQ-CoDel", "cake": "CAKE"}
 AQM_COLORS = {"pie": "#1f77b4", "fq_pie": "#ff7f0e"}
 OTHER_COLORS = ("#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-TARGET_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02")
 DPI = 150
+SOURCE_STYLES = {"kernel": "--", "capture-pie-style": "-."}  # measured (capture): solid
+BAR_NOTE = "error bars: 95% CI over repetitions (none where n < 4)"
+DELAY_NOTE = ("mean over repetitions on a 1 s grid; band: 95% CI (min-max where n < 4); shaded: start-up "
+              "(before traffic start + 2 s), left out of the y range")
 
 
 def aqm_name(aqm: str) -> str:
@@ -85,7 +93,13 @@ def sweep_figures(sweep: Sweep, rows: Sequence[Row], profiles: Sequence[Profile]
 
 def bar_chart(rows: Sequence[Row], metric: Metric, aqms: Sequence[str], context: tuple[tuple[str, str], ...],
               path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    return save(draw_bars(rows, metric, aqms, context), path, footnote=BAR_NOTE)
+
+
+def draw_bars(rows: Sequence[Row], metric: Metric, aqms: Sequence[str],
+              context: tuple[tuple[str, str], ...]) -> Figure:
+    """One group of bars per target, one bar per AQM; headroom above the bars for the legend."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     width = 0.8 / max(1, len(aqms))
     for i, aqm in enumerate(aqms):
         xs: list[float] = []
@@ -105,55 +119,109 @@ def bar_chart(rows: Sequence[Row], metric: Metric, aqms: Sequence[str], context:
                       edgecolor="black", linewidth=0.5)
         for bar, n in zip(bars, ns, strict=True):
             ax.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=7)
+                        ha="center", va="bottom", fontsize=7, color="white" if aqm in AQM_COLORS else "black")
     ax.set_xticks(range(len(rows)), [r.target for r in rows])
     ax.set_xlabel("target queue delay")
     ax.set_ylabel(f"{metric.label} ({metric.unit})")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.18 * (high - low))  # room for the legend above the tallest bar
     paper = f" (cf. paper Fig. {metric.figure})" if metric.figure else ""
     title = f"{metric.label[0].upper()}{metric.label[1:]}{paper}"
     ax.set_title(title + (f"\n{context_text(context)}" if context else ""), fontsize=10)
-    ax.legend(title="AQM", fontsize=8)
+    ax.legend(title="AQM", fontsize=8, title_fontsize=8, loc="upper center", ncol=max(1, len(aqms)), frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    ax.text(1.0, -0.16, "error bars: 95% CI over repetitions (none where n < 4)", transform=ax.transAxes,
-            ha="right", fontsize=7, color="0.35")
-    return save(fig, path)
+    ax.axhline(0, color="black", lw=0.6)
+    return fig
 
 
 def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], targets: Sequence[str],
                  context: tuple[tuple[str, str], ...], path: Path, *, reference: str = "") -> Path:
-    panels = [a for a in aqms if any(p.aqm == a for p in profiles)]
-    lines = max(sum(1 for p in profiles if p.aqm == a) for a in panels)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 3.6 + 0.17 * lines), sharey=True,
-                             squeeze=False)
-    for ax, aqm in zip(axes[0], panels, strict=True):
-        for p in (p for p in profiles if p.aqm == aqm):
-            color = TARGET_COLORS[targets.index(p.target) % len(TARGET_COLORS)] if p.target in targets else "black"
-            style = {"kernel": "--", "capture-pie-style": "-."}.get(p.source, "-")
-            ax.plot(p.t, p.mean, style, color=color, lw=1.2,
-                    label=f"target {p.target}, {_source(p.source)}; n={p.runs}, band: {p.band}")
-            ax.fill_between(p.t, p.low, p.high, color=color, alpha=0.15, lw=0)
-        for target in {p.target for p in profiles if p.aqm == aqm}:
-            ms = target_ms(target)
-            if ms is not None:
-                ax.axhline(ms, color=TARGET_COLORS[targets.index(target) % len(TARGET_COLORS)], lw=0.8, ls=":")
-        ax.set_title(aqm_name(aqm), fontsize=10)
-        ax.set_xlabel("time since run start (s)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    fig = draw_delay(profiles, egress, aqms, targets, context, reference=reference)
+    return save(fig, path, footnote=DELAY_NOTE, legend_rows=_legend_rows(fig))
+
+
+def draw_delay(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], targets: Sequence[str],
+               context: tuple[tuple[str, str], ...], *, reference: str = "") -> Figure:
+    """One panel per target: each AQM and source a line (band over repetitions), the target a dotted line.
+
+    The y axis spans the steady window (:func:`steady_top`); the start-up
+    before it is shaded, and a peak above the axis is marked as clipped.
+    """
+    have = {p.target for p in profiles}
+    panels = [t for t in targets if t in have] + order_targets(have - set(targets))
+    fig, axes = plt.subplots(1, len(panels), figsize=(1.0 + 4.3 * len(panels), 4.0), squeeze=False)
+    for ax, target in zip(axes[0], panels, strict=True):
+        _delay_panel(ax, [p for p in profiles if p.target == target], target, aqms)
     axes[0][0].set_ylabel("queue delay (ms)")
-    fig.suptitle(f"Queue delay on {egress}{reference} (dotted: target)"
-                 + (f"\n{context_text(context)}" if context else ""), fontsize=10)
-    return save(fig, path)
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(3, len(handles)), fontsize=7,
+               frameon=False, bbox_to_anchor=(0.5, 0.03))
+    fig.suptitle(f"Queue delay on {egress}{reference}" + (f"\n{context_text(context)}" if context else ""),
+                 fontsize=10)
+    return fig
+
+
+def _delay_panel(ax: Axes, profiles: Sequence[Profile], target: str, aqms: Sequence[str]) -> None:
+    order = {a: i for i, a in enumerate(aqms)}
+    for p in sorted(profiles, key=lambda p: (order.get(p.aqm, len(order)), p.source != "kernel", p.source)):
+        color = aqm_color(p.aqm, aqms)
+        ax.plot(p.t, p.mean, SOURCE_STYLES.get(p.source, "-"), color=color, lw=1.3,
+                label=f"{aqm_name(p.aqm)}, {_source(p.source)}")
+        ax.fill_between(p.t, p.low, p.high, color=color, alpha=0.15, lw=0)
+    ms = target_ms(target)
+    if ms is not None:
+        ax.axhline(ms, color="black", lw=1.0, ls=":", label="target")
+    top, peak, peak_t = steady_top(profiles, ms)
+    ax.set_ylim(0, top)
+    start = max((p.steady[0] for p in profiles if p.steady), default=None)
+    if start is not None:
+        ax.axvspan(min(min(p.t) for p in profiles if p.t) - 0.5, start, color="0.9", lw=0, zorder=0)
+    runs = ", ".join(f"{aqm_name(a)} n={n}" for a, n in dict.fromkeys((p.aqm, p.runs) for p in profiles))
+    title = f"target {target} ({runs})"
+    if peak > top:
+        ax.plot([peak_t], [top], marker="^", color="0.25", ms=6, clip_on=False, zorder=5)
+        title += f"\n^ start-up peak {peak:.0f} ms at {peak_t:.1f} s, clipped"
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("time since run start (s)")
+    ax.grid(alpha=0.3)
+
+
+def steady_top(profiles: Sequence[Profile], target: float | None) -> tuple[float, float, float]:
+    """The y axis top that shows the steady window (its highest band, and the target, plus 20%), and the
+    highest point over the whole run (value, time) to mark when it is clipped."""
+    steady = [h for p in profiles for t, h in zip(p.t, p.high, strict=True) if p.steady is None
+              or p.steady[0] <= t <= p.steady[1]]
+    everything = [(h, t) for p in profiles for t, h in zip(p.t, p.high, strict=True)]
+    peak, peak_t = max(everything, key=lambda ht: (ht[0], -ht[1]), default=(0.0, 0.0))  # the first time at the peak
+    top = max([*steady, *([target] if target is not None else [])], default=peak) * 1.2
+    return (top if top > 0 else 1.0), peak, peak_t
 
 
 def _source(source: str) -> str:
     if source == "kernel":
-        return "kernel (qdisc.csv, dashed)"
-    return f"measured: {source} (qdelay.csv{', dash-dot' if source == 'capture-pie-style' else ''})"
+        return "kernel (qdisc.csv)"
+    return f"measured: {source} (qdelay.csv)"
 
 
-def save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
+def _legend_rows(fig: Figure) -> int:
+    legend = fig.legends[0] if fig.legends else None
+    return math.ceil(len(legend.get_texts()) / 3) if legend else 0
+
+
+def layout(fig: Figure, *, footnote: str = "", legend_rows: int = 0) -> None:
+    """Tight layout with room at the bottom for a figure legend of ``legend_rows`` and the footnote."""
+    bottom = (0.045 if footnote else 0.0) + 0.045 * legend_rows + (0.03 if legend_rows else 0.0)
+    fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
+    if footnote:
+        fig.text(0.99, 0.01, footnote, ha="right", va="bottom", fontsize=7, color="0.35")
+
+
+def save(fig: Figure, path: Path, *, footnote: str = "", legend_rows: int = 0) -> Path:
+    """Lay out (:func:`layout`), write atomically, close."""
+    layout(fig, footnote=footnote, legend_rows=legend_rows)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=DPI)
     plt.close(fig)
