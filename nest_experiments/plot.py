@@ -1,7 +1,8 @@
 """PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
 
 On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
-report (``report/report.md``, see :mod:`nest_experiments.report_md`).
+report (``report/report.md``, see :mod:`nest_experiments.report_md`) and the files
+its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,13 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
         for run_dir in runs:
             out += plot_run(run_dir)
     if sweep and report:
-        from nest_experiments.report_md import write_sweep_report
+        from nest_experiments.report_md import REPORT_DIR, write_sweep_report
+        from nest_experiments.studies import study_for
 
         out += write_sweep_report(folder)
+        study = study_for(folder)
+        if study.outputs is not None:
+            out += study.outputs(folder, folder / REPORT_DIR)
     return out
 
 

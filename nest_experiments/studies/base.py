@@ -20,6 +20,7 @@ class Claim:
 
 
 ClaimsFn = Callable[[Sweep, Sequence[Row]], list[Claim]]
+OutputsFn = Callable[[Path, Path], list[Path]]  # (sweep folder, report folder) -> files written
 
 
 def no_claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
@@ -40,6 +41,7 @@ class Study:
     figure_sections: tuple[tuple[str, str], ...] = (("Video", "video"), ("Audio", "audio"))  # heading, stream
     delay_reference: str = ""  # appended to the queue-delay headings, e.g. " (cf. paper Figs. 12-13)"
     claims: ClaimsFn = field(default=no_claims)
+    outputs: OutputsFn | None = None  # the study's own files beside report.md (``plot`` writes them after it)
 
     def load_sweep(self, folder: Path) -> Sweep:
         return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics)
