@@ -74,6 +74,7 @@ from nest_experiments.errors import KernelFeatureError, NestExpError, RunError
 
 CHUNK = 256 * 1024  # file read size
 TCP_HIGH_WATER = 1024 * 1024  # asyncio write buffer before drain() blocks
+HANDOVER_POLL = (0.001, 0.02)  # s: shortest and longest wait between checks of a tail still in asyncio
 QUIC_WINDOW = 64 * 1024 * 1024  # max_data / max_stream_data (aioquic default: 1 MB)
 QUIC_SEND_BUFFER = 4 * 1024 * 1024  # unacknowledged bytes per QUIC stream before we stop feeding
 
@@ -185,16 +186,60 @@ class Context:
 # --------------------------------------------------------------------------- HTTP/1.1
 
 
-async def _flush(writer: asyncio.StreamWriter) -> None:
-    """Wait until asyncio's write buffer is empty (all bytes handed to the kernel)."""
-    transport = writer.transport
-    if transport.is_closing():
-        return  # nothing left to wait for: the peer is gone or we are closing
-    transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
-    with contextlib.suppress(ConnectionError):
-        await writer.drain()
-    if not transport.is_closing():
-        transport.set_write_buffer_limits(high=TCP_HIGH_WATER)  # type: ignore[attr-defined]
+class Outbox:
+    """A connection's writer that knows when the bytes given to it have left the process.
+
+    ``write`` counts the bytes written; ``handed_over(mark)`` waits until every
+    byte up to ``mark`` (a value of ``written``) has been handed to the kernel,
+    however many bytes other responses write after it. The transport's write
+    limits are the connection's, set once: nothing here changes them.
+
+    Why not ``set_write_buffer_limits(high=0)`` + ``drain()``: asyncio's TLS
+    transport (CPython 3.11 ``sslproto``) pauses the writer when its size is
+    ``>=`` the high-water mark, so ``high=0`` pauses an *empty* buffer, and only
+    the next TLS record in either direction resumes it: the last response on an
+    h2 connection was logged when the next request came or the connection
+    closed. That size also leaves out the socket transport beneath TLS, and
+    concurrent streams reset each other's limits.
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.written += len(data)
+
+    def pending(self) -> int:
+        """Bytes written and not yet handed to the kernel (TLS: ciphertext counted, a slight overestimate)."""
+        transport = self.writer.transport
+        size = transport.get_write_buffer_size()
+        # the socket transport under asyncio's TLS transport (3.11 sslproto internals)
+        raw = getattr(getattr(transport, "_ssl_protocol", None), "_transport", None)
+        return size + (raw.get_write_buffer_size() if raw is not None else 0)
+
+    def behind(self, mark: int) -> int:
+        """How many of the first ``mark`` bytes are still in the process."""
+        return mark - (self.written - self.pending())
+
+    async def handed_over(self, mark: int) -> None:
+        """Wait until the first ``mark`` bytes have left the process (or the connection closes).
+
+        asyncio has no callback for "this byte left", so a tail still buffered is
+        polled, every ``HANDOVER_POLL[0]`` s near its end: the wait is predicted
+        from the drain rate seen so far and halved, up to ``HANDOVER_POLL[1]``.
+        """
+        loop = asyncio.get_running_loop()
+        left, t = self.behind(mark), loop.time()
+        delay = HANDOVER_POLL[0]
+        while left > 0 and not self.writer.is_closing():
+            await asyncio.sleep(delay)
+            now, was, left = loop.time(), left, self.behind(mark)
+            rate = (was - left) / max(now - t, 1e-6)
+            t = now
+            guess = left / rate / 2 if rate > 0 else delay * 2
+            delay = min(max(guess, HANDOVER_POLL[0]), HANDOVER_POLL[1])
 
 
 async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
@@ -210,7 +255,7 @@ async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
 
 async def _respond_http1(
     ctx: Context,
-    writer: asyncio.StreamWriter,
+    out: Outbox,
     *,
     res: Resource,
     head_only: bool,
@@ -219,21 +264,21 @@ async def _respond_http1(
     headers = ctx.base_headers(res, res.size)
     headers["connection"] = "keep-alive" if keep_alive else "close"
     t_first = ctx.now()
-    writer.write(format_response_head(res.status, headers))
+    out.write(format_response_head(res.status, headers))
     sent = 0
     for chunk in [] if head_only else read_chunks(res.path):
-        writer.write(chunk)
+        out.write(chunk)
         sent += len(chunk)
-        await writer.drain()
+        await out.writer.drain()
         await asyncio.sleep(0)  # one process serves every connection: take turns
-    await _flush(writer)
+    await out.handed_over(out.written)
     return t_first, sent
 
 
 async def _http1_exchange(
     ctx: Context,
     reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
+    out: Outbox,
     transport: str,
     conn_id: str,
 ) -> bool:
@@ -248,7 +293,7 @@ async def _http1_exchange(
     except HttpError as exc:
         res, target, keep, head_only = _error(exc.status), "", False, False
     t_arrival = ctx.now()
-    t_first, sent = await _respond_http1(ctx, writer, res=res, head_only=head_only, keep_alive=keep)
+    t_first, sent = await _respond_http1(ctx, out, res=res, head_only=head_only, keep_alive=keep)
     ctx.log.write(
         t=(t_arrival, t_first, ctx.now()),
         transport=transport,
@@ -269,7 +314,7 @@ async def serve_http1(
     conn_id = ctx.conn_id(transport)
     writer.transport.set_write_buffer_limits(high=TCP_HIGH_WATER)  # type: ignore[attr-defined]
     try:
-        while await _http1_exchange(ctx, reader, writer, transport, conn_id):
+        while await _http1_exchange(ctx, reader, Outbox(writer), transport, conn_id):
             pass
     except (ConnectionError, TimeoutError):
         pass
@@ -293,6 +338,8 @@ class H2Session:
 
     def __init__(self, ctx: Context, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.ctx, self.reader, self.writer = ctx, reader, writer
+        self.out = Outbox(writer)
+        writer.transport.set_write_buffer_limits(high=TCP_HIGH_WATER)  # type: ignore[attr-defined]
         self.conn_id = ctx.conn_id("h2")
         config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config=config)
@@ -302,7 +349,7 @@ class H2Session:
     def flush(self) -> None:
         data = self.conn.data_to_send()
         if data:
-            self.writer.write(data)
+            self.out.write(data)
 
     async def run(self) -> None:
         self.conn.initiate_connection()
@@ -353,7 +400,7 @@ class H2Session:
         sent = 0 if method == "HEAD" else await self.send_body(stream_id, res.path)
         self.conn.end_stream(stream_id)
         self.flush()
-        await _flush(self.writer)
+        await self.out.handed_over(self.out.written)  # this stream's END_STREAM, not later frames
         self.ctx.log.write(
             t=(t_arrival, t_first, self.ctx.now()),
             transport="h2",

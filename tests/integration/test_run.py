@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -65,10 +66,21 @@ def test_bottleneck_is_fully_used_and_goodput_is_reported(default_run: Path) -> 
     assert goodput is not None and 0.85 * 10e6 <= goodput <= 10e6
 
 
+def _files(folder: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``folder``: its mtime (ns) and SHA-256."""
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def test_resume_skips_completed_runs(default_run: Path) -> None:
     results = default_run.parent.parent
+    before = _files(default_run)
+    assert "manifest.json" in before and "qdisc.csv" in before
+    folders = sorted(p.name for p in default_run.parent.iterdir())
     proc = cli("run", *SHORT, "--results", str(results))
     assert proc.returncode == 0 and "completed earlier, skipped" in proc.stderr
+    assert _files(default_run) == before  # not one file of the completed run rewritten, added or removed
+    assert sorted(p.name for p in default_run.parent.iterdir()) == folders  # and no new run folder
 
 
 def test_bad_file_is_rejected_before_any_namespace(no_leftovers: None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,28 @@ def test_default_experiment_is_the_nest_papers_reduced_sweep() -> None:
     assert rates == {"voip1": 10, "voip3": 10, "web1": 15, "web3": 15}  # Table I
 
 
+#: the runs each shipped experiment file expands to (a new file adds its line here)
+SHIPPED_RUNS = {
+    "dash_mptcp.toml": {"r1"},
+    "dumbbell_fifo.toml": {f"qdisc-pfifo-{limit}_r{rep}" for limit in (20, 100, 500) for rep in (1, 2)},
+    "dumbbell_voip_web.toml": {"r1"},
+    "pie_dumbbell.toml": {"kind-pie_r1", "kind-fqpie_r1"},
+}
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.name)
 def test_shipped_experiments_load(path: Path) -> None:
     runs = expand(read_toml(path))
-    assert len(runs) >= 1
+    names = [run.name for run in runs]
+    assert runs and len(set(names)) == len(names), "two runs share a name"
+    assert all(re.fullmatch(r"([a-z0-9.-]+_)*r[1-9][0-9]*", name) for name in names), names
+    assert {run.experiment.name for run in runs} == {path.stem}
+    if path.name in SHIPPED_RUNS:
+        assert len(runs) == len(SHIPPED_RUNS[path.name]) and set(names) == SHIPPED_RUNS[path.name]
+
+
+def test_every_listed_shipped_experiment_exists() -> None:
+    assert {name for name in SHIPPED_RUNS if (ROOT / "experiments" / name).is_file()} == set(SHIPPED_RUNS)
 
 
 def test_there_are_at_least_ten_bad_files() -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from nest_experiments import report
 from nest_experiments.cli import main
@@ -290,8 +291,22 @@ def test_plot_cli_writes_run_plots_and_the_report(tmp_path: Path, capsys: pytest
     root = make_sweep(tmp_path, reps=1, targets=(5,))
     assert main(["plot", str(root)]) == 0
     out = capsys.readouterr().out.split()
-    assert str(root / "report" / "report.md") in out
-    assert str(root / "kind-pie_target-5ms_r1" / "qdisc.png") in out
+    report_md, run_png = root / "report" / "report.md", root / "kind-pie_target-5ms_r1" / "qdisc.png"
+    assert str(report_md) in out and str(run_png) in out
+    pngs = [Path(p) for p in out if p.endswith(".png")]
+    report_pngs = [p for p in pngs if p.parent == report_md.parent]
+    assert run_png in pngs and report_pngs
+    for png in pngs:  # each printed figure is a whole PNG that decodes, not an empty or truncated file
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        with Image.open(png) as image:
+            assert image.format == "PNG" and image.width >= 300 and image.height >= 200
+            image.load()
+    text = report_md.read_text()
+    assert text.startswith(f"# Sweep report: {root.name}\n")
+    headings = {line for line in text.splitlines() if line.startswith("## ")}
+    assert {"## Completed repetitions per cell", "## Figures", "## Sanity checks"} <= headings
+    assert any(h.startswith("## Metrics: mean [95% CI]") for h in headings)
+    assert all(f"]({png.name})" in text for png in report_pngs)  # the report embeds every figure it wrote
 
 
 def test_plot_cli_report_of_a_sweep_whose_runs_all_failed(tmp_path: Path) -> None:
