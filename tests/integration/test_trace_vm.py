@@ -33,7 +33,7 @@ def test_dvl_trace_is_followed_within_the_bench_bounds(tmp_path: Path) -> None:
         "experiment": {"name": "trace_dvl", "topology": "dumbbell", "duration": f"{DURATION_S}s",
                        "sample_interval": "100ms"},
         "links": {"bottleneck": {"forward": {"trace": {"generator": "dvl", "time_scale": 0.1, "rate_scale": 10},
-                                             "qdisc": {"kind": "pfifo", "limit": 100}}}},
+                                             "qdisc": {"kind": "pfifo", "limit": 20}}}},
         "apps": {"bulk": {"kind": "iperf3", "src": "h1", "dst": "s1", "flows": 5}},
     }
     (spec,) = expand(raw)
