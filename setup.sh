@@ -3,7 +3,9 @@
 #
 #   sudo ./setup.sh            set up only
 #   sudo ./setup.sh run [ARGS] set up, then: python -m nest_experiments run [ARGS]
-#   sudo ./setup.sh test [ARGS] set up, then the whole test suite (host tests, then VM tests)
+#   sudo ./setup.sh test [ARGS] set up, then the whole test suite (lint, host tests, then VM tests)
+#   ./setup.sh tests SUITE...   only run these suites (lint, unit, integration, host, vm) with the venv
+#                               as it is: no install, root only for the suites that need it (tox.ini calls this)
 #
 # What it does: apt-get installs the tools (iproute2, iperf3, SIPp, httperf,
 # qemu, ...), makes a virtualenv in ./.venv with the pinned requirements,
@@ -101,6 +103,39 @@ link_tc_tables() {
   fi
 }
 
+# The tests: their one definition, used by `setup.sh test` (the README's and CI's command) and by tox.ini.
+run_suite() {
+  local suite=$1
+  shift
+  case "$suite" in
+    lint) .venv/bin/ruff check nest_experiments tests bench && .venv/bin/mypy nest_experiments ;;
+    unit) .venv/bin/python -m pytest tests/unit "$@" ;;  # no root
+    integration) .venv/bin/python -m pytest tests/integration -m "not vm" "$@" ;;  # real namespaces, host kernel
+    host) .venv/bin/python -m pytest -m "not vm" "$@" ;;  # unit + integration
+    vm) .venv/bin/python -m pytest -m vm --runtime vm "$@" ;;  # the tests needing pie/fq_pie/netem, in the VM
+    *) echo "setup.sh: unknown test suite '$suite' (lint, unit, integration, host, vm)" >&2; return 2 ;;
+  esac
+}
+
+run_suites() {
+  # SUITE... [-- PYTEST_ARGS]
+  local suites=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do suites+=("$1"); shift; done
+  if [ $# -gt 0 ]; then shift; fi
+  if [ ${#suites[@]} -eq 0 ]; then echo "usage: ./setup.sh tests SUITE... [-- PYTEST_ARGS]" >&2; exit 2; fi
+  if [ ! -x .venv/bin/python ]; then echo "setup.sh: no .venv yet: run sudo ./setup.sh first" >&2; exit 1; fi
+  for suite in "${suites[@]}"; do
+    case "$suite" in integration|host|vm) need_root ;; esac
+    if [ "$suite" = lint ]; then run_suite lint; else run_suite "$suite" "$@"; fi
+  done
+}
+
+if [ "${1:-}" = tests ]; then
+  shift
+  run_suites "$@"
+  exit 0
+fi
+
 need_root
 install_packages
 make_venv
@@ -109,9 +144,6 @@ link_tc_tables
 case "${1:-}" in
   "") echo "setup.sh: ready. Run: sudo .venv/bin/python -m nest_experiments run" >&2 ;;
   run) shift; exec .venv/bin/python -m nest_experiments run "$@" ;;
-  test)
-    shift
-    .venv/bin/python -m pytest -m "not vm" "$@"
-    exec .venv/bin/python -m pytest -m vm --runtime vm "$@" ;;
-  *) echo "usage: sudo ./setup.sh [run [ARGS] | test [ARGS]]" >&2; exit 2 ;;
+  test) shift; run_suites lint host vm -- "$@" ;;
+  *) echo "usage: sudo ./setup.sh [run [ARGS] | test [ARGS] | tests SUITE... [-- PYTEST_ARGS]]" >&2; exit 2 ;;
 esac
