@@ -311,8 +311,8 @@ def fmt_p(p: float | None) -> str:
 
 def comparison_text(c: Comparison) -> str:
     unit = f" {c.metric.unit}" if c.metric.unit else ""
-    medians = (f"TCP {fmt(statistics.median(c.tcp)) if c.tcp else '-'} vs h3 "
-               f"{fmt(statistics.median(c.h3)) if c.h3 else '-'}{unit} (medians, n={len(c.tcp)}/{len(c.h3)})")
+    tcp, h3 = (fmt(statistics.median(v)) + unit if v else "no session" for v in (c.tcp, c.h3))
+    medians = f"TCP {tcp} vs h3 {h3} (medians, n={len(c.tcp)}/{len(c.h3)})"
     ps = f"p two-sided {fmt_p(c.p_two)}, TCP better {fmt_p(c.p_tcp_better)}, QUIC better {fmt_p(c.p_h3_better)}"
     noise = ""
     if c.within_noise is not None:
