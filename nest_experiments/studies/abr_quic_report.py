@@ -252,7 +252,12 @@ def _claims(report: StudyReport) -> list[str]:
 
 
 def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
-    out = ["## Throughput estimate vs the trace", ""]
+    out = ["## Throughput estimate vs the trace", "",
+           "The estimate is what the ABR decided on (`abr_decisions.csv` `throughput_bps`): dash.js's rules "
+           "(`throughput`, `bola`, `dynamic`) log their average after the 0.9 safety factor, MPC the harmonic mean of "
+           "the last 5 request rates (MPC-Robust: divided by 1 + the largest recent error), BBA none. The trace rate is "
+           "the link's (`rates.csv`, applied at or before the decision), shared by video and audio and counting "
+           "headers: a ratio somewhat below 1 is expected; what differs between TCP and h3 is the point.", ""]
     if "estimate_ratio.png" in figures:
         out += ["![estimate / trace](estimate_ratio.png)", ""]
     lines = []
