@@ -152,18 +152,38 @@ def compare_qdiscs(plan: EgressPlan, shown: list[dict[str, Any]]) -> list[str]:
 
 
 def _compare_options(where: str, want: ExpectedQdisc, options: dict[str, Any]) -> list[str]:
-    problems = []
+    """Every option we set against ``tc -j``'s; a key tc did not report is named, never skipped.
+
+    A flag reads back from its key's presence: iproute2 6.1 prints ``"ecn": true``
+    only when the kernel's attribute is non-zero, and the kernel always dumps it
+    for pie, fq_pie, codel and fq_codel, so an absent key is a flag that is off.
+    """
+    problems, unreported = [], []
     for key, value in want.options:
+        if isinstance(value, bool):
+            got_flag = bool(options.get(key, False))
+            if got_flag != value:
+                problems.append(f"{where}: {want.kind} {key} is {_on_off(got_flag)}, expected {_on_off(value)}")
+            continue
         got = options.get(key)
         if got is None:
-            continue  # this iproute2 does not report it: nothing to compare
-        if isinstance(value, int) and isinstance(got, (int, float)):
-            ok = abs(got - value) <= max(1, 0.02 * abs(value))  # kernels round times to their tick
-        else:
-            ok = got == value
-        if not ok:
+            unreported.append(key)
+        elif not _same(value, got):
             problems.append(f"{where}: {want.kind} {key} is {got}, expected {value}")
+    if unreported:
+        problems.append(f"{where}: {want.kind} {', '.join(unreported)} cannot be read back: "
+                        "`tc -j qdisc show` does not report them (iproute2 too old for this qdisc?)")
     return problems
+
+
+def _same(value: Any, got: Any) -> bool:
+    if isinstance(value, int) and isinstance(got, (int, float)):
+        return abs(got - value) <= max(1, 0.02 * abs(value))  # kernels round times to their tick
+    return bool(got == value)
+
+
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 _CLASS_RE = re.compile(r"class htb (?P<id>\S+) .*?\brate (?P<rate>\d+(?:\.\d+)?)(?P<unit>[KMG]?)bit\b")

@@ -47,3 +47,26 @@ def test_offloads_are_off_on_shaped_links(no_leftovers, nest_network) -> None:  
     assert "tcp-segmentation-offload: off" in features and "generic-segmentation-offload: off" in features
     untouched = net.run("c", ["ethtool", "-k", "r"]).stdout
     assert "generic-segmentation-offload: on" in untouched
+
+
+AQM_FLAGS = {
+    "pie": {"ecn": True, "bytemode": True, "dq_rate_estimator": True},
+    "fq_pie": {"ecn": True, "bytemode": True},
+    "codel": {"ecn": True},
+    "fq_codel": {"ecn": True},
+}
+
+
+@pytest.mark.vm
+@pytest.mark.parametrize("kind", sorted(AQM_FLAGS))
+def test_aqm_flags_read_back_in_the_vm(no_leftovers, nest_network, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """Every flag we set reads back from the real kernel + iproute2, and ecn turned off behind our back is caught."""
+    qdisc = {"kind": kind, "target": "5ms", **AQM_FLAGS[kind]}
+    net = nest_network("chain", links={"bottleneck": {"rate": "10mbit", "qdisc": qdisc}})
+    egress = net.egress("bottleneck", "r")
+    assert dict(egress.plan.qdiscs[-1].options).items() >= AQM_FLAGS[kind].items()
+    net.net.read_back(egress.plan)  # as installed: every flag reads back on
+    tc = ["tc", "-n", net.ns("r"), "qdisc", "change", "dev", egress.dev, "parent", "1:1", "handle", "10:"]
+    subprocess.run([*tc, kind, "noecn"], check=True)
+    with pytest.raises(NetworkSetupError, match=f"{kind} ecn is off, expected on"):
+        net.net.read_back(egress.plan)

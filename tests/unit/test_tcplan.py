@@ -1,7 +1,11 @@
 from __future__ import annotations
 
-from nest_experiments.config import EgressConfig, QdiscConfig
-from nest_experiments.tcplan import compare_qdiscs, compare_rate, parse_htb_classes, plan_egress
+import json
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.config import EgressConfig, QdiscConfig, qdisc_kinds
+from nest_experiments.tcplan import EgressPlan, compare_qdiscs, compare_rate, parse_htb_classes, plan_egress
 
 PIE = QdiscConfig(kind="pie", params=(("target", 0.005), ("limit", 1000), ("ecn", False)))
 
@@ -51,3 +55,56 @@ def test_htb_class_text_is_parsed_and_compared() -> None:
     plan = plan_egress("ns", "r2", EgressConfig(rate_bps=10**7, qdisc=PIE))
     assert compare_rate(plan, {"1:1": 10_000_000}) == []
     assert compare_rate(plan, {"1:1": 5_000_000}) != []
+
+
+# ---------------------------------------------------------------- read-back of every parameter (tests/data/tc)
+
+TC_DATA = Path(__file__).resolve().parents[1] / "data" / "tc"
+
+
+def shown(name: str) -> list[dict[str, Any]]:
+    return json.loads((TC_DATA / name).read_text())
+
+
+def aqm_plan(kind: str, **params: Any) -> EgressPlan:
+    return plan_egress("ns", "r2", EgressConfig(rate_bps=10**7, qdisc=QdiscConfig(kind=kind, params=tuple(params.items()))))
+
+
+def test_every_qdisc_parameter_has_a_read_back_key() -> None:
+    unread = [f"{kind}.{name}" for kind, spec in qdisc_kinds().items()
+              for name, p in spec["params"].items() if not p.get("readback")]  # fmt: skip
+    assert unread == []
+
+
+def test_flags_set_read_back_set() -> None:
+    plan = aqm_plan("pie", target=0.005, limit=1000, ecn=True, bytemode=True)
+    assert ("ecn", True) in plan.qdiscs[-1].options and ("bytemode", True) in plan.qdiscs[-1].options
+    assert compare_qdiscs(plan, shown("pie_ecn_bytemode.json")) == []
+
+
+def test_flags_off_read_back_off() -> None:
+    plan = aqm_plan("pie", target=0.005, limit=1000, ecn=False, bytemode=False)
+    assert compare_qdiscs(plan, shown("pie_flags_off.json")) == []
+
+
+def test_a_flag_missing_from_the_dump_is_reported_by_name() -> None:
+    plan = aqm_plan("pie", target=0.005, ecn=True, bytemode=True)
+    assert compare_qdiscs(plan, shown("pie_flags_off.json")) == [
+        "ns/r2 10:: pie ecn is off, expected on", "ns/r2 10:: pie bytemode is off, expected on"]
+
+
+def test_a_flag_set_behind_our_back_is_reported_by_name() -> None:
+    plan = aqm_plan("pie", target=0.005, ecn=False, dq_rate_estimator=False)
+    assert compare_qdiscs(plan, shown("pie_ecn_bytemode.json")) == ["ns/r2 10:: pie ecn is on, expected off"]
+
+
+def test_a_key_tc_does_not_report_is_named_not_skipped() -> None:
+    plan = aqm_plan("fq_pie", target=0.005, flows=1024, memory_limit=32 * 2**20, ecn=True)
+    assert compare_qdiscs(plan, shown("fq_pie_no_memory_limit.json")) == [
+        "ns/r2 10:: fq_pie memory_limit cannot be read back: `tc -j qdisc show` does not report them"
+        " (iproute2 too old for this qdisc?)"]
+
+
+def test_a_mismatch_names_the_key() -> None:
+    plan = aqm_plan("fq_pie", target=0.005, flows=2048, ecn=True)
+    assert compare_qdiscs(plan, shown("fq_pie_no_memory_limit.json")) == ["ns/r2 10:: fq_pie flows is 1024, expected 2048"]
