@@ -9,7 +9,12 @@ sample in the TCG VM, 11-16 s of CPU in a 65 s run at one sample of 4
 egresses per second (``runner_threads_cpu_s`` in the manifest).
 ``tests/integration/test_qdisc_dumper.py`` checks the rows against pyroute2's.
 Samples are taken on a fixed monotonic schedule; a late tick is taken at
-once and the schedule kept (no drift). Rows go to ``qdisc.csv`` (DESIGN §4).
+once and the schedule kept (no drift). Each egress's rows carry, as ``t``,
+the time of its own dump: the run clock around the netlink request (the
+kernel fills a small dump while it handles the request), not the time the
+tick began, so that a thread that lost the CPU (or, in the VM, a vCPU that
+the host descheduled) between the two cannot misplace a sample. Rows go to
+``qdisc.csv`` (DESIGN §4).
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ class QdiscDumper:
     over 20 s. A netlink socket stays in the namespace it was created in.
     """
 
-    def __init__(self, ns: str) -> None:
+    def __init__(self, ns: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.ns = ns
+        self.clock = clock
+        self.t_request = 0.0  # on ``clock``, the middle of the last dump request's send (when the kernel dumped)
         self._seq = 0
         try:
             with in_netns(ns):
@@ -66,7 +73,10 @@ class QdiscDumper:
     def dump(self, index: int) -> list[QdiscMessage]:
         """Every qdisc on interface ``index``."""
         self._seq += 1
-        self.sock.send(qdisc_dump_request(index, self._seq))
+        request = qdisc_dump_request(index, self._seq)
+        before = self.clock()
+        self.sock.send(request)
+        self.t_request = (before + self.clock()) / 2
         out: list[QdiscMessage] = []
         while True:
             try:
@@ -161,7 +171,7 @@ class QdiscSampler:
 
     def _open_sockets(self) -> None:
         for ns, _, dev, _ in self.targets:
-            dumper = self._sockets.get(ns) or QdiscDumper(ns)
+            dumper = self._sockets.get(ns) or QdiscDumper(ns, clock=self.clock)
             self._sockets[ns] = dumper
             found = dumper.index(dev)
             if found is None:
@@ -169,9 +179,11 @@ class QdiscSampler:
             self._index[(ns, dev)] = found
 
     def sample(self) -> None:
-        t = round(self.clock(), 4)
         for ns, node, dev, link in self.targets:
-            for msg in self._sockets[ns].dump(self._index[(ns, dev)]):
+            dumper = self._sockets[ns]
+            messages = dumper.dump(self._index[(ns, dev)])
+            t = round(dumper.t_request, 4)
+            for msg in messages:
                 row = qdisc_row(msg.kind, msg.stats, msg.xstats)
                 row.update(t=t, node=node, dev=dev, link=link, handle=_handle(msg.handle), parent=_parent(msg.parent))
                 self.sink.write(row)
