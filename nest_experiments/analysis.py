@@ -1,8 +1,12 @@
 """Figures from run folders (reads files only; never touches the network).
 
 Link utilisation is measured at the qdisc: bytes the shaped egress sent in
-the steady part of the run divided by what its rate allows. iperf3 goodput
-(application payload) is reported beside it; it is lower by the headers.
+the steady part of the run divided by what its rate allows. For a
+trace-driven egress that is the integral of the rates actually applied
+(``rates.csv``, by the time each change took effect) over the same two
+samples, not ``links.json``'s ``rate_bps`` (the trace's first rate). iperf3
+goodput (application payload) is reported beside it; it is lower by the
+headers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import TextIO
 
 import pandas as pd
 
-from nest_experiments.rundir import read_manifest
+from nest_experiments.rundir import read_csv, read_manifest
+from nest_experiments.tracecheck import step_bits
 
 STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
 
@@ -25,11 +30,12 @@ class EgressFigures:
     link: str
     node: str
     qdisc: str | None
-    rate_bps: int | None
+    rate_bps: int | None  # a traced egress: the mean applied rate over the steady window
     utilization: float | None
     mean_backlog_pkts: float
     drops: int
     mean_delay_ms: float | None  # as the kernel reports it (PIE), per sample
+    traced: bool = False
 
 
 def run_dirs(folder: Path) -> list[Path]:
@@ -65,19 +71,35 @@ def egress_figures(run_dir: Path) -> list[EgressFigures]:
             continue
         rows = q[(q.node == e["node"]) & (q.dev == e["dev"])]
         leaf = rows[rows.handle == e["leaf_handle"]] if e.get("leaf_handle") else rows
+        win = leaf[(leaf.t >= t0) & (leaf.t <= t1)].sort_values("t")
+        rate = _mean_rate(applied_steps(run_dir, e["link"], e["node"]), win) if e.get("trace") else e.get("rate_bps")
         out.append(EgressFigures(
-            link=e["link"], node=e["node"], qdisc=e.get("qdisc"), rate_bps=e.get("rate_bps"),
-            utilization=_utilization(leaf, e.get("rate_bps"), t0, t1),
+            link=e["link"], node=e["node"], qdisc=e.get("qdisc"), rate_bps=round(rate) if rate else None,
+            utilization=_utilization(win, rate),
             mean_backlog_pkts=float(leaf.backlog_pkts.mean()) if len(leaf) else 0.0,
             drops=int(leaf.drops.max() - leaf.drops.min()) if len(leaf) else 0,
-            mean_delay_ms=_mean_delay(leaf[(leaf.t >= t0) & (leaf.t <= t1)]),
+            mean_delay_ms=_mean_delay(win), traced=bool(e.get("trace")),
         ))
     return out
 
 
-def _utilization(rows: pd.DataFrame, rate_bps: int | None, t0: float, t1: float) -> float | None:
-    win = rows[(rows.t >= t0) & (rows.t <= t1)]
-    if rate_bps is None or len(win) < 2:
+def applied_steps(run_dir: Path, link: str, node: str) -> list[tuple[float, float]]:
+    """A traced egress's rates as applied: (t the change took effect, rate_bps), from ``rates.csv``."""
+    path = run_dir / "rates.csv"
+    rows = read_csv(path) if path.exists() else []
+    return sorted((float(r["t"]), float(r["rate_bps"])) for r in rows if (r["link"], r["node"]) == (link, node))
+
+
+def _mean_rate(steps: list[tuple[float, float]], win: pd.DataFrame) -> float | None:
+    """The applied rate averaged over the window's first to last sample (None without rates or samples)."""
+    if not steps or len(win) < 2:
+        return None
+    a, b = float(win.t.iloc[0]), float(win.t.iloc[-1])
+    return (step_bits(steps, b) - step_bits(steps, a)) / (b - a) if b > a else None
+
+
+def _utilization(win: pd.DataFrame, rate_bps: float | None) -> float | None:
+    if not rate_bps or len(win) < 2:
         return None
     span = float(win.t.iloc[-1] - win.t.iloc[0])
     sent = float(win.sent_bytes.iloc[-1] - win.sent_bytes.iloc[0])
@@ -120,6 +142,7 @@ def print_summary(folder: Path, out: TextIO = sys.stderr) -> None:
         for f in figures:
             util = f"{f.utilization:.3f}" if f.utilization is not None else "-"
             rate = f"{f.rate_bps / 1e6:g} Mbit/s" if f.rate_bps else "unshaped"
+            rate = f"trace, {rate} mean applied" if f.traced and f.rate_bps else rate
             delay = f", {f.qdisc} delay {f.mean_delay_ms:.2f} ms" if f.mean_delay_ms is not None else ""
             print(f"{run_dir.name}: {f.link} {f.node}->{f.qdisc} {rate}: utilization {util}, "
                   f"backlog {f.mean_backlog_pkts:.1f} pkts, drops {f.drops}{delay}", file=out)
