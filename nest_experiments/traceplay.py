@@ -23,15 +23,26 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.net import Egress, HtbRates, Network
+from nest_experiments.parsers.htbclass import HtbClass
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "t_scheduled", "link", "direction", "node", "rate_bps")
 LATE_WARNING_S = 0.05
+
+
+class RateSetter(Protocol):
+    """What the player needs of :class:`~nest_experiments.net.HtbRates` (a fake in unit tests)."""
+
+    def set(self, egress: Egress, rate_bps: int) -> None: ...
+
+    def read(self, egress: Egress) -> HtbClass: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -54,14 +65,19 @@ def changes_for(exp: Experiment, egresses: list[Egress], until_s: float) -> list
 
 
 class TracePlayer:
-    """Applies ``changes`` on the run's ``clock``; rows to ``path``. open() before t0, start() at t0, stop()."""
+    """Applies ``changes`` on the run's ``clock``; rows to ``path``. open() before t0, start() at t0, stop().
 
-    def __init__(self, changes: list[Change], path: Path, *, clock: Callable[[], float]) -> None:
+    ``rates`` opens the rate setter for the traced egresses (:class:`~nest_experiments.net.HtbRates`).
+    """
+
+    def __init__(self, changes: list[Change], path: Path, *, clock: Callable[[], float],
+                 rates: Callable[[list[Egress]], RateSetter] = HtbRates) -> None:
         self.changes = changes
         self.path = path
         self.clock = clock
         self.error: BaseException | None = None
-        self._rates: HtbRates | None = None
+        self._open_rates = rates
+        self._rates: RateSetter | None = None
         self._sink: CsvSink | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="trace-player", daemon=True)
@@ -80,7 +96,7 @@ class TracePlayer:
         if not self.changes:
             return
         egresses = list({id(c.egress): c.egress for c in self.changes}.values())
-        self._rates = HtbRates(egresses)
+        self._rates = self._open_rates(egresses)
         self._sink = CsvSink(self.path, FIELDS)
 
     def start(self) -> None:
