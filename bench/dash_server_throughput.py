@@ -115,7 +115,8 @@ def fetch(ns: str, kind: str, port: int, repeat: int, client: str, ca: Path) -> 
         argv = [str(Path(__file__).resolve()), "--curl-fetch", f"https://127.0.0.1:{port}/object.bin"]
     else:
         argv = ["-m", "nest_experiments.dash.transports", "--kind", kind, "--host", "127.0.0.1", "--port", str(port),
-                "--get", "video=/object.bin", "--quic-max-datagram", str(DATAGRAM), "--h3-client", client]
+                "--get", "video=/object.bin", "--quic-max-datagram", str(DATAGRAM)]
+        argv += ["--h3-client", client] if kind == "h3" else []
     cmd = ["ip", "netns", "exec", ns, sys.executable, *argv, "--repeat", str(repeat), "--ca", str(ca)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if '"summary"' not in line]
