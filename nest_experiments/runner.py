@@ -33,7 +33,7 @@ from nest_experiments.apps.base import APP_CLASSES, App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
-from nest_experiments.config import Experiment, parse_experiment
+from nest_experiments.config import EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import Network
 from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, run_lock
@@ -43,8 +43,40 @@ from nest_experiments.traceplay import TracePlayer
 
 RESULTS_ROOT = PROJECT_ROOT / "results"
 FINISH_GRACE_S = 15.0
+# Behind a slow link the tools' closing exchanges wait in its queue: iperf3's TEST_END, results and IPERF_DONE
+# each cross a bottleneck that its flows still keep full from their send buffers, and a lost one waits an RTO
+# of about the queue's delay (at 64 kbit/s a 20-packet FIFO is 3.8 s; the 1000-packet default, 190 s).
+QUEUE_CROSSINGS = 4
+MAX_QUEUE_GRACE_S = 600.0
+FIFO_DEFAULT_PKTS = 1000  # veth's txqueuelen: HTB's own leaf, and pfifo/bfifo without a limit
+AQM_BURST_PKTS = 10  # an AQM keeps about its target, plus a burst, at rates where one packet outlasts the target
+PACKET_BITS = 1514 * 8
 WARMUP_MIN_TRAFFIC_S = 10.0  # a warm-up lasts at least this long after its last app started
 CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+
+
+def finish_grace_s(exp: Experiment, *, vm: bool) -> float:
+    """How long after the run's duration its apps may take to finish: :data:`FINISH_GRACE_S`, in the VM as long
+    again as the run (under TCG emulation the tools run several times slower), and :data:`QUEUE_CROSSINGS` times
+    the longest a full queue of a shaped egress takes to drain at the rate it has then (capped)."""
+    queue_s = max((queue_drain_s(e, exp.duration_s) for link in exp.links for _, _, e in link.egresses()), default=0.0)
+    return FINISH_GRACE_S + (exp.duration_s if vm else 0.0) + min(MAX_QUEUE_GRACE_S, QUEUE_CROSSINGS * queue_s)
+
+
+def queue_drain_s(e: EgressConfig, at_s: float) -> float:
+    """Seconds a full leaf queue of ``e`` takes to drain at the lowest rate it has from ``at_s`` to
+    ``at_s + FINISH_GRACE_S`` (0 for an unshaped egress)."""
+    steps = e.trace_steps(at_s + FINISH_GRACE_S)
+    rate = min([r for t, r in steps if t > at_s] + ([r for t, r in steps if t <= at_s][-1:] or [e.rate_bps or 0]))
+    if rate <= 0:
+        return 0.0
+    q = e.qdisc
+    limit = q.param("limit") if q else None
+    if q is None or q.kind == "pfifo":
+        return (limit or FIFO_DEFAULT_PKTS) * PACKET_BITS / rate
+    if q.kind == "bfifo":
+        return 8 * (limit or FIFO_DEFAULT_PKTS * PACKET_BITS / 8) / rate
+    return float(q.param("target", 0.0)) + AQM_BURST_PKTS * PACKET_BITS / rate
 
 
 def now_iso() -> str:
@@ -191,9 +223,7 @@ class Run:
         capture.start()  # capturing before the run clock and any traffic
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
         sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
-        # under TCG emulation the tools run several times slower: give them as long again to finish
-        grace = FINISH_GRACE_S + (self.exp.duration_s if runtime_name() == "vm" else 0.0)
-        deadline = self.exp.duration_s + grace
+        deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime_name() == "vm")
         rates = TracePlayer.for_run(self.exp, net, self.run_dir, clock=self.clock, until_s=deadline)  # trace-driven links
         try:
             sampler.open()
