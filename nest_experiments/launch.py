@@ -99,7 +99,9 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     _compile_for_guest()
     experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
-    budget = sum(r.experiment.duration_s + 60 for r in runs) * 3 + VM_TIMEOUT_MARGIN_S
+    from nest_experiments.runner import queue_grace_s  # the runner (apps, collectors) only when a VM runs
+
+    budget = sum((r.experiment.duration_s + 60) * 3 + queue_grace_s(r.experiment) for r in runs) + VM_TIMEOUT_MARGIN_S
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
           file=sys.stderr, flush=True)

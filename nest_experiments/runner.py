@@ -59,8 +59,13 @@ def finish_grace_s(exp: Experiment, *, vm: bool) -> float:
     """How long after the run's duration its apps may take to finish: :data:`FINISH_GRACE_S`, in the VM as long
     again as the run (under TCG emulation the tools run several times slower), and :data:`QUEUE_CROSSINGS` times
     the longest a full queue of a shaped egress takes to drain at the rate it has then (capped)."""
+    return FINISH_GRACE_S + (exp.duration_s if vm else 0.0) + queue_grace_s(exp)
+
+
+def queue_grace_s(exp: Experiment) -> float:
+    """The part of the finish grace that the queues need (see :func:`finish_grace_s`)."""
     queue_s = max((queue_drain_s(e, exp.duration_s) for link in exp.links for _, _, e in link.egresses()), default=0.0)
-    return FINISH_GRACE_S + (exp.duration_s if vm else 0.0) + min(MAX_QUEUE_GRACE_S, QUEUE_CROSSINGS * queue_s)
+    return min(MAX_QUEUE_GRACE_S, QUEUE_CROSSINGS * queue_s)
 
 
 def queue_drain_s(e: EgressConfig, at_s: float) -> float:
