@@ -13,7 +13,7 @@ imports included) and MB per client CPU-second; then the ratio h3/tcp of
 Mbit per server CPU-second. Needs root.
 
     sudo .venv/bin/python bench/dash_server_throughput.py [--total-mb 200] [--object-mb 20] \
-        [--kinds tcp,h3] [--servers nest,caddy] [--h3-clients qh3,aioquic,curl_cffi]
+        [--kinds tcp,h3] [--servers nest,caddy] [--h3-clients qh3,aioquic,curl_cffi] [--rate 5mbit]
 """
 
 from __future__ import annotations
@@ -193,6 +193,7 @@ def main() -> int:
     p.add_argument("--servers", default="nest", help=f"comma-separated, of {SERVERS}")
     p.add_argument("--h3-clients", default="qh3,aioquic", help=f"comma-separated, of {H3_CLIENTS}")
     p.add_argument("--quic-max-datagram", type=int, default=1200)
+    p.add_argument("--rate", help="shape the namespace's loopback with TBF at this rate (e.g. 5mbit); default: unshaped")
     p.add_argument("--curl-fetch", metavar="URL", help=argparse.SUPPRESS)  # the curl_cffi client (a child)
     p.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--ca", help=argparse.SUPPRESS)
@@ -211,6 +212,9 @@ def main() -> int:
         run("ip", "netns", "add", ns)
         try:
             run("ip", "-n", ns, "link", "set", "lo", "up")
+            if args.rate:  # both directions share lo: requests and ACKs go through the same shaper
+                run("tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", args.rate, "burst", "16kb",
+                    "latency", "100ms")
             repeat = max(1, args.total_mb // args.object_mb)
             rows = plan(args.kinds.split(","), args.servers.split(","), args.h3_clients.split(","))
             report([measure(ns, root, kind, repeat, server, client) for kind, server, client in rows])

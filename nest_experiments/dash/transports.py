@@ -8,9 +8,10 @@
 - ``h3``: one QUIC connection, one stream per request;
   ``max_data``/``max_stream_data`` raised to ``window``. Two QUIC stacks with
   the same asyncio API (``h3_client``): ``qh3`` (the default: its packet
-  protection, TLS (rustls) and QPACK are native code; on the host it moved
-  ~5x the bytes per CPU second of aioquic, see ``bench/dash_server_throughput.py``)
-  and ``aioquic`` (pure Python apart from its crypto).
+  protection, TLS (rustls) and QPACK are native code; on unshaped loopback it
+  moved 8-9x the bytes per CPU second of aioquic, ``bench/dash_server_throughput.py``;
+  through a 5 Mbit/s bottleneck the player's CPU was about the same with
+  either, ``bench/player_cpu.py``) and ``aioquic``.
 
 Times come from the caller's ``clock``: ``t_request`` when the request was
 handed to the kernel (stamped just before the send call), ``t_first_byte`` when the first response byte (head)
