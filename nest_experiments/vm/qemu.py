@@ -482,9 +482,13 @@ def warmup_s(setting: str | None = None) -> float:
     A freshly booted guest is slow at first: under TCG every guest code path
     (the kernel's forwarding and qdiscs, each tool, the interpreter) is
     translated into host code the first time it runs, and every file comes
-    over 9p into a cold page cache. Four runs of one cell in one VM, without
-    a warm-up (bench/warmup_bias.py --no-warmup): PIE's delay on bn1 was 7.9,
-    6.0, 5.4 and 5.0 ms at a 5 ms target, in that order. The warm-up is the
+    over 9p into a cold page cache (qemu's memory grows from 0.2 to 1.7 GB in
+    a VM's first ~3.5 minutes). Four runs of one cell in one VM, without a
+    warm-up and before the project was byte-compiled on the host: PIE's delay
+    on bn1 was 7.9, 6.0, 5.4 and 5.0 ms at a 5 ms target, in that order; with
+    both (bench/warmup_bias.py), the first run's figures were within the
+    spread of the other three (|z| <= 0.84 for CPU, bottleneck use, iperf3
+    and PIE's delay / target: 1.23 against 1.29 +- 0.08). The warm-up is the
     sweep's first run, shortened to this length, into a folder that is thrown
     away. ``NEST_EXP_WARMUP``: seconds (``30s`` or ``30``), 0 turns it off;
     default 30.
