@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import resource
@@ -175,6 +176,9 @@ def report(figures: list[Figures]) -> None:
 
 def plan(kinds: list[str], servers: list[str], h3_clients: list[str]) -> list[tuple[str, str, str]]:
     """(transport, server, client) rows: every h3 client against every server; Caddy serves no MPTCP."""
+    if "curl_cffi" in h3_clients and "h3" in kinds and importlib.util.find_spec("curl_cffi") is None:
+        raise SystemExit("--h3-clients curl_cffi: not installed (a bench-only candidate, not a project dependency): "
+                         ".venv/bin/pip install curl_cffi==0.16.3 (the version measured; 0.17.0 needs a newer certifi)")
     rows = []
     for server in servers:
         for kind in kinds:
