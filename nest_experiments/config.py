@@ -135,7 +135,8 @@ DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3")
 MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
 DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
 CADDY_TRANSPORTS = ("tcp", "h2", "h3")  # Caddy 2.6 has no MPTCP listener
-DASH_H3_CLIENTS = ("qh3", "aioquic")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
+MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
+DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +159,10 @@ class DashApp(AppConfig):
     mptcp_add_addr_timeout_s: int | None = None
     http_server: str = "nest"  # the origin's software: "nest" (dash/server.py) or "caddy"
     h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
+    player: str = "nest"  # dash.players.PLAYERS: ours, dash.js in headless Chromium, GPAC
+    media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)
+    codec: str = "h264"  # encoded media: dash.encode.CODECS
+    source: str | None = None  # encoded media: a video file (None: a test pattern and a tone)
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -430,6 +435,9 @@ def resolve_trace_files(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         for level in (link, *(link.get(d) for d in ("forward", "reverse"))) if isinstance(link, dict) else ():
             if isinstance(level, dict) and "trace" in level:
                 level["trace"] = fix(level["trace"])
+    for app in (raw.get("apps") or {}).values():  # a dash app's video file
+        if isinstance(app, dict) and "source" in app:
+            app["source"] = fix(app["source"])
     for table in ("sweep", "paper"):
         for key, value in (raw.get(table) or {}).items():
             if any(k.strip().endswith(".trace") for k in key.split(",")):
@@ -533,7 +541,7 @@ def _time_in(limit: toollimits.Limit) -> Callable[[str, object], float]:
 
 @register_app_kind("dash")
 def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
-    from nest_experiments.dash import abr, media  # pure modules; loaded only when a dash app is used
+    from nest_experiments.dash import abr, media, players  # pure modules; loaded only when a dash app is used
 
     server, client = two_nodes(t, spec, "server", "client")
     ladder = t.get("ladder", one_of(tuple(media.available_ladders())), "eldorado_av1")
@@ -541,8 +549,9 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
     length = media.load_ladder(ladder).duration_s
     if clip is not None and clip > length:
         raise ConfigError(join(t.path, "clip"), f"{clip:g} s is longer than ladder {ladder!r} ({length:g} s)")
-    algorithms = one_of(tuple(abr.available_abrs()))
-    video_abr = t.get("abr", algorithms, "grate")
+    player_name = t.get("player", one_of(players.PLAYERS), "nest")
+    algorithms = one_of(players.abr_names(player_name, tuple(abr.available_abrs())))
+    video_abr = t.get("abr", algorithms, players.default_abr(player_name))
     max_buffer = t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0)
     threshold = t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0)
     if threshold > max_buffer:
@@ -557,6 +566,7 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         return float(value)
 
     transport = t.get("transport", one_of(DASH_TRANSPORTS), "tcp")
+    player, media_kind, codec, source = _dash_player_and_media(t, transport, video_abr)
     http_server = t.get("http_server", one_of(DASH_HTTP_SERVERS), "nest")
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
@@ -564,12 +574,49 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
     return DashApp(
         name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
         transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
-        ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=t.get("abr_audio", algorithms, video_abr),
+        player=player, media=media_kind, codec=codec, source=source,
+        ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=_abr_audio(t, player, algorithms, video_abr),
         max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
     )
+
+
+def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[str, str, str, str | None]:
+    """``player``, ``media``, ``codec``, ``source`` of a dash app; a player missing here is refused now."""
+    from nest_experiments.dash import encode, players
+
+    player = t.get("player", one_of(players.PLAYERS), "nest")
+    if transport not in players.TRANSPORTS[player]:
+        raise ConfigError(join(t.path, "transport"), f"player {player!r} plays over "
+                                                     f"{', '.join(players.TRANSPORTS[player])}, not {transport!r}")
+    decodes = player in players.DECODING
+    kind = t.get("media", one_of(MEDIA_KINDS), "encoded" if decodes else "generated")
+    if decodes and kind != "encoded":
+        raise ConfigError(join(t.path, "media"), f"player {player!r} decodes: it needs media = 'encoded'")
+    if kind == "generated":
+        for key in ("codec", "source"):
+            if t.has(key):
+                raise ConfigError(join(t.path, key), "applies to media = 'encoded' only")
+    elif t.has("vbr"):
+        raise ConfigError(join(t.path, "vbr"), "applies to media = 'generated' only (encodes are CBR)")
+    codec = t.get("codec", one_of(encode.CODECS), encode.DEFAULT_CODEC)
+    source = t.get("source", as_str, None)
+    if source is not None and not Path(source).is_file():
+        raise ConfigError(join(t.path, "source"), f"{source}: no such video file (a path relative to the "
+                                                  "experiment file, or absolute)")
+    why = players.missing(player, transport)
+    if why is not None:
+        raise ConfigError(join(t.path, "player"), why)
+    return player, kind, codec, source
+
+
+def _abr_audio(t: Table, player: str, algorithms: Callable[[str, object], str], video_abr: str) -> str:
+    if player != "nest" and t.has("abr_audio"):
+        raise ConfigError(join(t.path, "abr_audio"), f"player {player!r} adapts audio with its own rules: "
+                                                     "remove abr_audio")
+    return t.get("abr_audio", algorithms, video_abr)
 
 
 # ---------------------------------------------------------------- sipp, httperf (background traffic)

@@ -38,7 +38,7 @@ from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import caddy, certs, media
+from nest_experiments.dash import caddy, certs, encode, media
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
@@ -71,8 +71,11 @@ class Dash(App):
 
     @staticmethod
     def media(c: DashApp) -> Path:
-        """The content's MPD, generated into the cache unless it is there (the VM's guest only reads it)."""
-        return media.generate(media.load_ladder(c.ladder), duration_s=c.clip_s, vbr=c.vbr)
+        """The content's MPD, generated or encoded into the cache unless it is there (the VM's guest only reads it)."""
+        ladder = media.load_ladder(c.ladder)
+        if c.media == "encoded":
+            return encode.encode(ladder, duration_s=c.clip_s, codec=c.codec, source=c.source)
+        return media.generate(ladder, duration_s=c.clip_s, vbr=c.vbr)
 
     def prepare(self) -> None:
         c = self.cfg

@@ -1,4 +1,4 @@
-"""``media`` sub-command: ``python -m nest_experiments media generate --ladder eldorado_av1``.
+"""``media`` sub-command: ``python -m nest_experiments media generate|encode --ladder eldorado_av1``.
 
 :func:`add_media_parser` plugs into the main CLI (it sets ``handler`` on the
 parsed arguments); :func:`media_main` runs it on its own.
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.dash import media
+from nest_experiments.dash import encode, media
 from nest_experiments.errors import ConfigError, NestExpError
 
 
@@ -26,6 +26,14 @@ def add_media_parser(subparsers: Any) -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0, help="seed of the VBR variation")
     gen.add_argument("--out", type=Path, help="parent folder (default: media/cache)")
     gen.set_defaults(handler=media_generate)
+    enc = sub.add_parser("encode", help="encode decodable DASH content with ffmpeg (cached in media/cache/)")
+    enc.add_argument("--ladder", required=True, help="ladder name in media/ladders/ or a TOML path")
+    enc.add_argument("--duration", type=float, help="clip to this many seconds (default: the ladder's)")
+    enc.add_argument("--codec", default=encode.DEFAULT_CODEC, choices=encode.CODECS)
+    enc.add_argument("--source", type=Path, help="a video file (default: a test pattern and a tone)")
+    enc.add_argument("--max-height", type=int, default=encode.DEFAULT_MAX_HEIGHT, help="lines at most (default 360)")
+    enc.add_argument("--out", type=Path, help="parent folder (default: media/cache)")
+    enc.set_defaults(handler=media_encode)
     lst = sub.add_parser("list", help="list the shipped ladders")
     lst.set_defaults(handler=media_list)
     return parser
@@ -36,6 +44,14 @@ def media_generate(args: argparse.Namespace) -> int:
     ladder = media.load_ladder(args.ladder)
     mpd = media.generate(ladder, args.out, duration_s=args.duration, vbr=args.vbr, seed=args.seed)
     print(mpd)
+    return 0
+
+
+def media_encode(args: argparse.Namespace) -> int:
+    """Handler of ``media encode``: print the MPD's path."""
+    ladder = media.load_ladder(args.ladder)
+    print(encode.encode(ladder, args.out, duration_s=args.duration, codec=args.codec, source=args.source,
+                        max_height=args.max_height))
     return 0
 
 

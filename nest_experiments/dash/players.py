@@ -1,0 +1,98 @@
+"""The DASH players a ``dash`` app can run, what each needs on this machine, and how to get it.
+
+- ``nest``: our headless player (:mod:`.client`): it counts bytes and does
+  not decode; it plays generated and encoded media, over tcp, mptcp, h2, h3.
+- ``dashjs``: dash.js (npm ``dashjs``, pinned in ``web/package.json``) in
+  Debian's headless ``chromium`` (:mod:`.browser`): it decodes, so it needs
+  encoded media; tcp (HTTP/1.1), h2, h3.
+- ``gpac``: GPAC's DASH client (``gpac -i URL:gpac:algo=...``, :mod:`.gpac`)
+  with SDL's dummy audio/video output: it decodes too; tcp (HTTP/1.1) and
+  mptcp (through ``mptcpize``). Debian has no ``gpac`` package.
+
+:func:`missing` says why a player cannot run here (None when it can); the
+config refuses such a player before anything is created, and ``doctor``
+prints the same text.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from nest_experiments import PROJECT_ROOT
+
+PLAYERS = ("nest", "dashjs", "gpac")
+DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
+TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3"), "dashjs": ("tcp", "h2", "h3"), "gpac": ("tcp", "mptcp")}
+DASHJS_VERSION = "5.2.1"
+DASHJS_DIR = PROJECT_ROOT / "web" / "node_modules" / "dashjs"
+DASHJS_FILE = DASHJS_DIR / "dist" / "modern" / "umd" / "dash.all.min.js"
+CHROMIUM = ("chromium", "chromium-browser")
+GPAC_HINT = ("gpac is not installed: Debian has no gpac package; on Ubuntu: apt-get install gpac; "
+             "elsewhere build it from https://github.com/gpac/gpac (a release tag) and put `gpac` on PATH")
+CHROMIUM_HINT = "chromium is not installed: apt-get install chromium (sudo ./setup.sh installs it)"
+DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not installed in {DASHJS_DIR.parent}: "
+               "sudo ./setup.sh (it runs npm ci in web/)")
+MPTCPIZE_HINT = "mptcpize is not installed: apt-get install mptcpd"
+
+
+def chromium_path() -> str | None:
+    """The Chromium executable, or None."""
+    for name in CHROMIUM:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    return None
+
+
+def dashjs_file() -> Path | None:
+    """dash.js's ``dash.all.min.js`` of the pinned version, or None."""
+    return DASHJS_FILE if DASHJS_FILE.is_file() and _dashjs_version() == DASHJS_VERSION else None
+
+
+def _dashjs_version() -> str:
+    import json
+
+    try:
+        return str(json.loads((DASHJS_DIR / "package.json").read_text()).get("version", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+def missing(player: str, transport: str = "tcp") -> str | None:
+    """Why ``player`` cannot run on this machine over ``transport`` (with how to fix it), or None."""
+    if player == "dashjs":
+        if chromium_path() is None:
+            return CHROMIUM_HINT
+        return DASHJS_HINT if dashjs_file() is None else None
+    if player == "gpac":
+        if shutil.which("gpac") is None:
+            return GPAC_HINT
+        if transport == "mptcp" and shutil.which("mptcpize") is None:
+            return MPTCPIZE_HINT
+    return None
+
+
+#: dash.js's own ABR rules by the names an experiment gives (``abr``); the first three are the twins of ours
+DASHJS_ABRS = ("throughput", "bola", "dynamic", "l2a", "lolp")
+#: our ABR name -> GPAC's ``algo`` where they are the same algorithm (abr.GpacRate, abr.Bba)
+GPAC_TWINS = {"grate": "grate", "bba": "bba0"}
+GPAC_ALGOS = ("grate", "gbuf", "bba0", "bolaf", "bolab", "bolau", "bolao")
+
+
+def abr_names(player: str, ours: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``abr`` values a player accepts (``ours``: our registered algorithms)."""
+    if player == "dashjs":
+        return DASHJS_ABRS
+    if player == "gpac":
+        return (*GPAC_TWINS, *(a for a in GPAC_ALGOS if a not in GPAC_TWINS))
+    return ours
+
+
+def default_abr(player: str) -> str:
+    return "dynamic" if player == "dashjs" else "grate"
+
+
+def gpac_algo(abr: str) -> str:
+    """GPAC's ``algo`` for an experiment's ``abr`` (our twin's name, or GPAC's own)."""
+    return GPAC_TWINS.get(abr, abr)

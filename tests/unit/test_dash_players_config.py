@@ -1,0 +1,80 @@
+"""The dash app's ``player`` and ``media`` keys: defaults, errors naming the key, a missing player refused at load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nest_experiments.config import DashApp, parse_experiment
+from nest_experiments.dash import players
+from nest_experiments.errors import ConfigError
+
+
+def _exp(**app: Any) -> dict[str, Any]:
+    return {"experiment": {"name": "d", "topology": "dumbbell", "duration": "30s"},
+            "apps": {"v": {"kind": "dash", "server": "s1", "client": "h1", **app}}}
+
+
+@pytest.fixture
+def all_players(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every player installed (the config's check of this machine is tested on its own below)."""
+    monkeypatch.setattr(players, "missing", lambda player, transport="tcp": None)
+
+
+def test_our_player_keeps_generated_media_by_default() -> None:
+    (app,) = parse_experiment(_exp()).apps
+    assert isinstance(app, DashApp)
+    assert (app.player, app.media, app.codec, app.source) == ("nest", "generated", "h264", None)
+
+
+def test_our_player_plays_encoded_media() -> None:
+    (app,) = parse_experiment(_exp(media="encoded", codec="vp9")).apps
+    assert isinstance(app, DashApp) and (app.media, app.codec) == ("encoded", "vp9")
+
+
+@pytest.mark.usefixtures("all_players")
+def test_decoding_players_default_to_encoded_media_and_their_own_abr() -> None:
+    (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
+    assert isinstance(js, DashApp) and (js.player, js.media, js.abr) == ("dashjs", "encoded", "dynamic")
+    (gp,) = parse_experiment(_exp(player="gpac", abr="bba")).apps
+    assert isinstance(gp, DashApp) and (gp.player, gp.media, gp.abr) == ("gpac", "encoded", "bba")
+    assert players.gpac_algo(gp.abr) == "bba0" and players.gpac_algo("bolaf") == "bolaf"
+
+
+@pytest.mark.usefixtures("all_players")
+@pytest.mark.parametrize(("app", "message"), [
+    ({"player": "vlc"}, "apps.v.player: "),
+    ({"player": "dashjs", "media": "generated"}, "apps.v.media: player 'dashjs' decodes"),
+    ({"player": "gpac", "transport": "h3"}, "apps.v.transport: player 'gpac' plays over tcp, mptcp, not 'h3'"),
+    ({"player": "dashjs", "transport": "mptcp"}, "apps.v.transport: player 'dashjs' plays over tcp, h2, h3"),
+    ({"player": "dashjs", "abr": "grate"}, "apps.v.abr: "),
+    ({"player": "gpac", "abr": "mpc_fast"}, "apps.v.abr: "),
+    ({"player": "dashjs", "abr_audio": "bola"}, "apps.v.abr_audio: player 'dashjs' adapts audio"),
+    ({"codec": "h264"}, "apps.v.codec: applies to media = 'encoded' only"),
+    ({"source": "x.mp4"}, "apps.v.source: applies to media = 'encoded' only"),
+    ({"media": "encoded", "vbr": 0.2}, "apps.v.vbr: applies to media = 'generated' only"),
+    ({"media": "encoded", "codec": "av2"}, "apps.v.codec: "),
+    ({"media": "encoded", "source": "/nonexistent.mp4"}, "apps.v.source: /nonexistent.mp4: no such video file"),
+    ({"media": "real"}, "apps.v.media: "),
+])
+def test_errors_name_the_key(app: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(**app))
+    assert str(err.value).startswith(message)
+
+
+def test_a_missing_player_is_refused_at_load_with_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(players.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(player="gpac"))
+    assert str(err.value) == f"apps.v.player: {players.GPAC_HINT}"
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(player="dashjs"))
+    assert str(err.value) == f"apps.v.player: {players.CHROMIUM_HINT}"
+
+
+def test_gpac_over_mptcp_needs_mptcpize(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(players.shutil, "which", lambda name: None if name == "mptcpize" else f"/usr/bin/{name}")
+    assert players.missing("gpac", "tcp") is None
+    assert players.missing("gpac", "mptcp") == players.MPTCPIZE_HINT
