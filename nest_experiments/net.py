@@ -33,6 +33,7 @@ from nest_experiments.parsers import htbclass
 from nest_experiments.parsers.tcstats import NLMSG_DONE, NLMSG_ERROR, NetlinkError, netlink_error, netlink_messages
 from nest_experiments.procs import (
     RunState,
+    build_lock,
     check_run,
     delete_namespaces,
     in_netns,
@@ -113,6 +114,12 @@ class Network:
         self.teardown()
 
     def build(self) -> None:
+        """Create and configure everything; under :func:`procs.build_lock`, so that runs side by side on one
+        machine (cluster workers) never see each other's veth names in the root namespace."""
+        with build_lock():
+            self._build()
+
+    def _build(self) -> None:
         ifnames = sorted({link.ifname(n) for link in self.spec.links for n in (link.a, link.b)})
         clash = sorted(set(ifnames) & set(list_root_ifnames()))
         if clash:

@@ -87,6 +87,15 @@ class RunState:
         self.save()
         return path
 
+    def _remove_host_changes(self) -> None:
+        existing = set(list_root_ifnames())
+        for ifname in self.root_ifnames:
+            if ifname in existing:
+                subprocess.run(["ip", "link", "delete", ifname], capture_output=True, check=False)
+        for key, value in self.host_sysctls.items():
+            with contextlib.suppress(OSError):
+                Path(key).write_text(value)
+
     def owner_alive(self) -> bool:
         return self.start_time is not None and _proc_start_time(self.pid) == self.start_time
 
@@ -97,13 +106,9 @@ class RunState:
             if Path(cgroup).name.startswith(f"{self.prefix}-"):  # never anything but ours
                 remove_cgroup(Path(cgroup))
         delete_namespaces([ns for ns in self.namespaces if Path("/run/netns", ns).exists()])
-        existing = set(list_root_ifnames())
-        for ifname in self.root_ifnames:
-            if ifname in existing:
-                subprocess.run(["ip", "link", "delete", ifname], capture_output=True, check=False)
-        for key, value in self.host_sysctls.items():
-            with contextlib.suppress(OSError):
-                Path(key).write_text(value)
+        if self.root_ifnames or self.host_sysctls:
+            with build_lock():  # not while another run builds: the names in the root namespace may be its own
+                self._remove_host_changes()
         for path in self.paths:
             p = Path(path)
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
@@ -210,24 +215,58 @@ def _status(pid: int) -> str:
 
 
 @contextlib.contextmanager
-def run_lock() -> Iterator[None]:
-    """One run at a time per machine: runs share interface names in the root namespace."""
+def run_lock(*, shared: bool = False) -> Iterator[None]:
+    """The machine's emulation lock, taken for a whole sweep or one cluster task.
+
+    Exclusive (the one-machine sweep, the default): one emulation at a time, fidelity first. Shared: the runs
+    that cluster workers on this machine run (``run --cluster local:N``, or several ``dask worker`` processes
+    on one machine); they run side by side, each with its own prefix (namespaces, state file, temp folders,
+    cgroups) and share the CPU, which their manifests record (``parallel_runs``). Either kind stops at once
+    when the other holds the lock.
+    """
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     with (STATE_DIR / "lock").open("a+") as fh:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
-            raise NestExpError(f"another nest_experiments run is active (pid {fh.read().strip() or '?'}); "
-                               "wait for it or stop it") from None
+            holder = fh.read().strip()
+            what = (f"a one-machine nest_experiments sweep is active (pid {holder or '?'})" if shared else
+                    f"another nest_experiments run is active (pid {holder or '?'})" if holder else
+                    "cluster workers on this machine are running emulations")
+            raise NestExpError(f"{what}; wait for it or stop it") from None
         fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
+        fh.truncate()  # what a kill -9'd holder left; shared holders leave the file empty
+        if not shared:
+            fh.write(str(os.getpid()))
+            fh.flush()
+        try:
+            yield
+        finally:
+            if not shared:
+                fh.seek(0)
+                fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """Serialises what runs on one machine share while a topology is built: NeST creates each veth pair in the
+    root namespace under the names of the topology (``r1``, ``h1``) before it moves the ends into the run's
+    namespaces, and a run may add its congestion control to the host's allowed list (restored at teardown).
+    Blocks until the other run's build (about a second on the host) is done."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with (STATE_DIR / "build.lock").open("a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def live_runs(*, other_than: str = "") -> list[str]:
+    """Prefixes of the runs on this machine whose process is alive (``other_than``: leave that one out)."""
+    return sorted(s.prefix for s in load_states() if s.prefix != other_than and s.owner_alive())
 
 
 @contextlib.contextmanager
