@@ -120,3 +120,12 @@ def write_csv(path: Path, fields: Sequence[str], rows: Iterable[Mapping[str, Any
 def read_csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def write_failed_run(run_dir: Path, *, config_text: str, manifest: Mapping[str, Any]) -> None:
+    """A run folder that says the run failed, and why, for a run that never produced one of its own (e.g. the
+    cluster worker running it was lost): its ``config.toml`` and a manifest with ``status`` ``failed``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / "config.toml", config_text)
+    write_json(run_dir / "manifest.json", {"schema_version": SCHEMA_VERSION, "warnings": [], "versions": {},
+                                           **manifest, "status": "failed"})

@@ -36,7 +36,8 @@ from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.config import EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import Network
-from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, run_lock
+from nest_experiments.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.progress import Progress
 from nest_experiments.rundir import SCHEMA_VERSION, dump_toml, is_completed, write_csv, write_json
 from nest_experiments.sweep import RunSpec, set_path
 from nest_experiments.traceplay import TracePlayer
@@ -143,8 +144,10 @@ class RunOutcome:
 class Run:
     """One run of an experiment, into ``run_dir``."""
 
-    def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0) -> None:
+    def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0,
+                 extra: dict[str, Any] | None = None) -> None:
         self.spec = spec
+        self.extra = dict(extra or {})  # more manifest fields (a cluster task's: where it ran)
         self.runs_before = runs_before  # runs this process (in the VM runtime: this VM) executed before this one
         self.exp: Experiment = spec.experiment
         self.run_dir = run_dir
@@ -194,7 +197,7 @@ class Run:
             "seed": self.spec.seed, "runtime": runtime_name(), "kernel": platform.release(),
             "started": now_iso(), "warnings": [], "versions": self._versions(),
             "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
-            "clocksource": clocksource(),
+            "clocksource": clocksource(), **self.extra,
         }
         if runtime_name() == "vm":
             self.manifest["vm"] = {k[12:].lower(): v for k, v in os.environ.items() if k.startswith("NEST_EXP_VM_")}
@@ -209,6 +212,7 @@ class Run:
     def _run_network(self) -> None:
         state = RunState(prefix=new_prefix())
         self.manifest["prefix"] = state.prefix
+        others = set(live_runs(other_than=state.prefix))
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control) as net:
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [APP_CLASSES[a.kind](a, net=net, run_dir=self.run_dir, clock=self.clock,
@@ -216,6 +220,8 @@ class Run:
             try:
                 self._run_apps(net)
             finally:
+                # other emulations on this machine during this one (cluster workers side by side share the CPU)
+                self.manifest["parallel_runs"] = sorted(others | set(live_runs(other_than=state.prefix)))
                 for app in self.apps:
                     app.stop()
                     self.manifest["warnings"] += app.warnings
@@ -325,29 +331,33 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     setting shortened to this length, thrown away (see vm.qemu.warmup_s).
     """
     outcomes: list[RunOutcome] = []
-    total = len(runs)
+    progress = Progress(total=len(runs), out=out)
+    here = f"this machine ({platform.node()})"
     t_start = time.monotonic()
     with run_lock(), signals_as_exceptions():
-        for i, spec in enumerate(runs, 1):
+        for spec in runs:
             run_dir = results_root / spec.experiment.name / spec.name
             if is_completed(run_dir, config_text(spec)):
-                print(f"[{i}/{total}] {spec.name}: completed earlier, skipped", file=out, flush=True)
+                progress.skip(spec.name)
                 outcomes.append(RunOutcome(spec.name, "skipped", "", 0.0, run_dir))
                 continue
             if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
                 warm_up(spec, warmup_s, out=out)
-            print(f"[{i}/{total}] {spec.name}: running ({spec.experiment.duration_s:g} s){_eta(outcomes, total - i + 1)}",
-                  file=out, flush=True)
+            progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
             outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
             outcomes.append(outcome)
-            note = f": {outcome.reason}" if outcome.reason else ""
-            print(f"[{i}/{total}] {spec.name}: {outcome.status} in {outcome.seconds:.1f} s{note}", file=out, flush=True)
+            progress.end(spec.name, status=outcome.status, seconds=outcome.seconds, where=here, reason=outcome.reason)
             if after_each:
                 after_each(outcome)
-    print(f"{sum(o.status == 'completed' for o in outcomes)} completed, {sum(o.status == 'skipped' for o in outcomes)} "
-          f"skipped, {sum(o.status == 'failed' for o in outcomes)} failed in {time.monotonic() - t_start:.0f} s; "
-          f"results in {results_root / runs[0].experiment.name if runs else results_root}", file=out, flush=True)
+    print(sweep_summary(outcomes, time.monotonic() - t_start, results_root / runs[0].experiment.name if runs else
+                        results_root), file=out, flush=True)
     return outcomes
+
+
+def sweep_summary(outcomes: list[RunOutcome], seconds: float, folder: Path) -> str:
+    count = {s: sum(o.status == s for o in outcomes) for s in ("completed", "skipped", "failed")}
+    return (f"{count['completed']} completed, {count['skipped']} skipped, {count['failed']} failed in {seconds:.0f} s; "
+            f"results in {folder}")
 
 
 def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOutcome:
@@ -364,10 +374,3 @@ def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOu
     print(f"warm-up: {outcome.status} in {outcome.seconds:.1f} s{f': {outcome.reason}' if outcome.reason else ''}",
           file=out, flush=True)
     return outcome
-
-
-def _eta(outcomes: list[RunOutcome], remaining: int) -> str:
-    done = [o.seconds for o in outcomes if o.status != "skipped"]
-    if not done:
-        return ""
-    return f", about {sum(done) / len(done) * remaining / 60:.1f} min left"
