@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", default=[], metavar="RUN", help="run only these run names")
     run.add_argument("--check", action="store_true", help="validate and list the runs, create nothing")
     run.add_argument("--no-plot", action="store_true", help="do not plot after the sweep")
+    run.add_argument("--cluster", metavar="ADDRESS",
+                     help="run the sweep's runs as tasks on a Dask cluster: a scheduler's address (tcp://HOST:8786) "
+                          "or local:N (N worker processes on this machine, sharing its CPU)")
     sub.add_parser("doctor", help="what this machine can run, and what is missing")
     plot = sub.add_parser("plot", help="plot a run folder, or a whole experiment folder and write its report",
                           description="Per-run PNGs next to each run's files; on an experiment (sweep) folder also "
@@ -38,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--no-report", action="store_true", help="only the per-run plots, no sweep report")
     plot.add_argument("--no-run-plots", action="store_true", help="only the sweep report, no per-run plots")
     sub.add_parser("clean", help="remove what dead runs left behind (namespaces, processes)")
+    task = sub.add_parser("task", help="internal: one run of a cluster sweep (a worker starts it)")
+    task.add_argument("spec", help="the run's payload (JSON file, or - for stdin)")
+    task.add_argument("--out", type=Path, help="run into this folder (inside the VM) instead of writing a tar")
+    task.add_argument("--run", help="the run's name (shown by ps; the payload names it)")
     try:
         from nest_experiments.dash.cli import add_media_parser
     except ImportError:
@@ -79,6 +86,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "clean":
         return _clean()
+    if args.command == "task":
+        from nest_experiments.cluster_task import task_command
+
+        return task_command(args)
     handler = getattr(args, "handler", None)
     if handler is None:
         raise NestExpError(f"unknown command {args.command}")

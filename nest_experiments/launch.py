@@ -62,6 +62,8 @@ def run_command(args: argparse.Namespace) -> int:
         for r in runs:
             print(f"{r.experiment.name}/{r.name}")
         return 0
+    if getattr(args, "cluster", None):
+        return _run_on_cluster(args, runs, results)
     if os.geteuid() != 0:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
     runtime = choose_runtime(args, runs)
@@ -72,6 +74,20 @@ def run_command(args: argparse.Namespace) -> int:
     warmup = float(os.environ.get("NEST_EXP_VM_WARMUP_S", "0")) if os.environ.get("NEST_EXP_RUNTIME") == "vm" else 0.0
     outcomes = run_sweep(runs, results_root=results, warmup_s=warmup)
     if not args.no_plot and os.environ.get("NEST_EXP_RUNTIME") != "vm":
+        _plot(results / runs[0].experiment.name)
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+    """``--cluster``: the runs as tasks on a Dask cluster (nest_experiments.cluster); the same folder and report."""
+    from nest_experiments.cluster import parse_cluster, run_on_cluster
+
+    address, _ = parse_cluster(args.cluster)  # a bad value stops here, before anything starts
+    if address == "local" and os.geteuid() != 0:
+        raise NestExpError("--cluster local:N runs the emulations on this machine: it needs root (use sudo)")
+    outcomes = run_on_cluster(runs, cluster=args.cluster, results_root=results,
+                              runtime=args.runtime or runs[0].experiment.runtime)
+    if not args.no_plot:
         _plot(results / runs[0].experiment.name)
     return 1 if any(o.status == "failed" for o in outcomes) else 0
 
@@ -92,13 +108,29 @@ def _plot(folder: Path) -> None:
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
-    from nest_experiments.vm import run_in_vm, vm_settings
-
     results.mkdir(parents=True, exist_ok=True)
-    _prepare_on_host(runs)
-    _compile_for_guest()
     experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
+    try:
+        code = run_in_guest(argv, runs, results)
+    finally:
+        if experiment is not None and experiment.parent.name == VM_INPUTS:
+            experiment.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                experiment.parent.rmdir()  # when no other runner's copy is in it
+    if not args.no_plot:
+        _plot(results / runs[0].experiment.name)
+    return code
+
+
+def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path) -> int:
+    """Run ``argv`` (a ``nest_experiments`` command that runs ``runs`` into ``results``) in one VM, with
+    ``results`` writable; then, on the host, match the runs' captures and add the host's load to their
+    manifests. Returns the guest command's exit code."""
+    from nest_experiments.vm import run_in_vm, vm_settings
+
+    _prepare_on_host(runs)
+    _compile_for_guest()
     from nest_experiments.runner import queue_grace_s  # the runner (apps, collectors) only when a VM runs
 
     budget = sum((r.experiment.duration_s + 60) * 3 + queue_grace_s(r.experiment) for r in runs) + VM_TIMEOUT_MARGIN_S
@@ -107,20 +139,12 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
           file=sys.stderr, flush=True)
     vm = vm_settings()
     env = {"NEST_EXP_RUNTIME": "vm", **vm.guest_env(), "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=vm.accel,
-                           keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
-    finally:
-        if experiment is not None and experiment.parent.name == VM_INPUTS:
-            experiment.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                experiment.parent.rmdir()  # when no other runner's copy is in it
+    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=vm.accel,
+                       keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
     from nest_experiments.collectors.capture import match_sweep_captures
 
     match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
     _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
-    if not args.no_plot:
-        _plot(results / runs[0].experiment.name)
     return result.exit_code
 
 
