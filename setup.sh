@@ -8,14 +8,16 @@
 #                               as it is: no install, root only for the suites that need it (tox.ini calls this)
 #
 # What it does: apt-get installs the tools (iproute2, iperf3, SIPp, httperf,
-# qemu, ...), makes a virtualenv in ./.venv with the pinned requirements,
+# qemu, ffmpeg, chromium, ...), makes a virtualenv in ./.venv with the pinned requirements,
+# installs dash.js (npm ci in web/, pinned by web/package-lock.json),
 # installs this project into it (editable), and links /usr/lib/tc to
 # Debian's netem tables (NeST reads them there).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
-              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv)
+              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv
+              chromium)
 
 # seconds to wait for another apt/dpkg to release its lock
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-600}
@@ -97,6 +99,22 @@ make_venv() {
   fi
 }
 
+install_web() {
+  # dash.js (player = "dashjs"), pinned with its integrity hashes in web/package-lock.json; only its
+  # prebuilt dist/ file is used (served to Chromium from the media folder), so no build and no scripts
+  if ! command -v npm >/dev/null; then
+    apt_update
+    DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT" install -y -q \
+      --no-install-recommends npm
+  fi
+  local stamp=web/node_modules/.package-lock.sha want
+  want=$(sha256sum web/package-lock.json | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    (cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    echo "$want" > "$stamp"
+  fi
+}
+
 link_tc_tables() {
   if [ ! -e /usr/lib/tc ] && [ -d /usr/lib/x86_64-linux-gnu/tc ]; then
     ln -s /usr/lib/x86_64-linux-gnu/tc /usr/lib/tc
@@ -139,6 +157,7 @@ fi
 need_root
 install_packages
 make_venv
+install_web
 link_tc_tables
 
 case "${1:-}" in

@@ -38,7 +38,7 @@ from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import caddy, certs, encode, media
+from nest_experiments.dash import caddy, certs, encode, media, players
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
@@ -67,7 +67,9 @@ class Dash(App):
 
     @classmethod
     def prepare_host(cls, cfg: AppConfig) -> None:
-        cls.media(cfg)  # type: ignore[arg-type]
+        mpd = cls.media(cfg)  # type: ignore[arg-type]
+        if cfg.player == "dashjs":  # type: ignore[attr-defined]
+            players.install_dashjs_page(mpd.parent)
 
     @staticmethod
     def media(c: DashApp) -> Path:
@@ -181,11 +183,29 @@ class Dash(App):
         """
         c = self.cfg
         self.go_file = self.raw_dir / f"{c.name}.client.go"
+        if c.player == "dashjs":
+            self._spawn_browser()
+            return
         argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
                 "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
                 "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
                 "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
                 "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
+        if c.transport in ("h2", "h3"):
+            argv += ["--ca", str(self.ca)]
+        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+        self._wait_ready(self.client, "client")
+
+    def _spawn_browser(self) -> None:
+        """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`), its profile in a temp folder of the run."""
+        c = self.cfg
+        page = players.install_dashjs_page(self.mpd.parent)
+        argv = [sys.executable, "-m", "nest_experiments.dash.browser", "--server", self.net.addr(c.server),
+                "--port", str(self.port), "--transport", c.transport, "--page", page, "--mpd-file", str(self.mpd),
+                "--abr", c.abr, "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}",
+                "--profile", str(self.net.state.temp_dir("chromium") / "profile"), "--out", str(self.out_dir),
+                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}",
+                "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
@@ -228,7 +248,9 @@ class Dash(App):
         self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
         doc = json.loads((self.out_dir / "qoe.json").read_text())
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
+        doc.setdefault("player", c.player)
         self.versions[f"apps.{c.name}.client"] = doc.get("client", "")
+        self.versions[f"apps.{c.name}.player"] = c.player if c.player != "dashjs" else doc.get("client", "")
         _set_app_entry(self.run_dir / "qoe.json", c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")

@@ -96,3 +96,33 @@ def default_abr(player: str) -> str:
 def gpac_algo(abr: str) -> str:
     """GPAC's ``algo`` for an experiment's ``abr`` (our twin's name, or GPAC's own)."""
     return GPAC_TWINS.get(abr, abr)
+
+
+PAGE_SOURCE = PROJECT_ROOT / "web" / "dashjs_player.html"
+PAGE_NAME = "nest_dashjs.html"  # the player page, in the media folder beside the MPD
+
+
+def install_dashjs_page(folder: Path) -> str:
+    """Put the player page and the pinned ``dash.all.min.js`` into a media folder; return the page's URL path.
+
+    Idempotent (files are replaced by a rename when they differ), so that any
+    origin serving the folder serves the page: no CDN, nothing fetched from outside.
+    """
+    import os
+    import tempfile
+
+    script = dashjs_file()
+    if script is None:
+        from nest_experiments.errors import MissingToolError
+
+        raise MissingToolError(DASHJS_HINT)
+    for src, name in ((PAGE_SOURCE, PAGE_NAME), (script, script.name)):
+        data, dest = src.read_bytes(), folder / name
+        if dest.is_file() and dest.read_bytes() == data:
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    return f"/{PAGE_NAME}"

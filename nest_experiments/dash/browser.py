@@ -1,0 +1,326 @@
+"""dash.js in headless Chromium: the player process of ``player = "dashjs"``.
+
+    python -m nest_experiments.dash.browser --server ADDR --port N --transport tcp|h2|h3 --page /PAGE \
+        --mpd-file FILE --abr dynamic --max-buffer 10 --threshold 1 --profile DIR --out DIR \
+        (--t0 F | --go-file FILE) [--max-duration S] [--ca FILE] [--netlog FILE]
+
+It starts Debian's ``chromium`` (``--headless``, in the namespace it runs in)
+with its DevTools protocol on a pipe (``--remote-debugging-pipe``: fds 3 and
+4, no port, nothing on the emulated link), opens our page
+(``web/dashjs_player.html``, served by the run's DASH origin from the media
+folder, with ``dash.all.min.js`` beside it), and every
+:data:`POLL_S` drains the page's dash.js events with ``Runtime.evaluate``.
+Events are read back this way rather than posted to the origin because a
+POST would cross the bottleneck and compete with the media, and neither
+Caddy nor our server stores requests.
+
+When the media ended (or ``--max-duration``, or SIGTERM), it reads the page's
+Resource Timing entries and playback counters, closes Chromium, kills its
+whole process group (Chromium forks a zygote, renderers, a GPU and a network
+process) and anything else still using its profile, removes the profile,
+and writes ``segments.csv``, ``abr_decisions.csv``, ``qoe.json`` (as
+:mod:`.client` does, converted by :mod:`.dashjs`) and ``events.json`` (the
+raw events). HTTP/3: ``--enable-quic --origin-to-force-quic-on=ADDR:PORT``;
+h2/h3: the server's certificate accepted by its SPKI hash
+(``--ignore-certificate-errors-spki-list``). Chromium never resolves a name
+(``--host-resolver-rules``), runs no background services, and the
+namespace has no route out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.dash import dashjs, players, qoe, records
+from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.errors import MissingToolError, NestExpError, RunError
+
+POLL_S = 0.5
+CDP_TIMEOUT_S = 30.0
+CLOSE_GRACE_S = 5.0
+END_SLACK_S = 0.5  # a last poll after "ended"
+
+
+class Cdp:
+    """A DevTools-protocol client on Chromium's pipe (NUL-separated JSON messages)."""
+
+    def __init__(self, write_fd: int, read_fd: int) -> None:
+        self._w, self._r = write_fd, read_fd
+        self._next = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._r, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            *messages, buf = buf.split(b"\0")
+            for raw in messages:
+                msg = json.loads(raw)
+                if "id" in msg:
+                    with self._cond:
+                        self._replies[msg["id"]] = msg
+                        self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
+             timeout_s: float = CDP_TIMEOUT_S) -> dict[str, Any]:
+        self._next += 1
+        msg: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._next not in self._replies:
+                if self._closed or time.monotonic() > deadline:
+                    raise RunError(f"chromium: no reply to {method} (closed: {self._closed})")
+                self._cond.wait(0.1)
+            reply = self._replies.pop(self._next)
+        if "error" in reply:
+            raise RunError(f"chromium: {method}: {reply['error'].get('message')}")
+        return dict(reply.get("result", {}))
+
+
+def spki_hash(pem: bytes) -> str:
+    """base64(SHA-256(SubjectPublicKeyInfo)) of a PEM certificate, as ``--ignore-certificate-errors-spki-list`` wants."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(pem)
+    der = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def chromium_argv(binary: str, *, profile: Path, transport: str, server: str, port: int, spki: list[str],
+                  netlog: Path | None) -> list[str]:
+    """Chromium's command line: headless, no outside contact, QUIC forced for our origin over h3."""
+    argv = [binary, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-default-apps", "--disable-extensions", "--disable-breakpad", "--metrics-recording-only",
+            "--no-proxy-server", f"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {server}", "--mute-audio",
+            "--autoplay-policy=no-user-gesture-required", "--disable-features=MediaRouter,OptimizationHints,Translate",
+            f"--user-data-dir={profile}", "--remote-debugging-pipe"]
+    if os.geteuid() == 0:
+        argv.append("--no-sandbox")
+    if transport == "h3":
+        argv += ["--enable-quic", f"--origin-to-force-quic-on={server}:{port}"]
+    if spki:
+        argv.append(f"--ignore-certificate-errors-spki-list={','.join(spki)}")
+    if netlog is not None:
+        argv += [f"--log-net-log={netlog}", "--net-log-capture-mode=Default"]
+    return argv
+
+
+def page_url(*, transport: str, server: str, port: int, page: str, abr: str, max_buffer_s: float) -> str:
+    scheme = "http" if transport == "tcp" else "https"
+    return f"{scheme}://{server}:{port}{page}?mpd=manifest.mpd&abr={abr}&max_buffer={max_buffer_s:g}"
+
+
+def chromium_version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
+
+
+@contextlib.contextmanager
+def launched(argv: list[str], *, profile: Path, log: Path) -> Iterator[Cdp]:
+    """Chromium with its DevTools pipe; on exit every process of it is gone and ``profile`` removed."""
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+
+    def fds() -> None:
+        os.dup2(to_child_r, 3)
+        os.dup2(from_child_w, 4)
+
+    profile.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, preexec_fn=fds,
+                                pass_fds=(3, 4), start_new_session=True)
+    os.close(to_child_r)
+    os.close(from_child_w)
+    try:
+        yield Cdp(to_child_w, from_child_r)
+    finally:
+        with contextlib.suppress(OSError):
+            os.write(to_child_w, json.dumps({"id": 10**9, "method": "Browser.close"}).encode() + b"\0")
+        try:
+            proc.wait(timeout=CLOSE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_all(proc.pid, profile)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=CLOSE_GRACE_S)
+        for fd in (to_child_w, from_child_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def kill_all(pgid: int, profile: Path) -> None:
+    """SIGKILL Chromium's process group and any process whose command line names its profile."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for pid in profile_pids(profile):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def profile_pids(profile: Path) -> list[int]:
+    """Processes whose command line names ``profile`` (Chromium passes --user-data-dir to its helpers)."""
+    needle = f"--user-data-dir={profile}".encode()
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    return pids
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.browser", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--server", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--transport", choices=players.TRANSPORTS["dashjs"], required=True)
+    p.add_argument("--page", required=True, help="URL path of the player page, e.g. /nest_dashjs.html")
+    p.add_argument("--mpd-file", type=Path, required=True, help="the MPD on disk (levels of the representations)")
+    p.add_argument("--abr", choices=players.DASHJS_ABRS, default="dynamic")
+    p.add_argument("--max-buffer", type=float, default=10.0)
+    p.add_argument("--threshold", type=float, default=1.0, help="for the QoE's startup (dash.js has its own)")
+    p.add_argument("--profile", type=Path, required=True, help="Chromium's user-data-dir (removed at the end)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--t0", type=float)
+    p.add_argument("--go-file", type=Path)
+    p.add_argument("--max-duration", type=float, default=600.0)
+    p.add_argument("--ca", type=Path, help="the server's CA or leaf (PEM): its SPKI hash is accepted over h2/h3")
+    p.add_argument("--netlog", type=Path, help="write Chromium's NetLog here")
+    return p.parse_args(argv)
+
+
+def play(args: argparse.Namespace, t0: float, stop: threading.Event) -> dict[str, Any]:
+    """Run one session; return the raw material (events, summary, versions)."""
+    binary = players.chromium_path()
+    if binary is None:
+        raise MissingToolError(players.CHROMIUM_HINT)
+    spki = [spki_hash(args.ca.read_bytes())] if args.ca and args.transport != "tcp" else []
+    argv = chromium_argv(binary, profile=args.profile, transport=args.transport, server=args.server, port=args.port,
+                         spki=spki, netlog=args.netlog)
+    url = page_url(transport=args.transport, server=args.server, port=args.port, page=args.page, abr=args.abr,
+                   max_buffer_s=args.max_buffer)
+    events: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"chromium": chromium_version(binary), "url": url, "end_reason": "stopped"}
+    with launched(argv, profile=args.profile, log=args.out / "chromium.log") as cdp:
+        result["browser"] = cdp.call("Browser.getVersion").get("product", "")
+        target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        cdp.call("Page.navigate", {"url": url}, session=session)
+        deadline = t0 + args.max_duration
+        ended_at = None
+        while not stop.is_set():
+            stop.wait(POLL_S)
+            batch = _evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or []
+            events.extend(batch)
+            if any(e.get("type") in ("ended", "ended_dashjs") for e in batch) and ended_at is None:
+                ended_at = time.monotonic()
+            if ended_at is not None and time.monotonic() > ended_at + END_SLACK_S:
+                result["end_reason"] = "ended"
+                break
+            if time.monotonic() > deadline:
+                result["end_reason"] = "max_duration"
+                break
+        events.extend(_evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or [])
+        result["summary"] = _evaluate(cdp, session, "window.__nest ? window.__nest.summary() : null") or {}
+        result["dashjs"] = _evaluate(cdp, session, "window.__nest ? window.__nest.version : ''") or ""
+        result["settings"] = _evaluate(cdp, session, "window.__nest ? window.__nest.settings : null")
+    result["events"] = events
+    return result
+
+
+def _evaluate(cdp: Cdp, session: str, expression: str) -> Any:
+    reply = cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
+    return reply.get("result", {}).get("value")
+
+
+def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall_minus_mono: float) -> int:
+    """segments.csv, abr_decisions.csv, qoe.json, events.json; the number of media segments."""
+    manifest = parse_mpd(args.mpd_file.read_text())
+
+    def to_run(wall_s: float) -> float:
+        return wall_s - wall_minus_mono - t0
+
+    summary = raw.get("summary") or {}
+    session = dashjs.convert(raw["events"], summary.get("resources", []), manifest, to_run=to_run,
+                             transport=args.transport, abr=args.abr)
+    records.write_segments(args.out / "segments.csv", session.segments)
+    records.write_decisions(args.out / "abr_decisions.csv", session.decisions)
+    summary_qoe = qoe.summarize(session.segments, startup_delay_s=session.startup_delay_s, threshold_s=args.threshold)
+    from dataclasses import asdict
+
+    doc = {
+        "transport": args.transport, "player": "dashjs",
+        "client": f"dash.js {raw.get('dashjs', '?')} in {raw.get('browser') or raw.get('chromium', '?')}",
+        "chromium": raw.get("chromium", ""), "abr": args.abr, "dashjs_settings": raw.get("settings"),
+        "end_reason": raw["end_reason"] if raw["end_reason"] != "ended" or session.ended else "stopped",
+        "stalls": len(session.stalls), "errors": list(session.errors),
+        "played_s": summary.get("current_time"), "frames_decoded": summary.get("frames"),
+        "frames_dropped": summary.get("dropped_frames"), "media_error": summary.get("error"),
+        "protocols": dashjs.protocols(summary.get("resources", [])),
+        "qoe": {name: asdict(s) for name, s in summary_qoe.items()},
+    }
+    (args.out / "qoe.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (args.out / "events.json").write_text(json.dumps({"events": raw["events"], "summary": summary}) + "\n")
+    return len(session.segments)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from nest_experiments.dash.client import wait_for_go
+
+    t0 = wait_for_go(args.go_file) if args.go_file is not None else (args.t0 if args.t0 is not None else time.monotonic())
+    wall_minus_mono = time.time() - time.monotonic()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        raw = play(args, t0, stop)
+        count = write_outputs(args, raw, t0, wall_minus_mono)
+        if count == 0:
+            raise RunError(f"dash.js received no media segment ({raw['end_reason']}; see {args.out}/events.json, "
+                           "chromium.log)")
+    except NestExpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: dash.js player: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"segments": count, "end_reason": raw["end_reason"]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
