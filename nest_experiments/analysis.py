@@ -1,4 +1,4 @@
-"""Figures from run folders (reads files only; never touches the network).
+"""Figures from run folders (reads files only, through :mod:`nest_experiments.results`; never touches the network).
 
 Link utilisation is measured at the qdisc: bytes the shaped egress sent in
 the steady part of the run divided by what its rate allows. For a
@@ -11,7 +11,6 @@ headers.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,15 @@ from typing import TextIO
 
 import pandas as pd
 
+from nest_experiments.results import (  # noqa: F401  (run_dirs, STEADY_SKIP_S: imported from here by others)
+    STEADY_SKIP_S,
+    egresses,
+    load_qdisc,
+    run_dirs,
+    steady_window,
+)
 from nest_experiments.rundir import read_csv, read_manifest
 from nest_experiments.tracecheck import step_bits
-
-STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
 
 
 @dataclass(frozen=True)
@@ -36,30 +40,6 @@ class EgressFigures:
     drops: int
     mean_delay_ms: float | None  # as the kernel reports it (PIE), per sample
     traced: bool = False
-
-
-def run_dirs(folder: Path) -> list[Path]:
-    """A run folder itself, or every run folder below an experiment folder."""
-    if (folder / "manifest.json").exists():
-        return [folder]
-    return sorted(p.parent for p in folder.glob("*/manifest.json"))
-
-
-def load_qdisc(run_dir: Path) -> pd.DataFrame:
-    path = run_dir / "qdisc.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
-
-
-def egresses(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
-    path = run_dir / "links.json"
-    return json.loads(path.read_text())["egresses"] if path.exists() else []
-
-
-def steady_window(run_dir: Path) -> tuple[float, float]:
-    m = read_manifest(run_dir) or {}
-    start = float(m.get("traffic_start_t", 0.0)) + STEADY_SKIP_S
-    end = float(m.get("traffic_end_t", m.get("duration_s", 0.0)))
-    return start, max(start, end - 1.0)
 
 
 def egress_figures(run_dir: Path) -> list[EgressFigures]:

@@ -18,9 +18,10 @@ study adds (its figure numbers, which checks, its claims) lives in
   on ``segments.csv`` (the figures the player writes to ``qoe.json``), among
   them the response latency (TTFB: ``t_first_byte - t_request``) and the QoE of
   the ABR paper's eq. (1) (per stream with its own stalls, and the session's sum); queue delays are means over the steady window
-  (:func:`nest_experiments.analysis.steady_window`) of the kernel's
+  (:func:`nest_experiments.results.steady_window`) of the kernel's
   ``delay_ms`` (``qdisc.csv``) and of each measured method (``qdelay.csv``)
-  on every egress that carries the run's AQM.
+  on every egress that carries the run's AQM. The files are read by :mod:`nest_experiments.results` (the one
+  reader of run folders, also the public API for users' own analyses).
 - Sanity checks are the study's (:data:`RunChecks`, given to :func:`load_run`).
 - Estimates: mean and a 95% confidence interval with Student's t over
   repetitions; comparisons: two-sided Mann-Whitney U. Fewer than
@@ -29,9 +30,7 @@ study adds (its figure numbers, which checks, its claims) lives in
 
 from __future__ import annotations
 
-import csv
 import itertools
-import json
 import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -43,91 +42,36 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nest_experiments.analysis import run_dirs, steady_window
-from nest_experiments.dash import qoe
-from nest_experiments.dash.records import read_segments
 from nest_experiments.errors import NestExpError
+from nest_experiments.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
+    BIN_S,
+    DASH_METRICS,
+    NOT_AQM,
+    STREAMS,
+    Egress,
+    Metric,
+    Series,
+    aqm_egresses,
+    bottleneck_links,
+    dash_metrics,
+    delay_metric,
+    flatten,
+    queue_delays,
+    raw_egresses,
+    run_dirs,
+    steady_window,
+)
+from nest_experiments.results import read_frame as read_csv  # noqa: F401  (re-exported for report_checks)
 from nest_experiments.rundir import read_manifest
 from nest_experiments.units import parse_time
 
 MIN_REPS = 4
 CONFIDENCE = 0.95
 TOO_FEW = "too few repetitions"
-BIN_S = 1.0  # queue-delay time grid
-NOT_AQM = frozenset({"pfifo", "bfifo", "pfifo_fast", "htb", "netem", "tbf"})
-STREAMS = ("video", "audio")
-
-
-# ---------------------------------------------------------------- metrics
-
-
-@dataclass(frozen=True, kw_only=True)
-class Metric:
-    """One number per run: ``key`` in :attr:`RunResult.metrics`, shown as ``label`` in ``unit``."""
-
-    key: str
-    label: str
-    unit: str
-    figure: int | None = None  # the study paper's figure number (a study sets it)
-    plot: bool = True  # a bar chart of its own
-    egress: str | None = None  # queue-delay metrics: where
-    source: str | None = None  # queue-delay metrics: "kernel" or the qdelay.csv method
-
-
-# QoeSummary field, label, unit, scale to the unit
-_STREAM_FIELDS: tuple[tuple[str, str, str, float], ...] = (
-    ("switches", "bitrate switches", "count", 1.0),
-    ("avg_bitrate_bps", "average bitrate", "kbit/s", 1e-3),
-    ("avg_throughput_bps", "average throughput", "kbit/s", 1e-3),
-    ("avg_buffer_s", "average playback buffer", "s", 1.0),
-    ("app_rtt_s", "average application RTT", "ms", 1e3),
-    ("app_jitter_s", "average application jitter", "ms", 1e3),
-    ("response_latency_s", "average response latency (TTFB)", "ms", 1e3),
-    ("qoe", "QoE (eq. 1)", "score", 1.0),
-)
-_SCALE = {f: scale for f, _, _, scale in _STREAM_FIELDS}
-DASH_METRICS: tuple[Metric, ...] = tuple(
-    Metric(key=f"{s}.{f}", label=f"{s} {label}", unit=unit)
-    for s in STREAMS for f, label, unit, _ in _STREAM_FIELDS
-) + (Metric(key="session.stall_s", label="session stall time", unit="s", plot=False),
-     Metric(key="session.qoe", label="session QoE (eq. 1)", unit="score", plot=False))
-
-
-def delay_metric(egress: str, source: str) -> Metric:
-    """Mean queue delay on one egress from one source (``kernel`` or a ``qdelay.csv`` method)."""
-    what = "as the kernel reports it" if source == "kernel" else f"measured ({source})"
-    return Metric(key=f"qdelay.{egress}.{source}", label=f"mean queue delay {egress}, {what}", unit="ms", plot=False,
-                  egress=egress, source=source)
 
 
 # ---------------------------------------------------------------- run folders
 
-
-@dataclass(frozen=True, kw_only=True)
-class Egress:
-    """A queue that carries the run's AQM (one direction of a link)."""
-
-    link: str
-    node: str
-    peer: str
-    dev: str
-    kind: str
-    target_ms: float | None
-    leaf_handle: str | None
-
-    @property
-    def name(self) -> str:
-        return f"{self.link} {self.node}->{self.peer}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Series:
-    """Queue delay of one run on one egress, averaged per :data:`BIN_S` bin (``t``: bin centres)."""
-
-    egress: str
-    source: str  # "kernel" or the qdelay.csv method
-    t: tuple[float, ...]
-    delay_ms: tuple[float, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,22 +133,6 @@ def ok(passed: bool) -> str:
     return "pass" if passed else "fail"
 
 
-def flatten(point: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """A point as dotted keys with string values.
-
-    ``{"a.qdisc": {"kind": "pie"}}`` -> ``{"a.qdisc.kind": "pie"}``; an axis
-    that sets several keys together (``"a.kind, b.kind": "pie"``) gives each.
-    """
-    out: dict[str, str] = {}
-    for joined, value in point.items():
-        for key in (k.strip() for k in str(joined).split(",")):
-            full = f"{prefix}{key}"
-            if isinstance(value, dict):
-                out.update(flatten(value, f"{full}."))
-            else:
-                out[full] = str(value)
-    return out
-
 
 def _joined(point: dict[str, str], suffix: str) -> str | None:
     values = sorted({v for k, v in point.items() if k.endswith(suffix)})
@@ -229,8 +157,8 @@ def load_run(run_dir: Path, checks: RunChecks = no_checks) -> RunResult:
 
 def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks) -> RunResult:
     notes: list[str] = []
-    raw = _raw_egresses(run_dir, notes)
-    egs = _aqm_egresses(raw, base.point)
+    raw = raw_egresses(run_dir, notes)
+    egs = aqm_egresses(raw, base.point)
     kinds = sorted({e.kind for e in egs})
     aqm = _joined(base.point, "qdisc.kind") or ("+".join(kinds) if kinds else "-")
     target = _joined(base.point, "qdisc.target") or _egress_target(egs)
@@ -251,119 +179,6 @@ def _egress_target(egs: Sequence[Egress]) -> str:
     return "+".join(f"{t:g}ms" for t in targets) if targets else "-"
 
 
-def _raw_egresses(run_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
-    path = run_dir / "links.json"
-    if not path.exists():
-        notes.append("links.json absent: no queue figures, no bottleneck checks")
-        return []
-    return list(json.loads(path.read_text()).get("egresses", []))
-
-
-def _aqm_egresses(raw: Sequence[dict[str, Any]], point: dict[str, str]) -> list[Egress]:
-    """Egresses with the swept qdisc kind (without one: every non-FIFO qdisc)."""
-    swept = {v for k, v in point.items() if k.endswith("qdisc.kind")}
-    chosen = [e for e in raw if e.get("qdisc") and (e["qdisc"] in swept if swept else e["qdisc"] not in NOT_AQM)]
-    return [_egress(e) for e in chosen]
-
-
-def bottleneck_links(raw: Sequence[dict[str, Any]], egs: Sequence[Egress]) -> list[str]:
-    """Links that carry the AQM; without an AQM, the shaped links."""
-    return sorted({e.link for e in egs} or {str(e["link"]) for e in raw if e.get("rate_bps")})
-
-
-def _egress(e: dict[str, Any]) -> Egress:
-    target = (e.get("qdisc_params") or {}).get("target")
-    return Egress(link=str(e["link"]), node=str(e["node"]), peer=str(e.get("peer", "?")), dev=str(e["dev"]),
-                  kind=str(e["qdisc"]), target_ms=float(target) * 1e3 if target is not None else None,
-                  leaf_handle=e.get("leaf_handle"))
-
-
-def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
-    """Per-stream QoE of the run's DASH session (the first app when there are several)."""
-    path = run_dir / "segments.csv"
-    if not path.exists():
-        notes.append("segments.csv absent: no DASH metrics")
-        return {}
-    rows = read_segments(path)
-    with path.open(newline="") as fh:
-        apps = [d.get("app") or "" for d in csv.DictReader(fh)]
-    names = sorted(set(apps))
-    if len(names) > 1:
-        notes.append(f"segments.csv holds {len(names)} DASH apps ({', '.join(names)}): metrics of {names[0]!r}")
-    rows = [r for r, a in zip(rows, apps, strict=True) if a == names[0]] if names else rows
-    if not rows:
-        notes.append("segments.csv has no rows: no DASH metrics")
-        return {}
-    out: dict[str, float] = {}
-    for stream, summary in qoe.summarize(rows).items():
-        for f, scale in (*_SCALE.items(), ("stall_s", 1.0)):
-            value = getattr(summary, f)
-            if value is not None:
-                out[f"{stream}.{f}"] = float(value) * scale
-    return out
-
-
-# ---------------------------------------------------------------- queue delay
-
-
-def read_csv(path: Path) -> pd.DataFrame | None:
-    if not path.exists():
-        return None
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
-def queue_delays(run_dir: Path, egs: Sequence[Egress], window: tuple[float, float],
-                 notes: list[str]) -> tuple[list[Series], dict[Metric, float]]:
-    """Binned series and steady-window means of every AQM egress, kernel and measured."""
-    series: list[Series] = []
-    means: dict[Metric, float] = {}
-    for source, rows in _delay_sources(run_dir, egs, notes):
-        eg, src = source
-        rows = rows.dropna(subset=["delay_ms"])
-        if rows.empty:
-            continue
-        series.append(_binned(eg, src, rows))
-        steady = rows[(rows.t >= window[0]) & (rows.t <= window[1])]
-        if len(steady):
-            means[delay_metric(eg, src)] = float(steady.delay_ms.mean())
-    return series, means
-
-
-def _delay_sources(run_dir: Path, egs: Sequence[Egress],
-                   notes: list[str]) -> Iterable[tuple[tuple[str, str], pd.DataFrame]]:
-    if not egs:
-        return
-    q = read_csv(run_dir / "qdisc.csv")
-    d = read_csv(run_dir / "qdelay.csv")
-    if q is None:
-        notes.append("qdisc.csv absent: no kernel queue delay")
-    if d is None:
-        notes.append("qdelay.csv absent: no measured queue delay")
-    for e in egs:
-        if q is not None and {"node", "dev", "delay_ms", "t"} <= set(q.columns):
-            yield (e.name, "kernel"), _egress_rows(q, e)
-        if d is not None and {"node", "dev", "delay_ms", "t"} <= set(d.columns):
-            rows = d[(d.node == e.node) & (d.dev == e.dev)]
-            methods = rows["method"].fillna("capture") if "method" in rows else pd.Series("capture", index=rows.index)
-            for method in sorted(methods.unique()):
-                yield (e.name, str(method)), rows[methods == method]
-
-
-def _egress_rows(q: pd.DataFrame, e: Egress) -> pd.DataFrame:
-    rows = q[(q.node == e.node) & (q.dev == e.dev)]
-    if e.leaf_handle and "handle" in rows:
-        return rows[rows.handle == e.leaf_handle]
-    return rows[rows.kind == e.kind] if "kind" in rows else rows
-
-
-def _binned(egress: str, source: str, rows: pd.DataFrame) -> Series:
-    centres = (rows.t // BIN_S) * BIN_S + BIN_S / 2
-    per_bin = rows.delay_ms.groupby(centres).mean()
-    return Series(egress=egress, source=source, t=tuple(float(t) for t in per_bin.index),
-                  delay_ms=tuple(float(v) for v in per_bin.values))
 
 
 # ---------------------------------------------------------------- statistics
