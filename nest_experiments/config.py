@@ -606,6 +606,9 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     if source is not None and not Path(source).is_file():
         raise ConfigError(join(t.path, "source"), f"{source}: no such video file (a path relative to the "
                                                   "experiment file, or absolute)")
+    if player == "gpac" and t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0) >= \
+            t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0):
+        raise ConfigError(join(t.path, "threshold"), "GPAC rebuffers only with a threshold below max_buffer")
     why = players.missing(player, transport)
     if why is not None:
         raise ConfigError(join(t.path, "player"), why)

@@ -31,6 +31,7 @@ def doctor(out: TextIO = sys.stdout) -> int:
     for name, (exe, package, needed_by) in TOOLS.items():
         path = shutil.which(exe)
         _row(out, name, path is not None, path or f"missing: apt-get install {package}  (for {needed_by})")
+    _players_report(out)
     host_ok = root and all(features[f].ok for f in DEFAULT_NEEDS)
     vm_ok = _vm_report(out, root and not host_ok)
     if host_ok:
@@ -42,6 +43,17 @@ def doctor(out: TextIO = sys.stdout) -> int:
         out.write("experiments cannot run here: " + ("run as root" if not root else
                   "the kernel lacks the AQMs and the VM runtime does not work (see above)") + "\n")
     return 0 if (host_ok or vm_ok) else 1
+
+
+def _players_report(out: TextIO) -> None:
+    """The DASH players (``apps.NAME.player``) this machine can run, and how to get the others."""
+    from nest_experiments.dash import players
+
+    out.write("DASH players (apps.NAME.player):\n")
+    for name, why in players.report():
+        detail = {"nest": "ours (headless, counts bytes)", "dashjs": f"dash.js {players.DASHJS_VERSION} in headless "
+                  f"{players.chromium_path()}", "gpac": "GPAC's DASH client"}[name]
+        _row(out, name, why is None, detail if why is None else f"missing: {why}")
 
 
 def _vm_report(out: TextIO, needed: bool) -> bool:

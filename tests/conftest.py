@@ -23,7 +23,8 @@ def our_temp_dirs() -> list[str]:
     return sorted(str(p) for p in Path(tempfile.gettempdir()).iterdir() if re.match(r"nx[0-9a-f]{6}-[a-z]+-", p.name))
 
 
-def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "caddy", "nginx", "tcpdump")) -> list[str]:
+def child_processes(names: tuple[str, ...] = ("iperf3", "sipp", "httperf", "caddy", "nginx", "tcpdump", "chromium",
+                                             "gpac")) -> list[str]:
     """Traffic tools and VMs still running (qemu's name is longer than pgrep -x can match)."""
     out = subprocess.run(["pgrep", "-a", "-x", "|".join(names)], capture_output=True, text=True, check=False).stdout
     out += subprocess.run(["pgrep", "-a", "-f", "^qemu-system-x86_64"], capture_output=True, text=True,

@@ -186,6 +186,9 @@ class Dash(App):
         if c.player == "dashjs":
             self._spawn_browser()
             return
+        if c.player == "gpac":
+            self._spawn_gpac()
+            return
         argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
                 "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
                 "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
@@ -208,6 +211,16 @@ class Dash(App):
                 "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
+        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+        self._wait_ready(self.client, "client")
+
+    def _spawn_gpac(self) -> None:
+        """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
+        c = self.cfg
+        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", "--server", self.net.addr(c.server),
+                "--port", str(self.port), "--transport", c.transport, "--mpd-file", str(self.mpd), "--abr", c.abr,
+                "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}", "--out", str(self.out_dir),
+                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 
@@ -250,7 +263,7 @@ class Dash(App):
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
         doc.setdefault("player", c.player)
         self.versions[f"apps.{c.name}.client"] = doc.get("client", "")
-        self.versions[f"apps.{c.name}.player"] = c.player if c.player != "dashjs" else doc.get("client", "")
+        self.versions[f"apps.{c.name}.player"] = "nest_experiments" if c.player == "nest" else doc.get("client", "")
         _set_app_entry(self.run_dir / "qoe.json", c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")

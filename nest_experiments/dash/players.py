@@ -6,8 +6,9 @@
   Debian's headless ``chromium`` (:mod:`.browser`): it decodes, so it needs
   encoded media; tcp (HTTP/1.1), h2, h3.
 - ``gpac``: GPAC's DASH client (``gpac -i URL:gpac:algo=...``, :mod:`.gpac`)
-  with SDL's dummy audio/video output: it decodes too; tcp (HTTP/1.1) and
-  mptcp (through ``mptcpize``). Debian has no ``gpac`` package.
+  with SDL's dummy audio/video output (:mod:`.gpacplayer`): it decodes too;
+  tcp (HTTP/1.1), mptcp (through ``mptcpize``), and h2/h3 where the GPAC
+  build has them. Debian has no ``gpac`` package.
 
 :func:`missing` says why a player cannot run here (None when it can); the
 config refuses such a player before anything is created, and ``doctor``
@@ -23,7 +24,8 @@ from nest_experiments import PROJECT_ROOT
 
 PLAYERS = ("nest", "dashjs", "gpac")
 DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
-TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3"), "dashjs": ("tcp", "h2", "h3"), "gpac": ("tcp", "mptcp")}
+# GPAC over h2/h3 needs a build with nghttp2/ngtcp2 (untested here: no GPAC on Debian)
+TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3"), "dashjs": ("tcp", "h2", "h3"), "gpac": ("tcp", "mptcp", "h2", "h3")}
 DASHJS_VERSION = "5.2.1"
 DASHJS_DIR = PROJECT_ROOT / "web" / "node_modules" / "dashjs"
 DASHJS_FILE = DASHJS_DIR / "dist" / "modern" / "umd" / "dash.all.min.js"
@@ -34,6 +36,11 @@ CHROMIUM_HINT = "chromium is not installed: apt-get install chromium (sudo ./set
 DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not installed in {DASHJS_DIR.parent}: "
                "sudo ./setup.sh (it runs npm ci in web/)")
 MPTCPIZE_HINT = "mptcpize is not installed: apt-get install mptcpd"
+
+
+def report() -> list[tuple[str, str | None]]:
+    """(player, why it cannot run here or None) for every player: what ``doctor`` prints."""
+    return [(name, missing(name)) for name in PLAYERS]
 
 
 def chromium_path() -> str | None:

@@ -46,7 +46,7 @@ def test_decoding_players_default_to_encoded_media_and_their_own_abr() -> None:
 @pytest.mark.parametrize(("app", "message"), [
     ({"player": "vlc"}, "apps.v.player: "),
     ({"player": "dashjs", "media": "generated"}, "apps.v.media: player 'dashjs' decodes"),
-    ({"player": "gpac", "transport": "h3"}, "apps.v.transport: player 'gpac' plays over tcp, mptcp, not 'h3'"),
+    ({"player": "gpac", "threshold": "10s"}, "apps.v.threshold: GPAC rebuffers only with a threshold below"),
     ({"player": "dashjs", "transport": "mptcp"}, "apps.v.transport: player 'dashjs' plays over tcp, h2, h3"),
     ({"player": "dashjs", "abr": "grate"}, "apps.v.abr: "),
     ({"player": "gpac", "abr": "mpc_fast"}, "apps.v.abr: "),

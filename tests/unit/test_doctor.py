@@ -45,8 +45,22 @@ def test_doctor_without_root_prints_only_the_listed_tools(monkeypatch: pytest.Mo
     out = io.StringIO()
     assert doctor_mod.doctor(out) == 1
     text = out.getvalue()
-    tool_lines = [line for line in text.splitlines() if line.startswith("  NO ")]
+    tools = text[text.index("tools:\n"):text.index("DASH players")]
+    tool_lines = [line for line in tools.splitlines() if line.startswith("  NO ")]
     assert [line.split()[1] for line in tool_lines] == list(kernel.TOOLS)
-    for absent in ("gpac", "ffmpeg", "firewall", "real media"):
+    for absent in ("ffmpeg", "firewall", "real media"):
         assert absent not in text
     assert "run as root" in text
+
+
+def test_doctor_says_which_players_run_here_and_how_to_get_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.dash import players
+
+    monkeypatch.setattr(players.shutil, "which", lambda name: "/usr/bin/chromium" if name == "chromium" else None)
+    out = io.StringIO()
+    doctor_mod._players_report(out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "DASH players (apps.NAME.player):"
+    assert lines[1].startswith("  ok  nest ")
+    assert lines[3] == f"  NO  gpac       missing: {players.GPAC_HINT}"
+    assert lines[2].startswith("  ok  dashjs ") == (players.dashjs_file() is not None)
