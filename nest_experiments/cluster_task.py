@@ -115,14 +115,13 @@ def task_command(args: argparse.Namespace) -> int:
         return run_into(payload, args.out)
     tar_fd = os.dup(1)
     os.dup2(2, 1)  # stdout carries the run folder: anything the run prints goes to stderr
+    from nest_experiments.runner import signals_as_exceptions
     from nest_experiments.vm.qemu import clean_stale
 
     TASKS_DIR.mkdir(parents=True, exist_ok=True)
     clean_stale(TASKS_DIR)  # the folders of tasks whose process was killed
     tmp = TASKS_DIR / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
-    from nest_experiments.runner import signals_as_exceptions
-
+    tmp.mkdir()  # nothing may raise between here and the try
     try:
         with signals_as_exceptions():  # SIGTERM (the worker died): the run is torn down, its folder removed
             os.chdir(tmp)  # NeST writes coap_error.log into the working directory
