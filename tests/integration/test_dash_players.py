@@ -94,7 +94,7 @@ def test_our_player_plays_encoded_media(no_leftovers: None, tmp_path: Path) -> N
     assert doc["end_reason"] == "ended" and doc["player"] == "nest"
 
 
-@pytest.mark.parametrize("transport", ["tcp", "h3"])
+@pytest.mark.parametrize("transport", ["tcp", "h2", "h3"])
 def test_dashjs_decodes_and_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str) -> None:
     raw = _raw("dashjs", transport)
     run_dir = _execute(raw, tmp_path)
@@ -104,7 +104,7 @@ def test_dashjs_decodes_and_plays_the_clip(no_leftovers: None, tmp_path: Path, t
     assert doc["media_error"] is None and doc["errors"] == []
     assert doc["played_s"] >= CLIP_S - 0.1  # the element's playback time reached the end of the clip
     assert doc["frames_decoded"] >= (CLIP_S - 0.5) * FPS and doc["frames_dropped"] <= doc["frames_decoded"] // 10
-    assert set(doc["protocols"]) == {"http/1.1" if transport == "tcp" else "h3"}, doc["protocols"]
+    assert set(doc["protocols"]) == {{"tcp": "http/1.1"}.get(transport, transport)}, doc["protocols"]
     assert doc["client"].startswith("dash.js 5.2.1 in Chrome/")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["versions"]["apps.video.player"].startswith("dash.js 5.2.1")
