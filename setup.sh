@@ -10,7 +10,8 @@
 # What it does: apt-get installs the tools (iproute2, iperf3, SIPp, httperf,
 # qemu, ffmpeg, chromium, ...), makes a virtualenv in ./.venv with the pinned requirements,
 # installs dash.js (npm ci in web/, pinned by web/package-lock.json),
-# installs this project into it (editable), and links /usr/lib/tc to
+# installs this project into it (editable), builds the quic-go fetcher and
+# Caddy (native/, when Go >= 1.26 is installed) into it, and links /usr/lib/tc to
 # Debian's netem tables (NeST reads them there).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -99,6 +100,29 @@ make_venv() {
   fi
 }
 
+build_go() {
+  # build_go MODULE BINARY: native/MODULE (a Go module pinned by its go.sum) into the venv's bin, once per source
+  local src=native/$1 out=.venv/bin/$2 stamp=.venv/.$1.sha want
+  want=$(cat "$src"/go.mod "$src"/go.sum "$src"/*.go | sha256sum | cut -d' ' -f1)
+  if [ -x "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  echo "setup.sh: building $out from $src (Go modules from the module proxy; Caddy takes 2-3 minutes)" >&2
+  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -o "../../$out" .)
+  echo "$want" > "$stamp"
+}
+
+build_native() {
+  # nest-h3get (the player's HTTP/3 fetcher on quic-go: h3_client = "quic-go") and Caddy with a current quic-go
+  # (UDP GSO), the DASH app's h3 origin; both need Go >= 1.26 (their go.mod)
+  if ! command -v go >/dev/null; then
+    echo "setup.sh: no Go toolchain: h3_client = \"quic-go\" will not be available and http_server = \"caddy\"" \
+      "uses Debian's older Caddy (install Go >= 1.26 from go.dev/dl, then run ./setup.sh again; Debian 12's" \
+      "golang package is too old)" >&2
+    return 0
+  fi
+  build_go h3get nest-h3get
+  build_go caddy caddy
+}
+
 install_web() {
   # dash.js (player = "dashjs"), pinned with its integrity hashes in web/package-lock.json; only its
   # prebuilt dist/ file is used (served to Chromium from the media folder), so no build and no scripts
@@ -157,6 +181,7 @@ fi
 need_root
 install_packages
 make_venv
+build_native
 install_web
 link_tc_tables
 

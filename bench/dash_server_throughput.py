@@ -93,7 +93,7 @@ def start_caddy(ns: str, root: Path, kind: str, work: Path) -> tuple[subprocess.
                         storage=work / "storage", chain=files.chain, key=files.key)  # fmt: skip
     (work / "caddy.json").write_text(json.dumps(conf))
     env = [f"HOME={work}", f"XDG_CONFIG_HOME={work}", f"XDG_DATA_HOME={work}", "GOMAXPROCS=1"]
-    cmd = ["ip", "netns", "exec", ns, "env", *env, "caddy", "run", "--config", str(work / "caddy.json")]
+    cmd = ["ip", "netns", "exec", ns, "env", *env, caddy.binary(), "run", "--config", str(work / "caddy.json")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

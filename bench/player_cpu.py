@@ -56,14 +56,17 @@ class Figures:
     stalls: int
     client_cpu_s: float
     server_cpu_s: float
+    client_sys_s: float  # of client_cpu_s: in the kernel (per-packet work shows here)
+    server_sys_s: float
 
     def per_media_minute(self, cpu_s: float) -> float:
         return cpu_s * 60 / self.media_s
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime + stime, stime) of a live process, seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[12]) / TICK
 
 
 def pinned_ladder(video_bps: int) -> media.Ladder:
@@ -117,7 +120,7 @@ def start_caddy(net: Network, root: Path, kind: str, work: Path) -> tuple[subpro
     (home / "caddy.json").write_text(json.dumps(conf))
     env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
     with (work / f"{kind}.caddy.err").open("wb") as err:
-        proc = popen_in_ns(net.ns("s1"), ["env", *env, "caddy", "run", "--config", str(home / "caddy.json")],
+        proc = popen_in_ns(net.ns("s1"), ["env", *env, caddy.binary(), "run", "--config", str(home / "caddy.json")],
                            stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline and proc.poll() is None:
@@ -131,8 +134,8 @@ def start_caddy(net: Network, root: Path, kind: str, work: Path) -> tuple[subpro
 
 
 def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, clip_s: float,
-         h3_client: str) -> tuple[int, float]:
-    """Run the player to the end; return (exit code, its CPU seconds)."""
+         h3_client: str) -> tuple[int, float, float]:
+    """Run the player to the end; return (exit code, its CPU seconds, of which in the kernel), children included."""
     argv = ["nest_experiments.dash.client", "--server", net.addr("s1"), "--port", str(port), "--transport", kind,
             "--mpd", f"/{mpd.name}", "--abr", "grate", "--abr-audio", "grate", "--t0", repr(t0),
             "--out", str(work / f"{kind}.client"), "--max-duration", f"{clip_s + 60:g}", "--h3-client", h3_client]
@@ -141,7 +144,7 @@ def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, c
     client = python_in(net, "h1", argv, stdout=subprocess.DEVNULL, err=work / f"{kind}.client.err")
     _, status, usage = os.wait4(client.pid, 0)
     client.returncode = os.waitstatus_to_exitcode(status)
-    return client.returncode, usage.ru_utime + usage.ru_stime
+    return client.returncode, usage.ru_utime + usage.ru_stime, usage.ru_stime
 
 
 def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float, *, http_server: str,
@@ -154,9 +157,9 @@ def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float, *, ht
     else:
         server, port = start_server(net, mpd.parent, kind, work, t0)
     try:
-        srv0, wall0 = cpu_seconds(server.pid), time.monotonic()
-        code, client_cpu = play(net, mpd, kind, port, work, t0, clip_s, h3_client)
-        wall, server_cpu = time.monotonic() - wall0, cpu_seconds(server.pid) - srv0
+        (srv0, srv_sys0), wall0 = cpu_seconds(server.pid), time.monotonic()
+        code, client_cpu, client_sys = play(net, mpd, kind, port, work, t0, clip_s, h3_client)
+        (srv1, srv_sys1), wall = cpu_seconds(server.pid), time.monotonic() - wall0
     finally:
         stop(server)
     if code != 0:
@@ -169,18 +172,20 @@ def measure(net: Network, mpd: Path, kind: str, work: Path, clip_s: float, *, ht
         raise SystemExit(f"{kind}: playback did not reach the end ({doc['end_reason']})")
     video = [int(r["bitrate_bps"]) for r in rows if r["stream"] == "video"]
     return Figures(kind, str(doc.get("client", "")), clip_s, sum(int(r["bytes"]) for r in rows) / 1e6, sum(video) / len(video) / 1e3, wall,
-                   int(doc["stalls"]), client_cpu, server_cpu)
+                   int(doc["stalls"]), client_cpu, srv1 - srv0, client_sys, srv_sys1 - srv_sys0)
 
 
 def report(figures: list[Figures], rate: str, http_server: str) -> None:
     print(f"bottleneck {rate} (HTB, both ways), server {http_server}; CPU seconds, and per minute of media; "
-          "MB per player CPU second")
+          "MB per player CPU second; sys: the share of the CPU seconds spent in the kernel")
     print(f"{'transport':9} {'player':16} {'media s':>7} {'MB':>6} {'video kb/s':>10} {'wall s':>7} {'stalls':>6} "
-          f"{'player CPU s':>12} {'/media-min':>10} {'server CPU s':>12} {'/media-min':>10} {'MB/player-CPU-s':>15}")  # fmt: skip
+          f"{'player CPU s':>12} {'sys':>5} {'/media-min':>10} {'server CPU s':>12} {'sys':>5} {'/media-min':>10} "
+          f"{'MB/player-CPU-s':>15}")  # fmt: skip
     for f in figures:
         print(f"{f.kind:9} {f.client:16} {f.media_s:7.0f} {f.megabytes:6.1f} {f.video_kbps:10.0f} {f.wall_s:7.1f} {f.stalls:6d} "
-              f"{f.client_cpu_s:12.2f} {f.per_media_minute(f.client_cpu_s):10.2f} "
-              f"{f.server_cpu_s:12.2f} {f.per_media_minute(f.server_cpu_s):10.2f} "
+              f"{f.client_cpu_s:12.2f} {f.client_sys_s / f.client_cpu_s:5.0%} {f.per_media_minute(f.client_cpu_s):10.2f} "
+              f"{f.server_cpu_s:12.2f} {f.server_sys_s / max(f.server_cpu_s, 1e-9):5.0%} "
+              f"{f.per_media_minute(f.server_cpu_s):10.2f} "
               f"{f.megabytes / f.client_cpu_s:15.2f}")  # fmt: skip
 
 

@@ -320,6 +320,23 @@ def _die_with_parent(timer_slack_ns: int | None = None) -> None:
         libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
 
 
+def wait_exited(proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 0.02) -> bool:
+    """Wait up to ``timeout_s`` for ``proc`` to exit, without reaping it (``WNOWAIT``): True once it has."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped elsewhere
+            return True
+        if info is not None and info.si_pid == proc.pid:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+
+
 def require_tool(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is None:

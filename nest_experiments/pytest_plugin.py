@@ -42,6 +42,18 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def require_quicgo(client: str) -> None:
+    """For an ``h3_client``: quic-go's fetcher must be built (setup.sh does, with Go >= 1.26); else skip (CI: fail)."""
+    if client == "quic-go":
+        from nest_experiments.dash.quicgo import binary
+        from nest_experiments.errors import MissingToolError
+
+        try:
+            binary()
+        except MissingToolError as exc:
+            skip_or_fail(str(exc))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nest_experiments")
     group.addoption("--runtime", choices=("auto", "host", "vm"), default="auto",

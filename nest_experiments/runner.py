@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import os
 import platform
 import signal
@@ -247,6 +248,8 @@ class Run:
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
         cpu = CpuMonitor(self.clock, pids_by_app=self._app_pids)
+        for app in self.apps:
+            app.on_exit = functools.partial(cpu.read_exited, app.cfg.name)
         sampler.start()
         rates.start()
         cpu.start()

@@ -18,7 +18,7 @@ from typing import IO, Any
 from nest_experiments.config import AppConfig
 from nest_experiments.errors import RunError
 from nest_experiments.net import Network
-from nest_experiments.procs import check_run, popen_in_ns, stop
+from nest_experiments.procs import check_run, popen_in_ns, stop, wait_exited
 
 
 class App(abc.ABC):
@@ -33,6 +33,9 @@ class App(abc.ABC):
         self._files: list[IO[bytes]] = []
         self.warnings: list[str] = []
         self.versions: dict[str, str] = {}
+        # called with a process that has exited but is not reaped yet: its /proc entry still holds its CPU time,
+        # children it reaped included (the runner's CPU monitor reads it there: collectors.cpu)
+        self.on_exit: Callable[[int], None] = lambda pid: None
 
     @property
     def raw_dir(self) -> Path:
@@ -93,11 +96,12 @@ class App(abc.ABC):
                        f"(see {self.raw_dir})")
 
     def wait_proc(self, proc: subprocess.Popen[bytes], deadline: float, what: str) -> int:
-        try:
-            return proc.wait(timeout=max(0.1, deadline - self.clock()))
-        except subprocess.TimeoutExpired:
+        """Wait for ``proc`` to exit; let :attr:`on_exit` read it before it is reaped; return its exit code."""
+        if not wait_exited(proc, timeout_s=max(0.1, deadline - self.clock())):
             stop(proc)
-            raise RunError(f"apps.{self.cfg.name}: {what} did not finish in time") from None
+            raise RunError(f"apps.{self.cfg.name}: {what} did not finish in time")
+        self.on_exit(proc.pid)
+        return proc.wait()
 
 
 def tool_version(argv: list[str]) -> str:

@@ -38,13 +38,13 @@ from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import caddy, certs, encode, media, players
+from nest_experiments.dash import caddy, certs, encode, media, players, quicgo
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.procs import check_run, in_netns, require_tool
+from nest_experiments.procs import check_run, in_netns
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
@@ -115,8 +115,8 @@ class Dash(App):
         temporary folder of the run; its access log (JSON) in ``raw/``.
         """
         c = self.cfg
-        require_tool("caddy", "caddy")
-        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version(['caddy', 'version'])}"
+        exe = caddy.binary()
+        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
         home, addr = self.net.state.temp_dir("caddy"), self.net.addr(c.server)
         files = certs.write_certs(home, [addr])
         self.ca.write_bytes(files.ca.read_bytes())
@@ -127,7 +127,7 @@ class Dash(App):
         # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
         # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
         env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
-        argv = ["env", *env, "caddy", "run", "--config", str(home / "caddy.json")]
+        argv = ["env", *env, exe, "run", "--config", str(home / "caddy.json")]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
         self.port = CADDY_PORT
         self.wait_listening(c.server, CADDY_PORT, proc=self.server)
@@ -182,6 +182,8 @@ class Dash(App):
         eat into the session. ``start()`` releases it through the go file.
         """
         c = self.cfg
+        if c.transport == "h3" and c.h3_client == "quic-go":
+            quicgo.binary()  # missing: say how to build it, before the player starts
         self.go_file = self.raw_dir / f"{c.name}.client.go"
         if c.player == "dashjs":
             self._spawn_browser()

@@ -120,6 +120,13 @@ class CpuMonitor:
                 if cpu is not None:
                     self._proc_cpu[(app, pid)] = cpu
 
+    def read_exited(self, app: str, pid: int) -> None:
+        """Read ``app``'s process ``pid`` once more after it exited, before it is reaped (its CPU time is
+        final then, and includes every child it reaped: e.g. the player's quic-go fetcher)."""
+        cpu = process_cpu_s(pid)
+        if cpu is not None:
+            self._proc_cpu[(app, pid)] = cpu
+
     def app_cpu_s(self) -> dict[str, float]:
         """CPU seconds per app over the run (processes read at least once a second)."""
         self._read_apps()

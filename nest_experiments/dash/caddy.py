@@ -1,4 +1,9 @@
-"""Caddy (Debian ``caddy``, quic-go) as the DASH origin: its JSON configuration (pure).
+"""Caddy (quic-go) as the DASH origin: which binary, and its JSON configuration (pure).
+
+The binary is the one ``./setup.sh`` builds into the venv's ``bin`` from
+``native/caddy`` (Caddy 2.11.9 at this writing: its quic-go sends with UDP
+GSO, which roughly halved the server's CPU per byte over h3 in the TCG guest,
+``bench/player_cpu.py``), else the ``caddy`` on PATH (Debian 12's is 2.6.2).
 
 One server named ``dash`` serves the media folder with Caddy's ``file_server``.
 Over TLS (transports ``h2`` and ``h3``) it speaks HTTP/1.1, HTTP/2 and HTTP/3
@@ -16,11 +21,28 @@ never a shell string.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+from nest_experiments.errors import MissingToolError
+
 TRANSPORTS = ("tcp", "h2", "h3")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener)
 LOGGER = "http.log.access.dash"
+
+
+def binary() -> str:
+    """The Caddy to run: the venv's build (``native/caddy``), else the one on PATH."""
+    built = Path(sys.executable).parent / "caddy"
+    if os.access(built, os.X_OK):
+        return str(built)
+    found = shutil.which("caddy")
+    if found is None:
+        raise MissingToolError("caddy not found: run ./setup.sh, which builds it from native/caddy with Go >= 1.26, "
+                               "or install Debian's (apt-get install caddy)")
+    return found
 
 
 def host_port(addr: str, port: int) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 from nest_experiments.dash import qoe, records
 from nest_experiments.dash.player import PlayerReport, play
-from nest_experiments.dash.transports import H3_CLIENTS, KINDS, H3Fetcher, open_fetcher
+from nest_experiments.dash.transports import H3_CLIENTS, KINDS, open_fetcher
 from nest_experiments.errors import ConfigError, NestExpError, RunError
 
 
@@ -65,8 +65,8 @@ async def run(args: argparse.Namespace) -> PlayerReport:
 
     fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
                                  insecure=args.insecure, h3_client=args.h3_client)
-    if isinstance(fetcher, H3Fetcher):
-        args.implementation = fetcher.implementation
+    if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
+        args.implementation = fetcher.implementation  # type: ignore[attr-defined]
     task = asyncio.current_task()
     if task is not None:  # SIGTERM (the runner's deadline): end the session and write what was played
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)

@@ -6,8 +6,9 @@
 - ``h2``: one TLS connection (ALPN ``h2``), one HTTP/2 stream per request,
   concurrent requests multiplexed; receive windows raised to ``window``.
 - ``h3``: one QUIC connection, one stream per request;
-  ``max_data``/``max_stream_data`` raised to ``window``. Two QUIC stacks with
-  the same asyncio API (``h3_client``): ``qh3`` (the default: its packet
+  ``max_data``/``max_stream_data`` raised to ``window``. Three QUIC stacks
+  (``h3_client``): quic-go in a process of its own (:mod:`.quicgo`), and two
+  in this process with the same asyncio API: ``qh3`` (the default: its packet
   protection, TLS (rustls) and QPACK are native code; on unshaped loopback it
   moved 8-9x the bytes per CPU second of aioquic, ``bench/dash_server_throughput.py``;
   through a 5 Mbit/s bottleneck the player's CPU was about the same with
@@ -63,7 +64,8 @@ from nest_experiments.errors import (
 )
 
 KINDS = ("tcp", "mptcp", "h2", "h3")
-H3_CLIENTS = ("qh3", "aioquic")  # QUIC stacks of the h3 transport; the first is the default
+PY_QUIC_STACKS = ("qh3", "aioquic")  # in this process, with aioquic's asyncio API (quic_stack)
+H3_CLIENTS = (*PY_QUIC_STACKS, "quic-go")  # QUIC stacks of the h3 transport (quic-go: .quicgo); the first: default
 CHUNK = 256 * 1024
 DEFAULT_WINDOW = 64 * 1024 * 1024  # h2 / QUIC receive windows (QUIC default: 1 MB)
 UDP_BUFFER = 4 * 1024 * 1024  # like quic-go / Chromium, which raise it to avoid drops
@@ -114,6 +116,12 @@ async def open_fetcher(
     if kind == "h3":
         if opts.h3_client not in H3_CLIENTS:
             raise ConfigError("h3_client", f"unknown h3 client {opts.h3_client!r}; expected one of {H3_CLIENTS}")
+        if opts.h3_client == "quic-go":
+            from nest_experiments.dash.quicgo import QuicGoFetcher  # a native process; see its module
+
+            return await QuicGoFetcher.open(host, port, clock=opts.clock, ca=opts.ca, insecure=opts.insecure,
+                                            server_name=opts.server_name, window=opts.window,
+                                            connect_timeout=opts.connect_timeout, idle_timeout=opts.idle_timeout)
         return await H3Fetcher.open(host, port, opts)
     raise ConfigError("transport", f"unknown transport {kind!r}; expected one of {KINDS}")
 
@@ -734,8 +742,8 @@ async def run_cli(args: argparse.Namespace) -> dict[str, Any]:
         summary: dict[str, Any] = {"results": sum(len(r) for r in results)}
         if isinstance(fetcher, Http1Fetcher):
             summary["mptcp_active"] = fetcher.mptcp_active()
-        if isinstance(fetcher, H3Fetcher):
-            summary["h3_client"] = fetcher.implementation
+        if args.kind == "h3":
+            summary["h3_client"] = fetcher.implementation  # type: ignore[attr-defined]
         return summary
     finally:
         await fetcher.close()

@@ -1,7 +1,7 @@
-"""DASH from Caddy (quic-go) over HTTP/3 with the qh3 player, through the whole runner (host kernel: HTB).
+"""DASH from Caddy (quic-go) over HTTP/3 with the player on qh3 and on quic-go, through the whole runner (host kernel: HTB).
 
 A 20 s clip of the ``abr_quic_tcp`` ladder through a 3 Mbit/s bottleneck:
-every segment arrives with sane times, the manifest names Caddy and qh3, and
+every segment arrives with sane times, the manifest names Caddy and the client, and
 Caddy's access log (``access.csv``) has one response per media segment (besides
 the MPD and the init segments), on one connection, at times that fit the player's.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.pytest_plugin import require_quicgo
 from nest_experiments.runner import Run
 from nest_experiments.sweep import expand
 
@@ -29,12 +30,12 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _run(tmp_path: Path) -> Path:
+def _run(tmp_path: Path, client: str) -> Path:
     raw: dict[str, Any] = {
         "experiment": {"name": "dash_caddy_h3", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s"},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "h3", "http_server": "caddy",
-                           "h3_client": "qh3", "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+                           "h3_client": client, "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
     }
     (spec,) = expand(raw)
     outcome = Run(spec, tmp_path / spec.name).execute()
@@ -52,14 +53,16 @@ def _match(segment: dict[str, str], access: list[dict[str, str]]) -> dict[str, s
     raise AssertionError(f"no response in the access log for {segment}")
 
 
-def test_h3_session_from_caddy_with_qh3(no_leftovers: None, tmp_path: Path) -> None:
-    run_dir = _run(tmp_path)
+@pytest.mark.parametrize("client", ["qh3", "quic-go"])
+def test_h3_session_from_caddy(no_leftovers: None, tmp_path: Path, client: str) -> None:
+    require_quicgo(client)
+    run_dir = _run(tmp_path, client)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["warnings"] == [], manifest["warnings"]
-    assert manifest["versions"]["apps.video.http_server"].startswith("caddy 2")
-    assert manifest["versions"]["apps.video.client"].startswith("qh3 ")
+    assert manifest["versions"]["apps.video.http_server"].startswith(("caddy 2", "caddy v2"))  # Debian's, or ours
+    assert manifest["versions"]["apps.video.client"].startswith(f"{client} ")
     qoe = json.loads((run_dir / "qoe.json").read_text())["video"]
-    assert qoe["end_reason"] == "ended" and qoe["client"].startswith("qh3 ") and qoe["http_server"].startswith("caddy")
+    assert qoe["end_reason"] == "ended" and qoe["client"].startswith(f"{client} ") and qoe["http_server"].startswith("caddy")
 
     segments = _csv(run_dir / "segments.csv")
     for stream in ("video", "audio"):

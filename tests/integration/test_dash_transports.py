@@ -24,7 +24,11 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.dash.transports import H3_CLIENTS
+from nest_experiments.pytest_plugin import require_quicgo
+
 pytestmark = pytest.mark.integration
+
 
 SIZES = {"/video.bin": 6_000_000, "/audio.bin": 600_000, "/manifest.mpd": 2_000}
 # seconds: t_last_byte_sent is stamped after the send returns, and a process can be
@@ -123,11 +127,11 @@ def serving(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
 
 
 def fetch(srv: Server, kind: str, *gets: str, repeat: int = 1, port: int | None = None,
-          check: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+          check: bool = True, h3_client: str = H3_CLIENTS[0]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Run the fetcher CLI in the namespace; return (results, summary)."""
     cmd = ["ip", "netns", "exec", srv.ns, sys.executable, "-m", "nest_experiments.dash.transports",
            "--kind", kind, "--host", "127.0.0.1", "--port", str(port or srv.ports[kind]),
-           "--ca", str(srv.ca), "--t0", repr(srv.t0), "--repeat", str(repeat)]  # fmt: skip
+           "--ca", str(srv.ca), "--t0", repr(srv.t0), "--repeat", str(repeat), "--h3-client", h3_client]  # fmt: skip
     for get in gets:
         cmd += ["--get", get]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
@@ -216,6 +220,19 @@ def test_multiplexed_streams_share_one_connection(server: Server, kind: str) -> 
     check_log(results, rows, kind)
     assert len({row["conn_id"] for row in rows}) == 1
     assert overlap(results), results  # audio and video really were concurrent
+
+
+@pytest.mark.parametrize("client", H3_CLIENTS)
+def test_h3_clients_stamp_times_on_the_run_clock(server: Server, client: str) -> None:
+    """Every QUIC stack of the player (quic-go in its own process) on one connection, with times the server's log brackets."""
+    require_quicgo(client)
+    results, summary = fetch(server, "h3", "mpd=/manifest.mpd", *GETS, repeat=2, h3_client=client)
+    rows = server.stop()
+    check_results(results, "h3")
+    check_log(results, rows, "h3")
+    assert len({row["conn_id"] for row in rows}) == 1
+    assert summary["h3_client"].split()[0] == client
+    assert overlap(results), results
 
 
 def test_h3_advertised_by_alt_svc(server: Server) -> None:

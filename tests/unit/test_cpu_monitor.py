@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 from nest_experiments.collectors.cpu import CpuMonitor
+from nest_experiments.procs import wait_exited
 
 
 def test_app_cpu_seconds_survive_the_process_exit() -> None:
@@ -52,3 +54,35 @@ def test_timer_slack_reaches_the_program_and_its_threads() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          preexec_fn=_die_with_parent).stdout.split()
     assert out == ["50000", "50000"]  # the kernel's default
+
+
+# a process that starts a child burning 0.6 s of CPU, reaps it, and exits at once (as the DASH player does with its
+# quic-go fetcher): the child's CPU reaches the app only through the parent's reading as a zombie
+PARENT_OF_BUSY_CHILD = ("import subprocess, sys\n"
+                        "subprocess.run([sys.executable, '-c', 'import time\\nt=time.process_time()\\n"
+                        "while time.process_time()-t<0.6: pass'])\n")
+
+
+def test_the_cpu_of_children_reaped_just_before_exit_counts() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_BUSY_CHILD])
+    procs = {"player": [parent]}
+    mon = CpuMonitor(time.monotonic, interval_s=5.0,  # no periodic reading after the start: only the exit's
+                     pids_by_app=lambda: {a: [p.pid for p in ps if p.returncode is None] for a, ps in procs.items()})
+    mon.start()
+    assert wait_exited(parent, timeout_s=20)
+    assert parent.returncode is None and os.path.exists(f"/proc/{parent.pid}")  # exited, not reaped
+    mon.read_exited("player", parent.pid)
+    assert parent.wait() == 0
+    mon.stop()
+    assert 0.55 <= mon.app_cpu_s()["player"] <= 2.0
+
+
+def test_wait_exited_times_out_on_a_live_process() -> None:
+    proc = subprocess.Popen(["sleep", "5"])
+    try:
+        t = time.monotonic()
+        assert not wait_exited(proc, timeout_s=0.2)
+        assert 0.2 <= time.monotonic() - t < 1.0 and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()

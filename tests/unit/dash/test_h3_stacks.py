@@ -1,4 +1,4 @@
-"""The h3 transport's QUIC stacks (qh3, aioquic) load with the same API; an unknown one is refused."""
+"""The h3 transport's Python QUIC stacks (qh3, aioquic) load with the same API; an unknown one is refused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from nest_experiments.dash import transports
 from nest_experiments.errors import ConfigError
 
 
-@pytest.mark.parametrize("name", transports.H3_CLIENTS)
+@pytest.mark.parametrize("name", transports.PY_QUIC_STACKS)
 def test_each_stack_loads_and_builds_a_client_configuration(name: str) -> None:
     stack = transports.quic_stack(name)
     assert stack.name == name and stack.version[0].isdigit()
