@@ -3,7 +3,8 @@
 The binary is the one ``./setup.sh`` builds into the venv's ``bin`` from
 ``native/caddy`` (Caddy 2.11.9 at this writing: its quic-go sends with UDP
 GSO, which roughly halved the server's CPU per byte over h3 in the TCG guest,
-``bench/player_cpu.py``), else the ``caddy`` on PATH (Debian 12's is 2.6.2).
+``bench/player_cpu.py``), else the ``caddy`` on PATH (Debian 12's is 2.6.2);
+``NEST_EXP_CADDY`` names another.
 
 One server named ``dash`` serves the media folder with Caddy's ``file_server``.
 Over TLS (transports ``h2`` and ``h3``) it speaks HTTP/1.1, HTTP/2 and HTTP/3
@@ -33,8 +34,16 @@ TRANSPORTS = ("tcp", "h2", "h3")  # what Caddy serves here (Caddy 2.6 has no MPT
 LOGGER = "http.log.access.dash"
 
 
+ENV_BINARY = "NEST_EXP_CADDY"  # path of another Caddy to run (e.g. Debian's /usr/bin/caddy, to compare)
+
+
 def binary() -> str:
-    """The Caddy to run: the venv's build (``native/caddy``), else the one on PATH."""
+    """The Caddy to run: ``$NEST_EXP_CADDY``, else the venv's build (``native/caddy``), else the one on PATH."""
+    chosen = os.environ.get(ENV_BINARY)
+    if chosen:
+        if not os.access(chosen, os.X_OK):
+            raise MissingToolError(f"{ENV_BINARY}={chosen}: not an executable file; unset it to use the venv's Caddy")
+        return chosen
     built = Path(sys.executable).parent / "caddy"
     if os.access(built, os.X_OK):
         return str(built)
