@@ -19,6 +19,12 @@ that a decision costs a few microseconds of numpy. Inference picks the most
 probable level (Pensieve samples from the distribution; we want
 reproducible runs).
 
+The first segment is :data:`FIRST_LEVEL`, not the network's choice (as
+Pensieve's ``DEFAULT_QUALITY`` and our MPC): eq. (1) as our player counts it
+has no term for the start-up delay (a stall is only what interrupts
+playback), so a policy free to choose the first segment learned to start at
+the top level, at the price of a median start-up of 17 s in the simulator.
+
 Weights are an ``.npz`` file: the actor's ``w0, b0, w1, b1, w2, b2``, the
 ``bitrates_bps`` of the ladder it was trained on and its
 ``segment_duration_s``, and ``meta`` (a JSON string: how it was trained).
@@ -44,6 +50,7 @@ THROUGHPUT_NORM_BPS = 8e6
 DOWNLOAD_NORM_S = 10.0
 SIZE_NORM_BYTES = 1e6
 SEGMENTS_CAP = 48
+FIRST_LEVEL = 0  # the first segment, before anything was measured: not the network's choice (see the module's doc)
 DEFAULT_WEIGHTS = Path(__file__).with_name("pensieve.npz")
 LAYERS = ("w0", "b0", "w1", "b1", "w2", "b2")
 

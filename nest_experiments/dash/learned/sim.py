@@ -234,6 +234,8 @@ class NetworkPolicy:
         return None
 
     def decide(self, step: Step) -> np.ndarray:
+        if step.index == 0:
+            return np.full(len(step.buffer_s), learned.FIRST_LEVEL)
         x = observation(step, np.asarray(self.policy.bitrates_bps, float))
         if self.rng is None:
             return self.policy.act(x)

@@ -9,7 +9,11 @@ is discounted (``gamma``) to the session's end. The critic (same shape as
 the actor, one output) learns the return (divided by
 ``value_scale``); the actor follows the advantage (return - value,
 normalised over the batch) plus an entropy bonus that decays linearly from
-``entropy_start`` to ``entropy_end``. Gradients are written out by hand for
+``entropy_start`` to ``entropy_end``; the learning rates decay linearly to
+``lr_end_fraction`` of theirs. With a validation set, the greedy policy is
+evaluated every ``eval_every`` iterations and the best one is kept
+(``keep_best``: model selection on sessions that are neither trained on nor
+used in the held-out comparison). Gradients are written out by hand for
 the two-layer tanh networks (:mod:`~nest_experiments.dash.learned.policy`)
 and applied with Adam. Everything random comes from one
 ``numpy.random.Generator(seed)``: the same seed gives the same weights.
@@ -52,7 +56,9 @@ class TrainConfig:
     entropy_start: float = 0.3
     entropy_end: float = 0.01
     value_scale: float = 20.0
+    lr_end_fraction: float = 0.1  # both learning rates decay linearly to this fraction of theirs
     eval_every: int = 50
+    keep_best: bool = True  # return the actor of the best validation evaluation (when there is a validation set)
     train_seeds: Sequence[int] = TRAIN_SEEDS
     weights: dict[str, float] = field(default_factory=lambda: dict(FAMILY_WEIGHTS))
 
@@ -174,6 +180,8 @@ class _Recorder:
         self.xs, self.actions = [], []
 
     def decide(self, step: sim.Step) -> np.ndarray:
+        if step.index == 0:  # not the policy's choice (policy.FIRST_LEVEL): not trained on either
+            return np.full(len(step.buffer_s), learned.FIRST_LEVEL)
         x = sim.observation(step, self.bitrates_bps)
         p = learned.softmax(learned.mlp_forward(self.actor, x)[-1])
         a = (p.cumsum(axis=1) > self.rng.random((len(p), 1))).argmax(axis=1)
@@ -184,7 +192,7 @@ class _Recorder:
 
 def update(actor: dict[str, np.ndarray], critic: dict[str, np.ndarray], opts: tuple[Adam, Adam], rec: _Recorder,
            rewards: np.ndarray, *, config: TrainConfig, entropy: float) -> None:
-    """One actor-critic step on a batch of whole sessions."""
+    """One actor-critic step on a batch of whole sessions (``rewards``: those of the segments the actor chose)."""
     x = np.stack(rec.xs, axis=1).reshape(-1, rec.xs[0].shape[1])  # (batch x segments, features), session-major
     a = np.stack(rec.actions, axis=1).reshape(-1)
     ret = discounted(rewards, config.gamma).reshape(-1) / config.value_scale
@@ -226,13 +234,16 @@ def train(
     pool = pool or training_pool(sim_config, config.train_seeds)
     rec = _Recorder(actor=actor, bitrates_bps=video.bitrates_bps, rng=rng)
     curve = Curve(iteration=[], train_qoe=[], eval_iteration=[], eval_qoe=[], seconds=0.0)
+    best: tuple[int, dict[str, np.ndarray]] = (0, actor)
     start = time.process_time()
     for it in range(config.iterations):
         sessions = draw_sessions(pool, config.batch, rng, config.weights)
         played = sim.simulate(sessions.cum_bits(), rec, video=video, config=sim_config, step_s=pool.step_s)
         frac = it / max(config.iterations - 1, 1)
         entropy = config.entropy_start + (config.entropy_end - config.entropy_start) * frac
-        update(actor, critic, opts, rec, played.rewards, config=config, entropy=entropy)
+        opts[0].lr, opts[1].lr = (lr * (1 - (1 - config.lr_end_fraction) * frac)
+                                  for lr in (config.actor_lr, config.critic_lr))
+        update(actor, critic, opts, rec, played.rewards[:, 1:], config=config, entropy=entropy)
         curve.iteration.append(it)
         curve.train_qoe.append(float(played.qoe.mean()))
         evaluated = None
@@ -240,12 +251,15 @@ def train(
             evaluated = float(mean_qoe(_policy(actor, video, config), validation, sim_config).mean())
             curve.eval_iteration.append(it)
             curve.eval_qoe.append(evaluated)
+            if config.keep_best and evaluated >= max(curve.eval_qoe):
+                best = (it, {k: v.copy() for k, v in actor.items()})
         if progress is not None:
             progress(it, curve.train_qoe[-1], evaluated)
-    final = _policy(actor, video, config, meta={"trainer": "nest_experiments.dash.learned.train", "seed": config.seed,
-                                                "iterations": config.iterations, "batch": config.batch,
-                                                "ladder": sim_config.ladder, "max_buffer_s": sim_config.max_buffer_s,
-                                                "rtt_s": sim_config.rtt_s})
+    chosen_it, chosen = best if validation is not None and config.keep_best else (config.iterations - 1, actor)
+    final = _policy(chosen, video, config, meta={"trainer": "nest_experiments.dash.learned.train", "seed": config.seed,
+                                                 "iterations": config.iterations, "batch": config.batch,
+                                                 "kept_iteration": chosen_it, "ladder": sim_config.ladder,
+                                                 "max_buffer_s": sim_config.max_buffer_s, "rtt_s": sim_config.rtt_s})
     return final, Curve(iteration=curve.iteration, train_qoe=curve.train_qoe, eval_iteration=curve.eval_iteration,
                         eval_qoe=curve.eval_qoe, seconds=time.process_time() - start)
 
