@@ -71,14 +71,14 @@ def test_register_a_custom_algorithm() -> None:
 
 
 @pytest.mark.parametrize("name", ["grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast",
-                                  "mpc_robust"])
+                                  "mpc_robust", "pensieve"])
 def test_first_segment_is_lowest(name: str) -> None:
     assert choose(name, state(0.0)) == 0
 
 
 def test_first_segment_test_covers_every_registered_algorithm() -> None:
     assert set(abr.available_abrs()) - {"lowest_test"} == {
-        "grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast", "mpc_robust"}
+        "grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast", "mpc_robust", "pensieve"}
 
 
 # --------------------------------------------------------------------- grate
