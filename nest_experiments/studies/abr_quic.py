@@ -75,10 +75,10 @@ METRICS = (
     SessionMetric(key="qoe", label="QoE (eq. 1)", unit="", higher_better=True, figure=5),
 )
 BY_KEY = {m.key: m for m in METRICS}
-# the letter's ABRs -> our registry (Pensieve: not in the registry yet)
+# the letter's ABRs -> our registry (Pensieve: our learned ABR, nest_experiments/dash/learned; None: not in it)
 PAPER_ABRS: tuple[tuple[str, str | None], ...] = (
-    ("BOLA", "bola"), ("BB", "bba"), ("MPC-Fast", "mpc_fast"), ("MPC-Robust", "mpc_robust"), ("Pensieve", None))
-ABR_ORDER = ("bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic")
+    ("BOLA", "bola"), ("BB", "bba"), ("MPC-Fast", "mpc_fast"), ("MPC-Robust", "mpc_robust"), ("Pensieve", "pensieve"))
+ABR_ORDER = ("bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic", "pensieve")
 
 
 # ---------------------------------------------------------------- sessions
@@ -322,7 +322,7 @@ def comparison_text(c: Comparison) -> str:
 
 def judge(claim: PaperClaim, c: Comparison | None) -> Claim:
     if claim.abr is None:
-        return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours="not run (no Pensieve in the ABR registry yet)",
+        return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours="not run (not in the ABR registry)",
                      agree="not run")
     if c is None or not (c.tcp or c.h3):
         return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours=f"no {claim.abr} session in this sweep",

@@ -47,7 +47,10 @@ def test_aa_twins_are_the_same_configuration() -> None:
 
 def test_paper_design_is_every_abr_and_transport_over_fifty_traces_of_the_whole_video() -> None:
     runs = expand(apply_paper(read_toml(FILE)))
-    assert len(runs) == 6 * 2 * 50 + 2
+    assert len(runs) == 7 * 2 * 50 + 2
+    assert {dash(r.experiment).abr for r in runs} == {"bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic",
+                                                      "pensieve"}
+    assert "pensieve" not in {dash(r.experiment).abr for r in expand(read_toml(FILE))}  # the default stays reduced
     traces = {r.name.split("_trace-")[1].rsplit("_r", 1)[0] for r in runs}
     assert traces == {f"{g}-{s}" for g in ("fcc", "hsdpa") for s in range(1, 26)}
     assert {dash(r.experiment).clip_s for r in runs} == {192.0}

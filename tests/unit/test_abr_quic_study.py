@@ -135,6 +135,7 @@ def test_claim_table_agrees_where_the_data_say_so_and_pensieve_is_not_run(tmp_pa
     assert table["MPC-Robust: QoE TCP vs QUIC insignificant (IV-D, Fig. 5)"].agree == "no"
     pensieve = [c for c in table.values() if c.claim.startswith("Pensieve")]
     assert len(pensieve) == 4 and {c.agree for c in pensieve} == {"not run"}
+    assert {c.ours for c in pensieve} == {"no pensieve session in this sweep"}  # in the registry, not in this sweep
     assert "n=5/5" in table["BOLA: bitrate TCP > QUIC, p < 0.05 (IV-A, Fig. 2)"].ours
 
 
