@@ -495,7 +495,8 @@ class H3ServerProtocol(QuicConnectionProtocol):
         self.reap()
 
     def feed(self) -> None:
-        assert self.h3 is not None
+        if self.h3 is None:  # transmit() runs during the handshake too, before ALPN picked h3: nothing to feed yet
+            return
         for out in self.outs.values():
             stream = self._quic._streams.get(out.stream_id)
             while stream is not None and not out.fed_all and _unacked(stream) < QUIC_SEND_BUFFER:
