@@ -48,6 +48,7 @@ from nest_experiments.procs import check_run, in_netns
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
+BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namespace's addresses settled
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
 SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
@@ -153,11 +154,11 @@ class Dash(App):
     def _ip(self, node: str, args: list[str]) -> None:
         check_run(["ip", "-n", self.net.ns(node), *args], what=f"apps.{self.cfg.name}: ip {args[0]} on {node}")
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes], who: str) -> dict[str, Any]:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
         """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""
         c = self.cfg
         out = self.raw_dir / f"{c.name}.{who}.out"
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for line in out.read_text().splitlines():
                 try:
@@ -214,7 +215,7 @@ class Dash(App):
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
-        self._wait_ready(self.client, "client")
+        self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
 
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""

@@ -14,6 +14,9 @@ Events are read back this way rather than posted to the origin because a
 POST would cross the bottleneck and compete with the media, and neither
 Caddy nor our server stores requests.
 
+Chromium starts, and the namespace's IPv6 addresses settle (DAD: Chromium
+aborts requests in flight on any address change), before the driver says it
+is ready; the page is opened at the go (the run's start of this app).
 When the media ended (or ``--max-duration``, or SIGTERM), it reads the page's
 Resource Timing entries and playback counters, closes Chromium, kills its
 whole process group (Chromium forks a zygote, renderers, a GPU and a network
@@ -122,6 +125,9 @@ def chromium_argv(binary: str, *, profile: Path, transport: str, server: str, po
     argv = [binary, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-default-apps", "--disable-extensions", "--disable-breakpad", "--metrics-recording-only",
+            "--enable-automation", "--disable-client-side-phishing-detection", "--disable-domain-reliability",
+            "--disable-component-extensions-with-background-pages", "--no-pings", "--password-store=basic",
+            "--use-mock-keychain", "--allow-browser-signin=false", "--disable-dev-shm-usage",
             "--no-proxy-server", f"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {server}", "--mute-audio",
             "--autoplay-policy=no-user-gesture-required", "--disable-features=MediaRouter,OptimizationHints,Translate",
             f"--user-data-dir={profile}", "--remote-debugging-pipe"]
@@ -222,8 +228,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def play(args: argparse.Namespace, t0: float, stop: threading.Event) -> dict[str, Any]:
-    """Run one session; return the raw material (events, summary, versions)."""
+def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any], float]:
+    """Start Chromium, say ready, wait for the go (or take ``--t0``), run one session; return its raw material
+    (events, summary, versions) and the run's t0."""
     binary = players.chromium_path()
     if binary is None:
         raise MissingToolError(players.CHROMIUM_HINT)
@@ -238,27 +245,59 @@ def play(args: argparse.Namespace, t0: float, stop: threading.Event) -> dict[str
         result["browser"] = cdp.call("Browser.getVersion").get("product", "")
         target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        wait_addresses_settled()
+        t0 = _go(args, stop)
+        if stop.is_set():
+            raise RunError("stopped before the session started")
         cdp.call("Page.navigate", {"url": url}, session=session)
-        deadline = t0 + args.max_duration
-        ended_at = None
-        while not stop.is_set():
-            stop.wait(POLL_S)
-            batch = _evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or []
-            events.extend(batch)
-            if any(e.get("type") in ("ended", "ended_dashjs") for e in batch) and ended_at is None:
-                ended_at = time.monotonic()
-            if ended_at is not None and time.monotonic() > ended_at + END_SLACK_S:
-                result["end_reason"] = "ended"
-                break
-            if time.monotonic() > deadline:
-                result["end_reason"] = "max_duration"
-                break
+        _poll(cdp, session, events, result, stop, deadline=t0 + args.max_duration)
         events.extend(_evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or [])
         result["summary"] = _evaluate(cdp, session, "window.__nest ? window.__nest.summary() : null") or {}
         result["dashjs"] = _evaluate(cdp, session, "window.__nest ? window.__nest.version : ''") or ""
         result["settings"] = _evaluate(cdp, session, "window.__nest ? window.__nest.settings : null")
     result["events"] = events
-    return result
+    return result, t0
+
+
+def _go(args: argparse.Namespace, stop: threading.Event) -> float:
+    """Say we are ready (as :func:`.client.wait_for_go`), then the go file's t0 (or ``--t0``, or now)."""
+    if args.go_file is None:
+        return args.t0 if args.t0 is not None else time.monotonic()
+    print(json.dumps({"ready": True, "pid": os.getpid()}), flush=True)
+    while not stop.wait(0.02):
+        try:
+            return float(json.loads(args.go_file.read_text())["t0"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return time.monotonic()
+
+
+def _poll(cdp: Cdp, session: str, events: list[dict[str, Any]], result: dict[str, Any], stop: threading.Event, *,
+          deadline: float) -> None:
+    ended_at = None
+    while not stop.is_set():
+        stop.wait(POLL_S)
+        batch = _evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or []
+        events.extend(batch)
+        if ended_at is None and any(e.get("type") in ("ended", "ended_dashjs") for e in batch):
+            ended_at = time.monotonic()
+        if ended_at is not None and time.monotonic() > ended_at + END_SLACK_S:
+            result["end_reason"] = "ended"
+            return
+        if time.monotonic() > deadline:
+            result["end_reason"] = "max_duration"
+            return
+
+
+def wait_addresses_settled(timeout_s: float = 10.0) -> None:
+    """Wait until this namespace has no tentative IPv6 address: Chromium treats DAD finishing as a network
+    change and aborts every request in flight (ERR_NETWORK_CHANGED)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = subprocess.run(["ip", "-6", "addr", "show", "tentative"], capture_output=True, text=True, check=False)
+        if out.returncode != 0 or not out.stdout.strip():
+            return
+        time.sleep(0.1)
 
 
 def _evaluate(cdp: Cdp, session: str, expression: str) -> Any:
@@ -284,7 +323,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
     doc = {
         "transport": args.transport, "player": "dashjs",
         "client": f"dash.js {raw.get('dashjs', '?')} in {raw.get('browser') or raw.get('chromium', '?')}",
-        "chromium": raw.get("chromium", ""), "abr": args.abr, "dashjs_settings": raw.get("settings"),
+        "chromium": raw.get("chromium", ""), "url": raw.get("url", ""), "abr": args.abr, "dashjs_settings": raw.get("settings"),
         "end_reason": raw["end_reason"] if raw["end_reason"] != "ended" or session.ended else "stopped",
         "stalls": len(session.stalls), "errors": list(session.errors),
         "played_s": summary.get("current_time"), "frames_decoded": summary.get("frames"),
@@ -299,15 +338,12 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from nest_experiments.dash.client import wait_for_go
-
-    t0 = wait_for_go(args.go_file) if args.go_file is not None else (args.t0 if args.t0 is not None else time.monotonic())
     wall_minus_mono = time.time() - time.monotonic()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        raw = play(args, t0, stop)
+        raw, t0 = play(args, stop)
         count = write_outputs(args, raw, t0, wall_minus_mono)
         if count == 0:
             raise RunError(f"dash.js received no media segment ({raw['end_reason']}; see {args.out}/events.json, "

@@ -20,6 +20,11 @@ Per media segment (``fragment_completed`` of kind ``MediaSegment``):
   else of either stream) that arrived before playback resumed.
 
 Startup delay: the first ``playing`` minus the first media request.
+
+dash.js may fetch a segment index again at another level (its "fast
+switching" replaces buffered media after a switch up, and it abandons slow
+downloads): every completed media segment is a row, so an index can appear
+twice, as it was downloaded.
 """
 
 from __future__ import annotations

@@ -21,9 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -98,13 +100,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_gpac(argv: list[str], log: Path, deadline: float) -> str:
+def gpac_environment(home: Path) -> dict[str, str]:
+    """SDL's dummy drivers, and a private HOME: GPAC writes ~/.gpac (a credential key) even with -p=0."""
+    return {**gpac.gpac_env(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home)}
+
+
+def run_gpac(argv: list[str], log: Path, deadline: float, home: Path) -> str:
     """Run GPAC until it ends, the deadline passes, or we get SIGTERM; return how it ended."""
     stopped = {"term": False}
     signal.signal(signal.SIGTERM, lambda *_: stopped.update(term=True))
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                env={**gpac.gpac_env(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(log.parent)})
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=gpac_environment(home))
     while proc.poll() is None and not stopped["term"] and time.monotonic() < deadline:
         time.sleep(0.1)
     if proc.poll() is None:
@@ -124,16 +130,20 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         binary = gpac.find_gpac()
-        import shutil
-
         command = gpac_argv(binary=binary, transport=args.transport, url=mpd_url(args.transport, args.server, args.port),
                             algo=players.gpac_algo(args.abr), max_buffer_s=args.max_buffer,
                             threshold_s=args.threshold, mptcpize=shutil.which("mptcpize"))
-        version = subprocess.run([binary, "-version"], capture_output=True, text=True, check=False)
-        t0 = wait_for_go(args.go_file) if args.go_file is not None else (args.t0 if args.t0 is not None else time.monotonic())
-        wall_minus_mono = time.time() - time.monotonic()
-        args.out.mkdir(parents=True, exist_ok=True)
-        end = run_gpac(command, args.out / "gpac.log", t0 + args.max_duration)
+        home = Path(tempfile.mkdtemp(prefix="gpac-home-"))
+        try:
+            version = subprocess.run([binary, "-p=0", "-version"], capture_output=True, text=True, check=False,
+                                     env=gpac_environment(home))
+            t0 = wait_for_go(args.go_file) if args.go_file is not None else (
+                args.t0 if args.t0 is not None else time.monotonic())
+            wall_minus_mono = time.time() - time.monotonic()
+            args.out.mkdir(parents=True, exist_ok=True)
+            end = run_gpac(command, args.out / "gpac.log", t0 + args.max_duration, home)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
         text = (args.out / "gpac.log").read_text(errors="replace")
         manifest = parse_mpd(args.mpd_file.read_text())
         log = gpac.parse_gpac_log(text, manifest, transport=args.transport)

@@ -108,7 +108,22 @@ def test_dashjs_decodes_and_plays_the_clip(no_leftovers: None, tmp_path: Path, t
     assert doc["client"].startswith("dash.js 5.2.1 in Chrome/")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["versions"]["apps.video.player"].startswith("dash.js 5.2.1")
-    assert (run_dir / "raw" / "video.netlog.json").stat().st_size > 0
+    peers = _tcp_peers(run_dir / "raw" / "video.netlog.json")
+    assert {p.rsplit(":", 1)[0] for p in peers} <= {_server_addr(run_dir)}, peers  # never an outside address
+
+
+def _tcp_peers(netlog: Path) -> set[str]:
+    """Addresses Chromium opened TCP connections to (its UDP 'connects' to 2001:4860:4860::8888 are local
+    routing probes that send nothing; names never resolve: --host-resolver-rules)."""
+    doc = json.loads(netlog.read_text())
+    names = {v: k for k, v in doc["constants"]["logEventTypes"].items()}
+    return {e["params"]["address"] for e in doc["events"]
+            if names.get(e["type"]) == "TCP_CONNECT_ATTEMPT" and "address" in e.get("params", {})}
+
+
+def _server_addr(run_dir: Path) -> str:
+    """The origin's address, from the page URL the player opened."""
+    return json.loads((run_dir / "qoe.json").read_text())["video"]["url"].split("/")[2].rsplit(":", 1)[0]
 
 
 def test_sigterm_mid_session_leaves_no_chromium_and_keeps_what_was_played(
