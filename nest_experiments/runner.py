@@ -335,7 +335,8 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     """
     outcomes: list[RunOutcome] = []
     progress = Progress(total=len(runs), out=out)
-    here = f"this machine ({platform.node()})"
+    # the guest has no host name ("(none)"): the VM runtime's runs say so
+    here = "the VM runtime's guest" if os.environ.get("NEST_EXP_RUNTIME") == "vm" else f"this machine ({platform.node()})"
     t_start = time.monotonic()
     with run_lock(), signals_as_exceptions():
         for spec in runs:
