@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
               qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv
-              chromium)
+              chromium mptcpize)
 
 # seconds to wait for another apt/dpkg to release its lock
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-600}

@@ -35,7 +35,7 @@ GPAC_HINT = ("gpac is not installed: Debian has no gpac package; on Ubuntu: apt-
 CHROMIUM_HINT = "chromium is not installed: apt-get install chromium (sudo ./setup.sh installs it)"
 DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not installed in {DASHJS_DIR.parent}: "
                "sudo ./setup.sh (it runs npm ci in web/)")
-MPTCPIZE_HINT = "mptcpize is not installed: apt-get install mptcpd"
+MPTCPIZE_HINT = "mptcpize is not installed: apt-get install mptcpize (sudo ./setup.sh installs it)"
 
 
 def report() -> list[tuple[str, str | None]]:
