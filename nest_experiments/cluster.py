@@ -26,6 +26,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -101,7 +102,9 @@ def emulator_slots(client: Any, *, wait_s: float = CONNECT_TIMEOUT_S) -> int:
 
 @dataclass(kw_only=True)
 class _Tracker:
-    """Where each run is: its current task's key, sends, whether it started, losses while running."""
+    """Where each run is: how often it was sent, whether (and when) its current task started, where it runs,
+    how often its worker was lost while it ran. ``token`` makes this sweep's task keys its own on a shared
+    scheduler (another sweep may have runs of the same names)."""
 
     specs: dict[str, RunSpec]
     payloads: dict[str, dict[str, Any]]
@@ -111,6 +114,7 @@ class _Tracker:
     losses: dict[str, int] = field(default_factory=dict)
     where: dict[str, str] = field(default_factory=dict)
     lost_reasons: dict[str, list[str]] = field(default_factory=dict)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
 
 def run_on_cluster(runs: list[RunSpec], *, cluster: str, results_root: Path, runtime: str = "auto",
@@ -152,7 +156,7 @@ def _submit_all(todo: list[RunSpec], texts: dict[str, str], *, cluster: str, run
                                f"{CONNECT_TIMEOUT_S:g} s; start the workers "
                                f"with: dask worker {cluster} --nthreads 1 --resources {RESOURCE}=1")
         progress.slots = slots
-        address, n = parse_cluster(cluster)
+        _, n = parse_cluster(cluster)
         info = {"scheduler": cluster if n == 0 else client.scheduler.address, "emulator_slots": slots,
                 **({"local_workers": n, "note": f"{n} worker processes on one machine: parallel emulations share its "
                                                 "CPU"} if n else {})}
@@ -169,7 +173,7 @@ def _submit_all(todo: list[RunSpec], texts: dict[str, str], *, cluster: str, run
                 if future.status != "finished":
                     _drain(events, tracker, progress)  # whether the lost run had started
                 name = pending.pop(future)
-                result = _finished(client, future, name, tracker, folder, progress)
+                result = _finished(future, name, tracker, folder, progress)
                 if result is None:
                     pending[_send(client, tracker, name)] = name
                 else:
@@ -185,7 +189,8 @@ def _send(client: Any, tracker: _Tracker, name: str) -> Any:
     tracker.sends[name] = tracker.sends.get(name, 0) + 1
     tracker.started[name] = False
     payload = {**tracker.payloads[name], "attempt": tracker.sends[name]}
-    return client.submit(execute, payload, key=f"nx-{name}-{tracker.sends[name]}", pure=False,
+    key = f"nx-{payload['experiment']}-{name}-{tracker.token}-{tracker.sends[name]}"
+    return client.submit(execute, payload, key=key, pure=False,
                          resources={RESOURCE: 1}, retries=0)
 
 
@@ -204,7 +209,7 @@ def _drain(events: queue.Queue[dict[str, Any]], tracker: _Tracker, progress: Pro
         progress.start(name, duration_s=tracker.specs[name].experiment.duration_s, where=tracker.where[name])
 
 
-def _finished(client: Any, future: Any, name: str, tracker: _Tracker, folder: Path,
+def _finished(future: Any, name: str, tracker: _Tracker, folder: Path,
               progress: Progress) -> ClusterResult | None:
     """The run's folder installed and its line printed; ``None``: send it again."""
     where = tracker.where.get(name, "?")

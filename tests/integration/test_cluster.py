@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments import procs
 from nest_experiments.rundir import STATUSES
 from tests.conftest import ROOT, child_processes, cli, our_namespaces
 
@@ -148,18 +149,20 @@ def _task_processes() -> dict[int, tuple[str, int]]:
     return out
 
 
-def _kill_worker_running(sweep: subprocess.Popen[str], run: str | None, *, after_s: float,
-                         timeout_s: float = 60) -> tuple[str, int]:
-    """Wait until a task process runs ``run`` (any run: None) for ``after_s``, SIGKILL the worker that started it."""
+def _kill_worker_running(sweep: subprocess.Popen[str], run: str | None, *, after_s: float, dead: tuple[int, ...] = (),
+                         timeout_s: float = 60) -> tuple[str, int, int]:
+    """Wait until a task process runs ``run`` (any run: None) for ``after_s``, SIGKILL the worker that started it;
+    returns the run, the worker's pid and the task's. ``dead``: task processes of killed workers (still tearing
+    down, their parent gone) to leave alone."""
     deadline = time.monotonic() + timeout_s
     seen: dict[int, float] = {}
     while time.monotonic() < deadline and sweep.poll() is None:
         for pid, (name, ppid) in _task_processes().items():
-            if run is None or name == run:
+            if (run is None or name == run) and pid not in dead and ppid != 1:
                 first = seen.setdefault(pid, time.monotonic())
                 if time.monotonic() - first >= after_s:
                     os.kill(ppid, signal.SIGKILL)
-                    return name, ppid
+                    return name, ppid, pid
         time.sleep(0.1)
     raise AssertionError(f"no task process for {run or 'any run'} (sweep exit {sweep.poll()}): "
                          f"{sweep.stderr.read() if sweep.poll() is not None and sweep.stderr else ''}")
@@ -170,8 +173,8 @@ def test_worker_killed_mid_run_is_resent_once_then_failed(scheduler_and_workers:
                               "--no-plot", "--cluster", scheduler_and_workers], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        victim, first = _kill_worker_running(sweep, None, after_s=1.5)  # in its traffic (setup takes ~1 s)
-        _, second = _kill_worker_running(sweep, victim, after_s=1.5)  # the re-sent run, killed again
+        victim, first, task = _kill_worker_running(sweep, None, after_s=1.5)  # in its traffic (setup takes ~1 s)
+        _, second, _ = _kill_worker_running(sweep, victim, after_s=1.5, dead=(task,))  # the re-sent run, again
         _, stderr = sweep.communicate(timeout=120)
     finally:
         if sweep.poll() is None:
@@ -189,8 +192,9 @@ def test_worker_killed_mid_run_is_resent_once_then_failed(scheduler_and_workers:
     assert {m["status"] for m in manifests.values()} == {"completed"}, stderr
     assert f"{victim}: the worker running it was lost" in stderr
     assert not list((tmp_path / EXPERIMENT).glob(".*"))
-    deadline = time.monotonic() + 10  # the killed workers' runs tear themselves down (SIGTERM from the kernel)
+    deadline = time.monotonic() + 30  # the killed workers' runs tear themselves down (SIGTERM from the kernel)
     while (our_namespaces() or _task_processes()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert our_namespaces() == [] and _task_processes() == {} and child_processes() == []
+    states = {p.name: p.read_text() for p in procs.STATE_DIR.glob("*.json")}
+    assert our_namespaces() == [] and _task_processes() == {} and child_processes() == [], states
     assert not TASKS.exists() or not list(TASKS.iterdir())

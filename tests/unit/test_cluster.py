@@ -130,15 +130,15 @@ def test_a_run_whose_worker_dies_is_sent_again_once_then_failed(tmp_path: Path) 
     progress = Progress(total=1, out=out)
     lost = FakeFuture(status="error", exc=_killed())
     tracker.started["a_r1"] = False  # lost while waiting: sent again, not counted
-    assert cluster._finished(None, lost, "a_r1", tracker, tmp_path, progress) is None
+    assert cluster._finished(lost, "a_r1", tracker, tmp_path, progress) is None
     assert tracker.losses == {}
     tracker.started["a_r1"] = True
     tracker.where["a_r1"] = "worker w1"
-    assert cluster._finished(None, lost, "a_r1", tracker, tmp_path, progress) is None
+    assert cluster._finished(lost, "a_r1", tracker, tmp_path, progress) is None
     assert "a_r1: the worker running it was lost (worker w1" in out.getvalue()
     tracker.sends["a_r1"] = 2
     tracker.where["a_r1"] = "worker w2"
-    result = cluster._finished(None, lost, "a_r1", tracker, tmp_path, progress)
+    result = cluster._finished(lost, "a_r1", tracker, tmp_path, progress)
     assert result is not None and result.status == "failed"
     assert result.reason.startswith("the worker running it was lost twice (worker w1, ")
     assert "worker w2" in result.reason and result.reason.endswith("KilledWorker")
@@ -149,7 +149,7 @@ def test_a_run_whose_worker_dies_is_sent_again_once_then_failed(tmp_path: Path) 
 def test_a_task_error_is_recorded_at_once(tmp_path: Path) -> None:
     tracker = _tracker()
     tracker.started["a_r1"] = True
-    result = cluster._finished(None, FakeFuture(status="error", exc=ModuleNotFoundError("no module named x")),
+    result = cluster._finished(FakeFuture(status="error", exc=ModuleNotFoundError("no module named x")),
                                "a_r1", tracker, tmp_path, Progress(total=1, out=io.StringIO()))
     assert result is not None and result.status == "failed"
     assert result.reason == "the task failed on the cluster: ModuleNotFoundError: no module named x"
@@ -157,7 +157,7 @@ def test_a_task_error_is_recorded_at_once(tmp_path: Path) -> None:
 
 def test_a_run_process_that_died_is_recorded_with_its_last_words(tmp_path: Path) -> None:
     value = {"worker": "worker w1", "seconds": 2.5, "tar": b"", "exit": -9, "stderr": ["building", "Killed"]}
-    result = cluster._finished(None, FakeFuture(status="finished", value=value), "a_r1", _tracker(), tmp_path,
+    result = cluster._finished(FakeFuture(status="finished", value=value), "a_r1", _tracker(), tmp_path,
                                Progress(total=1, out=io.StringIO()))
     assert result is not None and result.status == "failed" and result.seconds == 2.5
     assert result.reason == "the run's process on worker w1 exited with -9: building | Killed"
