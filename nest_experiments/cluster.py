@@ -81,9 +81,11 @@ def connect(value: str) -> Iterator[Any]:
         with Client(address, timeout=CONNECT_TIMEOUT_S) as client:
             yield client
         return
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+    with tempfile.TemporaryDirectory(prefix="nx-dask-") as scratch, \
+            dask.config.set({"distributed.scheduler.allowed-failures": 0, "temporary-directory": scratch}), \
             LocalCluster(n_workers=n, threads_per_worker=1, processes=True, resources={RESOURCE: 1},
-                         dashboard_address=None, silence_logs=40) as cluster, Client(cluster) as client:
+                         dashboard_address=None, silence_logs=40, local_directory=scratch) as cluster, \
+            Client(cluster) as client:
         client.wait_for_workers(n, timeout=CONNECT_TIMEOUT_S)
         yield client
 

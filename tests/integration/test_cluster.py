@@ -109,11 +109,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def scheduler_and_workers() -> Iterator[str]:
+def scheduler_and_workers(tmp_path: Path) -> Iterator[str]:
     """``dask scheduler`` and two ``dask worker ... --resources emulator=1`` processes, as the README says."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+           "DASK_TEMPORARY_DIRECTORY": str(tmp_path / "dask")}
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)]
