@@ -103,7 +103,7 @@ class Dash(App):
         t0 = self.server_t0 = time.monotonic() - self.clock()
         argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
                 "--bind", bind, f"--port-{c.transport}", "0", "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
-                "--t0", repr(t0), "--ca-out", str(self.ca)]
+                "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
         self.port = int(self._wait_ready(self.server, "server")["ports"][c.transport])
         quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""
@@ -199,6 +199,8 @@ class Dash(App):
                 "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
         if c.transport in ("h2", "h3"):
             argv += ["--ca", str(self.ca)]
+        if "fixed" in (c.abr, c.abr_audio):
+            argv += ["--level", str(c.level)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 

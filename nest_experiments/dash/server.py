@@ -581,6 +581,7 @@ class ServerConfig:
     access_log: Path | None = None
     t0: float | None = None
     ca_out: Path | None = None
+    cert_dir: Path | None = None  # where the certificates go (the caller removes it); None: a temp folder of ours
     quic_cc: str = "reno"
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350
 
@@ -625,12 +626,10 @@ async def serve(cfg: ServerConfig, stop: asyncio.Event) -> None:
         log=AccessLog(cfg.access_log),
         now=lambda: time.monotonic() - t0,
     )
-    with (
-        tempfile.TemporaryDirectory(prefix="nxt-certs-") as tmp,
-        contextlib.ExitStack() as stack,
-    ):
+    with contextlib.ExitStack() as stack:
+        tmp = cfg.cert_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nxt-certs-")))
         stack.callback(ctx.log.close)
-        files = certs.write_certs(Path(tmp), [cfg.bind])
+        files = certs.write_certs(tmp, [cfg.bind])
         cert, key = files.chain, files.key
         if cfg.ca_out is not None:
             cfg.ca_out.write_bytes(files.ca.read_bytes())
@@ -659,6 +658,9 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
     p.add_argument("--access-log", type=Path, help="CSV access log")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0")
     p.add_argument("--ca-out", type=Path, help="write the CA certificate (PEM) that clients trust here")
+    p.add_argument("--cert-dir", type=Path, help="write the certificates into this existing folder (default: a "
+                   "temporary folder removed at exit; a run passes one of its own, removed with the run even if "
+                   "the server is killed)")
     p.add_argument(
         "--quic-cc",
         default="reno",
@@ -679,6 +681,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         access_log=a.access_log,
         t0=a.t0,
         ca_out=a.ca_out,
+        cert_dir=a.cert_dir,
         quic_cc=a.quic_cc,
         quic_max_datagram=a.quic_max_datagram,
     )
