@@ -23,6 +23,12 @@ the key path (``links.bottleneck.qdisc.taget: unknown key (did you mean
     dst = "s1"
     flows = 5
 
+    [firewalls.udp443]             # a rule on a router's forward path (nftables)
+    router = "r1"
+    proto = "udp"
+    port = 443                     # the server's port: packets to it and from it
+    rate = "64kbit"                # action = "limit" (default); or action = "drop" / "accept"
+
     [sweep]                        # cartesian product, in this order
     "links.bottleneck.qdisc.kind" = ["pie", "fq_pie"]
 """
@@ -41,7 +47,7 @@ from nest_experiments import PROJECT_ROOT, toollimits, traces
 from nest_experiments import topology as topo
 from nest_experiments.errors import ConfigError
 from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
-from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
+from nest_experiments.units import format_rate, parse_percent, parse_rate, parse_size, parse_time
 
 QDISC_FILE = PROJECT_ROOT / "qdisc" / "kinds.toml"
 DEFAULT_EXPERIMENT = Path(__file__).parent / "default.toml"
@@ -150,6 +156,7 @@ class DashApp(AppConfig):
     clip_s: float | None = None  # None: the ladder's whole duration
     abr: str = "grate"
     abr_audio: str = "grate"
+    level: int = 0  # abr = "fixed": the video level (0-based index into the ladder)
     max_buffer_s: float = 10.0
     threshold_s: float = 1.0
     vbr: float = 0.0
@@ -169,6 +176,31 @@ class DashApp(AppConfig):
         return ("mptcp",) if self.transport == "mptcp" else ()
 
 
+FIREWALL_PROTOCOLS = ("udp", "tcp")
+FIREWALL_ACTIONS = ("limit", "drop", "accept")  # accept: count only (a control condition with the same counters)
+FIREWALL_DIRECTIONS = ("both", "to_port", "from_port")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirewallConfig:
+    """``[firewalls.NAME]``: packets of ``proto`` to and/or from ``port`` crossing ``router`` are rate-limited,
+    dropped or only counted (nftables, :mod:`nest_experiments.nftplan`).
+
+    ``direction``: ``to_port`` matches the destination port (client -> server), ``from_port`` the source port
+    (server -> client), ``both`` each with a limit of its own. ``rate`` is a policer's: what exceeds it is
+    dropped; ``burst`` (bytes) is added to its bucket of one second of ``rate`` (nftables' byte limit).
+    """
+
+    name: str
+    router: str
+    port: int
+    proto: str = "udp"
+    direction: str = "both"
+    action: str = "limit"
+    rate_bps: int | None = None  # required by action = "limit"; allowed (unused) with the others, for sweeps
+    burst_bytes: int = 0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Experiment:
     name: str
@@ -185,6 +217,7 @@ class Experiment:
     apps: tuple[AppConfig, ...]
     qdelay_links: tuple[str, ...] = ()  # forward egress (a -> b) queue delay from captures (collectors/capture.py)
     keep_captures: bool = False  # keep the pcaps after qdelay.csv is written
+    firewalls: tuple[FirewallConfig, ...] = ()
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     def link(self, name: str) -> LinkConfig:
@@ -211,7 +244,7 @@ def load_default_raw() -> dict[str, Any]:
 def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
-    top.mark("sweep", "paper", "experiment", "links", "apps")  # sweep, paper: applied by nest_experiments.sweep
+    top.mark("sweep", "paper", "experiment", "links", "apps", "firewalls")  # sweep, paper: applied by nest_experiments.sweep
     top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
     e = top.table("experiment")
     name = e.get("name", as_name_long)
@@ -234,6 +267,7 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
         keep_captures=e.get("keep_captures", as_bool, False),
         links=links,
         apps=apps,
+        firewalls=_parse_firewalls(top.table("firewalls"), topology),
         raw=copy.deepcopy(raw),
     )
     e.done()
@@ -280,6 +314,48 @@ def _qdelay_links(e: Table, links: tuple[LinkConfig, ...], spec: topo.TopologySp
         return names
 
     return e.get("qdelay_links", conv, ())
+
+
+# ---------------------------------------------------------------- firewalls
+
+
+def _parse_firewalls(t: Table, spec: topo.TopologySpec) -> tuple[FirewallConfig, ...]:
+    t.mark(*t.data)
+    return tuple(_parse_firewall(Table(join(t.path, name), value), name, spec) for name, value in t.data.items())
+
+
+def _parse_firewall(t: Table, name: str, spec: topo.TopologySpec) -> FirewallConfig:
+    as_name(t.path, name, max_len=20)
+    routers = tuple(n for n, role in spec.nodes.items() if role == "router")
+    if not routers:
+        raise ConfigError(join(t.path, "router"), f"topology {spec.name!r} has no router to put a firewall on")
+    action = t.get("action", one_of(FIREWALL_ACTIONS), "limit")
+    rate = t.get("rate", _firewall_rate, None)
+    if action == "limit" and rate is None:
+        raise ConfigError(join(t.path, "rate"), "missing: action = 'limit' needs a rate, e.g. rate = '64kbit' "
+                                                "(or action = 'drop' to block)")
+    burst = t.get("burst", parse_size, 0)
+    if burst and action != "limit":
+        raise ConfigError(join(t.path, "burst"), f"applies to action = 'limit' only, not {action!r}: remove it")
+    fw = FirewallConfig(
+        name=name, router=t.get("router", one_of(routers)), port=t.get("port", _port), action=action,
+        proto=t.get("proto", one_of(FIREWALL_PROTOCOLS), "udp"),
+        direction=t.get("direction", one_of(FIREWALL_DIRECTIONS), "both"), rate_bps=rate, burst_bytes=burst)
+    t.done()
+    return fw
+
+
+def _port(path: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ConfigError(path, f"expected a port number 1-65535, got {value!r}")
+    return value
+
+
+def _firewall_rate(path: str, value: object) -> int:
+    bps = parse_rate(path, value)
+    if bps < 8:
+        raise ConfigError(path, f"{value!r} is below 1 byte/s (nftables limits bytes per second): use >= 8bit")
+    return bps
 
 
 # ---------------------------------------------------------------- links
@@ -576,6 +652,7 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
         player=player, media=media_kind, codec=codec, source=source,
         ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=_abr_audio(t, player, algorithms, video_abr),
+        level=_fixed_level(t, video_abr, media.load_ladder(ladder)),
         max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
@@ -613,6 +690,30 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     if why is not None:
         raise ConfigError(join(t.path, "player"), why)
     return player, kind, codec, source
+
+
+def _fixed_level(t: Table, video_abr: str, ladder: Any) -> int:
+    """``level`` of ``abr = "fixed"``: an index into the video ladder, or one of its bitrates (``"1600kbit"``,
+    so that one sweep axis can set the level and a link's rate together)."""
+    rates = [lv.bitrate_bps for lv in ladder.video.levels]
+    listed = ", ".join(format_rate(r) for r in rates)
+
+    def conv(path: str, value: object) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value < len(rates):
+                raise ConfigError(path, f"level {value} is not in ladder {ladder.name!r}: 0..{len(rates) - 1}")
+            return value
+        bps = parse_rate(path, value)
+        if bps not in rates:
+            raise ConfigError(path, f"{value!r} is not a video bitrate of ladder {ladder.name!r} ({listed}): "
+                                    "give one of them or a level index")
+        return rates.index(bps)
+
+    if video_abr != "fixed":
+        if t.has("level"):
+            raise ConfigError(join(t.path, "level"), "applies to abr = 'fixed' only")
+        return 0
+    return t.get("level", conv, 0)
 
 
 def _abr_audio(t: Table, player: str, algorithms: Callable[[str, object], str], video_abr: str) -> str:

@@ -25,9 +25,9 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments import tcplan
+from nest_experiments import nftplan, tcplan
 from nest_experiments import topology as topo
-from nest_experiments.config import LinkConfig
+from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
 from nest_experiments.parsers import htbclass
 from nest_experiments.parsers.tcstats import NLMSG_DONE, NLMSG_ERROR, NetlinkError, netlink_error, netlink_messages
@@ -36,9 +36,12 @@ from nest_experiments.procs import (
     build_lock,
     check_run,
     delete_namespaces,
+    delete_nft_tables,
     in_netns,
     kill_namespace_processes,
     list_root_ifnames,
+    ns_exec,
+    require_tool,
     sysctl_in,
 )
 
@@ -85,12 +88,14 @@ class Network:
     """A realised topology. Use as a context manager."""
 
     def __init__(self, spec: topo.TopologySpec, links: tuple[LinkConfig, ...] = (), *, state: RunState,
-                 congestion_control: str = "cubic") -> None:
+                 congestion_control: str = "cubic", firewalls: tuple[FirewallConfig, ...] = ()) -> None:
         self.spec = spec
         self.links = links
         self.state = state
         self.cc = congestion_control
+        self.firewalls = firewalls
         self.egresses: list[Egress] = []
+        self.firewall_plans: list[nftplan.FirewallPlan] = []
 
     # ------------------------------------------------------------ names
 
@@ -133,6 +138,7 @@ class Network:
         self._configure_nodes()
         self.verify_topology()
         self._apply_links()
+        self._apply_firewalls()
 
     def teardown(self) -> None:
         """Remove processes and namespaces; SIGINT/SIGTERM wait until it is done."""
@@ -147,6 +153,7 @@ class Network:
 
     def _teardown(self) -> None:
         kill_namespace_processes(*self.state.namespaces)
+        delete_nft_tables(self.state.nft_tables)
         delete_namespaces(self.state.namespaces)
         if "map" in (mods := _loaded_nest()):
             mods["map"].TopologyMap.delete_all_mapping()
@@ -221,6 +228,42 @@ class Network:
                 want = (link.ifname(node), str(link.address(node, self.spec.base)))
                 if want not in have:
                     raise NetworkSetupError(f"{node}: interface {want[0]} with {want[1]} is missing after NeST set it up")
+
+    # ------------------------------------------------------------ firewalls (nftables)
+
+    def _apply_firewalls(self) -> None:
+        """Each router's firewall rules in one ``nft -f -`` transaction, listed in the state file first, then
+        read back; a rule the kernel does not have as planned stops the run."""
+        plans = nftplan.plan_firewalls(self.firewalls, self.ns)
+        if not plans:
+            return
+        require_tool("nft", "nftables")
+        self.state.nft_tables = [[p.ns, nftplan.FAMILY, nftplan.TABLE] for p in plans]
+        self.state.save()
+        for plan in plans:
+            proc = subprocess.run(ns_exec(plan.ns, ["nft", "-f", "-"]), input=plan.script(), capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode != 0:
+                err = (proc.stderr or proc.stdout).strip().splitlines()
+                raise NetworkSetupError(f"firewall on {plan.router}: nft failed: {err[0] if err else proc.returncode}"
+                                        " (does the kernel have nf_tables and nft_limit?)")
+            problems = nftplan.compare(plan, self.nft_listing(plan.ns))
+            if problems:
+                raise NetworkSetupError("firewall differs from the plan: " + "; ".join(problems))
+        self.firewall_plans = plans
+
+    def nft_listing(self, ns: str) -> dict[str, Any]:
+        """``nft -j list table`` of our firewall table in ``ns``, parsed."""
+        text = check_run(ns_exec(ns, ["nft", "-j", "list", "table", nftplan.FAMILY, nftplan.TABLE]),
+                         what="nft read-back")
+        try:
+            return dict(json.loads(text))
+        except ValueError as exc:
+            raise NetworkSetupError(f"nft read-back in {ns}: not JSON: {exc}") from exc
+
+    def firewall_counters(self) -> list[dict[str, Any]]:
+        """Per firewall and direction, the packets and bytes matched and dropped so far (``firewall.csv``)."""
+        return [row for plan in self.firewall_plans for row in nftplan.counter_rows(plan, self.nft_listing(plan.ns))]
 
     # ------------------------------------------------------------ traffic control
 

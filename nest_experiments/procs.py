@@ -60,6 +60,7 @@ class RunState:
     paths: list[str] = field(default_factory=list)
     host_sysctls: dict[str, str] = field(default_factory=dict)  # /proc/sys path -> value to restore
     cgroups: list[str] = field(default_factory=list)  # cgroup folders we created (CPU caps)
+    nft_tables: list[list[str]] = field(default_factory=list)  # [namespace, family, table] of our firewalls
 
     def __post_init__(self) -> None:
         if self.start_time is None:
@@ -105,6 +106,7 @@ class RunState:
         for cgroup in self.cgroups:
             if Path(cgroup).name.startswith(f"{self.prefix}-"):  # never anything but ours
                 remove_cgroup(Path(cgroup))
+        delete_nft_tables(self.nft_tables)
         delete_namespaces([ns for ns in self.namespaces if Path("/run/netns", ns).exists()])
         if self.root_ifnames or self.host_sysctls:
             with build_lock():  # not while another run builds: the names in the root namespace may be its own
@@ -177,6 +179,13 @@ def namespace_pids(*namespaces: str) -> list[int]:
                 if (st.st_dev, st.st_ino) in wanted:
                     pids.append(int(entry.name))
     return pids
+
+
+def delete_nft_tables(tables: Sequence[Sequence[str]]) -> None:
+    """``nft delete table FAMILY NAME`` in each listed namespace that still exists (a missing one is no error)."""
+    for ns, family, name in tables:
+        if ns in {p.name for p in Path("/run/netns").glob("*")}:
+            subprocess.run(ns_exec(ns, ["nft", "delete", "table", family, name]), capture_output=True, check=False)
 
 
 def delete_namespaces(namespaces: Sequence[str]) -> None:

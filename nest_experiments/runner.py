@@ -29,7 +29,7 @@ import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
-from nest_experiments import PROJECT_ROOT, __version__
+from nest_experiments import PROJECT_ROOT, __version__, nftplan
 from nest_experiments.apps.base import APP_CLASSES, App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
@@ -214,7 +214,8 @@ class Run:
         state = RunState(prefix=new_prefix())
         self.manifest["prefix"] = state.prefix
         others = set(live_runs(other_than=state.prefix))
-        with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control) as net:
+        with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
+                     firewalls=self.exp.firewalls) as net:
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [APP_CLASSES[a.kind](a, net=net, run_dir=self.run_dir, clock=self.clock,
                                              duration_s=self.exp.duration_s) for a in self.exp.apps]
@@ -227,6 +228,17 @@ class Run:
                     app.stop()
                     self.manifest["warnings"] += app.warnings
                     self.manifest["versions"].update(app.versions)
+                self._write_firewall_counters(net)
+
+    def _write_firewall_counters(self, net: Network) -> None:
+        """``firewall.csv``: what each firewall matched and dropped (nftplan.COUNTER_FIELDS); a failed read is a
+        warning (this runs in a ``finally``: it must not hide the run's own error)."""
+        if not net.firewall_plans:
+            return
+        try:
+            write_csv(self.run_dir / "firewall.csv", nftplan.COUNTER_FIELDS, net.firewall_counters())
+        except NestExpError as exc:
+            self.manifest["warnings"].append(f"firewall counters not read: {exc}")
 
     def _run_apps(self, net: Network) -> None:
         for app in self.apps:

@@ -172,8 +172,8 @@ def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
         if key == "sweep" and isinstance(value, dict):
             out["sweep"] = {**(out.get("sweep") or {}), **copy.deepcopy(value)}
             continue
-        if key.split(".")[0] not in ("experiment", "links", "apps"):
-            raise ConfigError(f"paper.{key}", "expected a key under experiment, links or apps")
+        if key.split(".")[0] not in ("experiment", "links", "apps", "firewalls"):
+            raise ConfigError(f"paper.{key}", "expected a key under experiment, links, apps or firewalls")
         set_path(out, key, value, origin=f"paper.{key}")
     return out
 

@@ -579,6 +579,28 @@ def _with_memo(state: PlayerState, memo: Mapping[str, Any]) -> PlayerState:
     return replace(state, memo=memo)
 
 
+# ---------------------------------------------------------------- fixed
+
+
+class Fixed(AbrAlgorithm):
+    """One level for the whole session, whatever the network does: the player pinned to a representation.
+
+    For measurements per representation (the HTTP/2-QUIC evaluation's protocol
+    overhead and link utilization). ``level`` is a 0-based index; a ladder with
+    fewer levels (e.g. the audio stream's) gets its top level.
+    """
+
+    name = "fixed"
+
+    def __init__(self, *, level: int = 0) -> None:
+        if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+            raise ConfigError("level", f"expected a level index >= 0, got {level!r}")
+        self.level = level
+
+    def choose(self, state: PlayerState) -> Decision:
+        return Decision(level=min(self.level, state.top))
+
+
 # ---------------------------------------------------------------- Pensieve
 
 
@@ -633,6 +655,6 @@ class Pensieve(AbrAlgorithm):
         return Decision(level=highest_at_most(state.bitrates_bps, trained[choice]) or 0)
 
 
-for _cls in (GpacRate, Throughput, Bba, Bola, Mpc, RobustMpc, Dynamic, Pensieve):
+for _cls in (GpacRate, Throughput, Bba, Bola, Mpc, RobustMpc, Dynamic, Pensieve, Fixed):
     register_abr(_cls.name, _cls)
 register_abr("throughput_sliding", lambda **kw: Throughput(method="sliding_window", **kw))

@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mpd", required=True, help="URL path of the MPD, e.g. /manifest.mpd")
     p.add_argument("--abr", default="grate", help="video ABR algorithm")
     p.add_argument("--abr-audio", default="grate", help="audio ABR algorithm")
+    p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
     p.add_argument("--max-buffer", type=float, default=10.0, help="seconds of media buffered at most")
     p.add_argument("--threshold", type=float, default=1.0, help="seconds of media to start/resume playback")
     p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0 (default: now)")
@@ -71,7 +72,8 @@ async def run(args: argparse.Namespace) -> PlayerReport:
     if task is not None:  # SIGTERM (the runner's deadline): end the session and write what was played
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, max_buffer_s=args.max_buffer,
+        return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, fixed_level=args.level,
+                          max_buffer_s=args.max_buffer,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration)
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):

@@ -164,6 +164,7 @@ def _codec_args(codec: str, rate: str, gop: int) -> list[str]:
 
 def audio_argv(params: EncodeParams, level: Level, out: Path, *, source_audio: bool) -> list[str]:
     """ffmpeg argv encoding one AAC audio level into ``out``: the source's audio, or a beeping tone."""
+    assert params.ladder.audio is not None  # encode() refuses a ladder without audio
     rate = params.ladder.audio.sample_rate_hz or 48000
     if source_audio and params.source is not None:
         inp = ["-stream_loop", "-1", "-i", params.source, "-t", f"{params.duration_s:g}", "-map", "0:a:0"]
@@ -200,6 +201,8 @@ def rewrite_mpd(text: str, ladder: Ladder) -> str:
     for aset in root.iter(f"{ns}AdaptationSet"):
         aset.attrib.pop("bitstreamSwitching", None)
         track = ladder.audio if aset.get("contentType") == "audio" else ladder.video
+        if track is None:
+            raise RunError("encode: the MPD has an audio AdaptationSet, the ladder no audio")
         reps = aset.findall(f"{ns}Representation")
         if len(reps) != len(track.levels):
             raise RunError(f"encode: the MPD has {len(reps)} {track.content_type} levels, the ladder "
@@ -242,6 +245,9 @@ def encode(ladder: Ladder, out_dir: Path | None = None, *, duration_s: float | N
            codec: str = DEFAULT_CODEC, source: Path | str | None = None,
            max_height: int = DEFAULT_MAX_HEIGHT) -> Path:
     """Encode (or reuse) decodable DASH content for ``ladder``; return the MPD's path."""
+    if ladder.audio is None:
+        raise ConfigError(f"ladder {ladder.name}", "encoded media needs an [audio] table in the ladder: add one, "
+                                                   "or use media = 'generated'")
     params = make_params(ladder, duration_s=duration_s, codec=codec, source=source, max_height=max_height)
     final = Path(out_dir or media.CACHE_DIR) / params.cache_key()
     if is_complete(final, params):
@@ -271,6 +277,7 @@ def _encode_into(folder: Path, params: EncodeParams) -> None:
     work.mkdir()
     times: dict[str, float] = {}
     has_audio = params.source is not None and _has_audio(params.source)
+    assert params.ladder.audio is not None  # encode() refuses a ladder without audio
     audio = [work / f"a{i}.mp4" for i in range(len(params.ladder.audio.levels))]
     video = [work / f"v{i}.mp4" for i in range(len(params.ladder.video.levels))]
     for path, level in zip(audio, params.ladder.audio.levels, strict=True):

@@ -1,7 +1,7 @@
 """Bitrate ladders (``media/ladders/*.toml``) and generated DASH content.
 
-A ladder is data: the levels of one video and one audio AdaptationSet, the
-segment length and the duration. :func:`generate` writes a static MPD plus
+A ladder is data: the levels of one video and (optionally) one audio
+AdaptationSet, the segment length and the duration. :func:`generate` writes a static MPD plus
 one init segment per representation and media segments whose sizes follow
 ``bitrate x segment duration`` (optionally with a seeded, mean-preserving
 log-normal VBR variation). The content is *not decodable*: every segment is a
@@ -72,7 +72,7 @@ class Ladder:
     segment_duration_s: float
     duration_s: float
     video: Track
-    audio: Track
+    audio: Track | None  # None: a video-only presentation (no [audio] table)
 
 
 # ----------------------------------------------------------------- loading
@@ -118,7 +118,7 @@ def parse_ladder(data: Mapping[str, Any], *, where: str = "ladder") -> Ladder:
         segment_duration_s=seg,
         duration_s=dur,
         video=_track(data, "video", where),
-        audio=_track(data, "audio", where),
+        audio=_track(data, "audio", where) if "audio" in data else None,
     )
 
 
@@ -273,6 +273,8 @@ def _publish(tmp: Path, final: Path) -> None:
 def _write_content(folder: Path, params: MediaParams) -> None:
     factors = vbr_factors(params.segment_count, params.vbr, params.seed)
     for track, prefix in ((params.ladder.audio, "a"), (params.ladder.video, "v")):
+        if track is None:
+            continue
         for i, level in enumerate(track.levels):
             _write_representation(folder, f"{prefix}{i}", level, params, factors)
     tree = ET.ElementTree(build_mpd(params))
@@ -358,7 +360,8 @@ def build_mpd(params: MediaParams) -> ET.Element:
         },
     )
     period = ET.SubElement(mpd, "Period", {"id": "0", "start": "PT0S"})
-    _adaptation_set(period, "0", params.ladder.audio, "a", seg)
+    if params.ladder.audio is not None:
+        _adaptation_set(period, "0", params.ladder.audio, "a", seg)
     _adaptation_set(period, "1", params.ladder.video, "v", seg)
     return mpd
 

@@ -439,6 +439,11 @@ class PlayerSession:
 
 # ------------------------------------------------------------------ driver
 
+
+def _create_abr(name: str, fixed_level: int) -> AbrAlgorithm:
+    """``fixed`` takes the level (a ladder with fewer levels gets its top one); the others take no parameter."""
+    return create_abr(name, level=fixed_level) if name == "fixed" else create_abr(name)
+
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -448,6 +453,7 @@ async def play(
     *,
     abr: str = "grate",
     abr_audio: str = "grate",
+    fixed_level: int = 0,
     max_buffer_s: float = 10.0,
     threshold_s: float = 1.0,
     clock: Clock = time.monotonic,
@@ -467,8 +473,8 @@ async def play(
     manifest = parse_mpd(mpd_text if mpd_text is not None else _body(mpd_result))
     session = PlayerSession(
         manifest,
-        abr_video=create_abr(abr),
-        abr_audio=create_abr(abr_audio),
+        abr_video=_create_abr(abr, fixed_level),
+        abr_audio=_create_abr(abr_audio, fixed_level),
         config=config,
         start_time=mpd_result.t_request,
         base_path=posixpath.dirname(mpd_url_path),

@@ -50,7 +50,27 @@ def test_dash_mptcp_needs_the_kernel_feature() -> None:
     ("mptcp_add_addr_timeout", "0s", "apps.v.mptcp_add_addr_timeout: must be greater than zero"),
     ("mptcp_add_addr_timeout", 1, "apps.v.mptcp_add_addr_timeout: duration 1 needs a unit"),
     ("bogus", 1, "apps.v.bogus"),
+    ("level", 2, "apps.v.level: applies to abr = 'fixed' only"),
 ])
 def test_dash_errors_name_the_key(key: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         parse_experiment(_exp(**{key: value}))
+
+
+def test_fixed_level_is_an_index_or_one_of_the_ladders_bitrates() -> None:
+    (app,) = parse_experiment(_exp(ladder="bbb_h2quic_video", abr="fixed", level=13)).apps
+    assert isinstance(app, DashApp) and (app.abr, app.abr_audio, app.level) == ("fixed", "fixed", 13)
+    (app,) = parse_experiment(_exp(ladder="bbb_h2quic_video", abr="fixed", level="1600kbit")).apps
+    assert isinstance(app, DashApp) and app.level == 8
+    (app,) = parse_experiment(_exp(ladder="bbb_h2quic_video", abr="fixed")).apps
+    assert isinstance(app, DashApp) and app.level == 0
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (14, "apps.v.level: level 14 is not in ladder 'bbb_h2quic_video': 0..13"),
+    ("1500kbit", "apps.v.level: '1500kbit' is not a video bitrate of ladder 'bbb_h2quic_video' (100kbit, 200kbit"),
+    ("1600kbps", "apps.v.level: '1600kbps': tc reads 'kbps' as bytes/s"),
+])
+def test_fixed_level_errors_name_the_key(value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        parse_experiment(_exp(ladder="bbb_h2quic_video", abr="fixed", level=value))

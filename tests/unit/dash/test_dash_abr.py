@@ -71,14 +71,23 @@ def test_register_a_custom_algorithm() -> None:
 
 
 @pytest.mark.parametrize("name", ["grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast",
-                                  "mpc_robust", "pensieve"])
+                                  "mpc_robust", "pensieve", "fixed"])
 def test_first_segment_is_lowest(name: str) -> None:
     assert choose(name, state(0.0)) == 0
 
 
 def test_first_segment_test_covers_every_registered_algorithm() -> None:
     assert set(abr.available_abrs()) - {"lowest_test"} == {
-        "grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast", "mpc_robust", "pensieve"}
+        "grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "mpc_fast", "mpc_robust", "pensieve",
+        "fixed"}
+
+
+def test_fixed_keeps_its_level_whatever_the_network_and_clamps_to_the_ladder() -> None:
+    assert [choose("fixed", st, level=5) for st in (state(0.0), state(0.0, samples(1e5)), state(9.0, samples(1e8)))] \
+        == [5, 5, 5]
+    assert choose("fixed", state(4.0, samples(1e7)), level=20) == TOP  # e.g. the audio stream's shorter ladder
+    with pytest.raises(ConfigError, match="level"):
+        create_abr("fixed", level=-1)
 
 
 # --------------------------------------------------------------------- grate

@@ -55,7 +55,6 @@ def good_ladder() -> dict:
         (lambda d: d["video"]["levels"][2].update(bitrate_bps="600k"), "video.levels[2].bitrate_bps"),
         (lambda d: d["video"]["levels"].reverse(), "video.levels"),
         (lambda d: d["audio"].update(levels=[]), "audio.levels"),
-        (lambda d: d.pop("audio"), "audio"),
         (lambda d: d["video"].update(codec="x"), "video.codec"),
         (lambda d: d["video"]["levels"][0].update(width=0), "video.levels[0].width"),
     ],
@@ -66,6 +65,17 @@ def test_validation_names_the_key(mutate, key: str) -> None:  # type: ignore[no-
     with pytest.raises(ConfigError) as err:
         media.parse_ladder(data, where="x.toml")
     assert err.value.path == f"x.toml: {key}"
+
+
+def test_a_ladder_without_audio_is_video_only(tmp_path: Path) -> None:
+    data = good_ladder()
+    data.pop("audio")
+    assert media.parse_ladder(data, where="x.toml").audio is None
+    ladder = media.load_ladder("bbb_h2quic_video")  # the HTTP/2-QUIC evaluation streamed video only
+    assert ladder.audio is None and ladder.video == media.load_ladder("bbb_h2quic").video
+    manifest = mpd.parse_mpd(media.generate(ladder, tmp_path, duration_s=4).read_bytes())
+    assert [a.content_type for a in manifest.adaptation_sets] == ["video"]
+    assert not list(tmp_path.rglob("a0_*"))
 
 
 def test_unknown_ladder_lists_the_known_ones() -> None:
