@@ -6,7 +6,8 @@ Fixtures
     A factory: ``net = nest_network("dumbbell", links={"bottleneck": {"rate": "10mbit"}})``
     builds the topology (a name in ``topologies/`` or a
     :class:`~nest_experiments.topology.TopologySpec`) with our traffic-control
-    adapter, and tears everything down when the test ends, passed or failed.
+    adapter (``firewalls={"udp443": {"router": "r1", "port": 443, "rate": "64kbit"}}``:
+    ``[firewalls.NAME]`` tables, named topologies only), and tears everything down when the test ends, passed or failed.
     ``net.run(node, argv)`` runs a command in a node, ``net.popen(...)`` starts
     one, ``net.addr(node)`` is a node's address.
 ``require_features``
@@ -162,7 +163,7 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
     locked = False
 
     def build(topology: str | topo.TopologySpec, *, links: dict[str, Any] | None = None,
-              congestion_control: str = "cubic") -> TestNetwork:
+              congestion_control: str = "cubic", firewalls: dict[str, Any] | None = None) -> TestNetwork:
         if os.geteuid() != 0:
             skip_or_fail("needs root (network namespaces)")
         nonlocal locked
@@ -170,7 +171,7 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
             lock.__enter__()
             locked = True
             clean_dead_runs()
-        net = _make_network(topology, links or {}, congestion_control)
+        net = _make_network(topology, links or {}, congestion_control, firewalls or {})
         built.append(net)
         net.__enter__()
         return TestNetwork(net)
@@ -184,18 +185,23 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
             lock.__exit__(None, None, None)
 
 
-def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str) -> Any:
+def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str, firewalls: dict[str, Any]) -> Any:
     from nest_experiments.config import parse_experiment
     from nest_experiments.net import Network
     from nest_experiments.procs import RunState, new_prefix
 
     name = topology if isinstance(topology, str) else topology.name
     raw = {"experiment": {"name": "pytest", "topology": name, "duration": "1s"}, "links": links}
+    if firewalls:
+        raw["firewalls"] = firewalls
     if isinstance(topology, topo.TopologySpec):
+        if firewalls:
+            raise ValueError("firewalls need a named topology (topologies/NAME.toml)")
         exp_links = _links_for_spec(topology, links)
         return Network(topology, exp_links, state=RunState(prefix=new_prefix()), congestion_control=cc)
     exp = parse_experiment(raw)
-    return Network(exp.topology, exp.links, state=RunState(prefix=new_prefix()), congestion_control=cc)
+    return Network(exp.topology, exp.links, state=RunState(prefix=new_prefix()), congestion_control=cc,
+                   firewalls=exp.firewalls)
 
 
 def _links_for_spec(spec: topo.TopologySpec, links: dict[str, Any]) -> tuple[Any, ...]:
