@@ -1,9 +1,12 @@
 """DASH client process: play one MPD over one transport, write the session's records.
 
-    python -m nest_experiments.dash.client --server ADDR --port N --transport tcp|mptcp|h2|h3 \
+    python -m nest_experiments.dash.client --server ADDR --port N --transport tcp|mptcp|h2|h3|race \
         --mpd /manifest.mpd --abr grate --abr-audio grate --max-buffer 10 --threshold 1 \
         (--t0 F | --go-file FILE) --out DIR [--max-duration S] [--ca FILE | --insecure] [--h3-client qh3|aioquic]
 
+With ``--transport race`` (QUIC/TCP connection racing, :mod:`.race`; ``--racing``
+chromium|firefox|quic_only|tcp_only|dynamic, ``--racing-params JSON``) it also
+writes ``racing.csv`` (:mod:`.racing_log`), even when the session failed.
 Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.records`)
 and ``qoe.json`` (:func:`nest_experiments.dash.qoe.summarize` plus the end
 reason) into ``DIR``. Every time is ``time.monotonic() - t0``: the run's
@@ -26,9 +29,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.dash import qoe, records
+from nest_experiments.dash import qoe, racing, records
+from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
-from nest_experiments.dash.transports import H3_CLIENTS, KINDS, open_fetcher
+from nest_experiments.dash.race import RaceFetcher
+from nest_experiments.dash.racing_log import write_racing
+from nest_experiments.dash.transports import H3_CLIENTS, KINDS, FetcherOptions, open_fetcher
 from nest_experiments.errors import ConfigError, NestExpError, RunError
 
 
@@ -37,7 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--server", required=True, help="server address")
     p.add_argument("--port", type=int, required=True, help="server port of the transport")
-    p.add_argument("--transport", choices=KINDS, required=True)
+    p.add_argument("--transport", choices=(*KINDS, "race"), required=True,
+                   help="race: QUIC/TCP connection racing (h2 over TLS on --port, h3 where alt-svc says), see --racing")
+    p.add_argument("--racing", choices=racing.POLICIES, default="chromium", help="the race transport's policy")
+    p.add_argument("--racing-params", type=json.loads, default={},
+                   help='the policy\'s numbers as JSON, e.g. {"idle_timeout_s": 29} (dash.racing.RacingParams)')
     p.add_argument("--mpd", required=True, help="URL path of the MPD, e.g. /manifest.mpd")
     p.add_argument("--abr", default="grate", help="video ABR algorithm")
     p.add_argument("--abr-audio", default="grate", help="audio ABR algorithm")
@@ -64,8 +74,18 @@ async def run(args: argparse.Namespace) -> PlayerReport:
     def clock() -> float:
         return time.monotonic() - t0
 
-    fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
-                                 insecure=args.insecure, h3_client=args.h3_client)
+    fetcher: Fetcher
+    if args.transport == "race":
+        try:
+            params = racing.params_from(args.racing_params)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError("--racing-params", str(exc)) from None
+        args.racer = racing.Racer(policy=args.racing, params=params)
+        opts = FetcherOptions(clock=clock, ca=args.ca, insecure=args.insecure, h3_client=args.h3_client)
+        fetcher = RaceFetcher(host=args.server, port=args.port, racer=args.racer, opts=opts)
+    else:
+        fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
+                                     insecure=args.insecure, h3_client=args.h3_client)
     if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
         args.implementation = fetcher.implementation  # type: ignore[attr-defined]
     task = asyncio.current_task()
@@ -121,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.go_file is not None:
         args.t0 = wait_for_go(args.go_file)
     try:
-        report = asyncio.run(run(args))
+        try:
+            report = asyncio.run(run(args))
+        finally:
+            if getattr(args, "racer", None) is not None:  # the race's events, even of a session that failed
+                args.out.mkdir(parents=True, exist_ok=True)
+                write_racing(args.out / "racing.csv", args.racer.rows)
         if not report.segments:
             raise RunError(f"no segment was received ({report.end_reason})")
         write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold,

@@ -28,6 +28,7 @@ class FetchResult:
     t_last_byte: float  # last body byte received
     transport: str  # "tcp" | "mptcp" | "h2" | "h3"
     body: builtins.bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
+    alt_svc: str = ""  # the response's alt-svc header (h2; the race transport learns h3 from it)
 
 
 class Fetcher(abc.ABC):

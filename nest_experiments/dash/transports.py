@@ -169,6 +169,7 @@ class _Exchange:
     status: int = 0
     nbytes: int = 0
     chunks: list[bytes] | None = None  # kept only for manifests: segments are counted, not stored
+    alt_svc: str = ""
 
     def __post_init__(self) -> None:
         if self.path.split("?")[0].endswith(".mpd"):
@@ -190,6 +191,7 @@ class _Exchange:
             t_last_byte=self.t_last if self.t_last is not None else t_first,
             transport=transport,
             body=b"".join(self.chunks) if self.chunks is not None else None,
+            alt_svc=self.alt_svc,
         )
 
 
@@ -415,6 +417,7 @@ class H2Fetcher(Fetcher):
         self.pending: dict[int, _Pending] = {}
         self.authority = url_of("h2", host, port, "").split("//", 1)[1]
         self._reader_task: asyncio.Task[None] | None = None
+        self._pings: dict[bytes, asyncio.Future[None]] = {}
 
     @classmethod
     async def open(cls, host: str, port: int, opts: FetcherOptions) -> H2Fetcher:
@@ -462,11 +465,16 @@ class H2Fetcher(Fetcher):
             error = exc
         for p in self.pending.values():
             p.fail(error)
+        for ping in self._pings.values():
+            if not ping.done():
+                ping.set_exception(error)
 
     def _handle(self, event: h2.events.Event, now: float) -> None:
         p = self.pending.get(getattr(event, "stream_id", 0) or 0)
         if isinstance(event, h2.events.ResponseReceived) and p:
             p.ex.status = int(_header(event.headers or [], ":status"))
+            with contextlib.suppress(HttpError):
+                p.ex.alt_svc = _header(event.headers or [], "alt-svc")
             p.ex.t_first = p.ex.t_last = now
         elif isinstance(event, h2.events.DataReceived) and p:
             p.ex.add(event.data or b"")
@@ -476,6 +484,10 @@ class H2Fetcher(Fetcher):
             p.finish()
         elif isinstance(event, h2.events.StreamReset) and p:
             p.fail(ConnectionResetError(f"stream reset by the server (code {event.error_code})"))
+        elif isinstance(event, h2.events.PingAckReceived):
+            ping = self._pings.pop(event.ping_data or b"", None)
+            if ping is not None and not ping.done():
+                ping.set_result(None)
         elif isinstance(event, h2.events.ConnectionTerminated):
             reason = f"GOAWAY (code {event.error_code})"
             for q in self.pending.values():
@@ -499,6 +511,17 @@ class H2Fetcher(Fetcher):
             finally:
                 del self.pending[stream_id]
             return p.ex.result("h2")
+
+    async def ping(self) -> None:
+        """Send an HTTP/2 PING and wait for its ACK (the race transport's TCP RTT probe)."""
+        opaque = os.urandom(8)
+        ping = self._pings[opaque] = asyncio.get_running_loop().create_future()
+        try:
+            self.conn.ping(opaque)
+            self.writer.write(self.conn.data_to_send())
+            await ping
+        finally:
+            self._pings.pop(opaque, None)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -700,6 +723,10 @@ class H3Fetcher(Fetcher):
             p = self.protocol.request(self.authority, path)
             await _wait_idle(p, self.opts.idle_timeout)
             return p.ex.result("h3")
+
+    async def ping(self) -> None:
+        """Send a QUIC PING and wait for its ACK (the race transport's QUIC RTT probe)."""
+        await self.protocol.ping()  # type: ignore[attr-defined]
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
