@@ -28,6 +28,7 @@ from typing import Any, TextIO
 import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
+import nest_experiments.apps.objects  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
 from nest_experiments import PROJECT_ROOT, __version__, nftplan
 from nest_experiments.apps.base import APP_CLASSES, App, tool_version

@@ -1,0 +1,174 @@
+"""Object-download sessions (``kind = "objects"``): an origin serving generated objects, our download client.
+
+``prepare()`` creates the schedule's object files (sparse, in a temp folder of
+the run: removed with the run, also after a crash) and starts the origin on
+the server node: Caddy (``http_server = "caddy"``, the default: its HTTP/3
+is quic-go, the ABR-over-QUIC paper's stack; access log ``raw/NAME.access.json``)
+or our server (``"nest"``: its HTTP/3 is aioquic; ``raw/NAME.access.csv``, on
+the server's own clock). ``start()`` runs
+``python -m nest_experiments.dash.objects fetch`` on the client node with the
+run's t = 0, so that its times are on the run clock; ``finish()`` reads its
+CSV into ``objects.csv`` (:data:`nest_experiments.dash.objects.FIELDS` +
+``app``). The client sends no request after the run's duration; objects it
+did not get to are a warning.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.config import ObjectsApp
+from nest_experiments.dash import caddy, certs, objects
+from nest_experiments.errors import RunError
+from nest_experiments.rundir import write_json
+
+READY_TIMEOUT_S = 20.0
+CADDY_PORT = 8443
+
+
+def design(c: ObjectsApp) -> objects.Design:
+    return objects.Design(mode=c.mode, requests=c.requests, size_min=c.size_min, size_max=c.size_max,
+                          pause_min_s=c.pause_min_s, pause_max_s=c.pause_max_s, streams=c.streams,
+                          sessions=c.sessions, seed=c.seed)
+
+
+def design_argv(c: ObjectsApp) -> list[str]:
+    """The client's design arguments (exact: bytes and microseconds)."""
+    return ["--mode", c.mode, "--requests", str(c.requests), "--sizes", f"{c.size_min}b:{c.size_max}b",
+            "--pause", f"{round(c.pause_min_s * 1e6)}us:{round(c.pause_max_s * 1e6)}us", "--streams", str(c.streams),
+            "--sessions", str(c.sessions), "--seed", str(c.seed)]
+
+
+@register("objects")
+class Objects(App):
+    cfg: ObjectsApp
+
+    def prepare(self) -> None:
+        c = self.cfg
+        self.root = self.net.state.temp_dir("objects")
+        objects.make_files(self.root, objects.sizes_needed(design(c)))
+        self.ca = self.raw_dir / f"{c.name}.ca.pem"
+        if c.http_server == "caddy":
+            self._start_caddy()
+        else:
+            self._start_server()
+
+    def _start_server(self) -> None:
+        c = self.cfg
+        argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.root),
+                "--bind", self.net.addr(c.server), f"--port-{c.transport}", "0", "--ca-out", str(self.ca),
+                "--access-log", str(self.raw_dir / f"{c.name}.access.csv")]
+        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.port = int(self._wait_ready()["ports"][c.transport])
+        quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""
+        self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
+
+    def _wait_ready(self) -> dict[str, Any]:
+        out = self.raw_dir / f"{self.cfg.name}.server.out"
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and self.server.poll() is None:
+            for line in out.read_text().splitlines():
+                doc = _json(line)
+                if doc.get("ready"):
+                    return doc
+            time.sleep(0.05)
+        raise RunError(f"apps.{self.cfg.name}: server on {self.cfg.server} did not start (see {self.raw_dir})")
+
+    def _start_caddy(self) -> None:
+        """Caddy serving the objects (:func:`nest_experiments.dash.caddy.config`), its files in a temp folder."""
+        c = self.cfg
+        exe = caddy.binary()
+        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
+        home, addr = self.net.state.temp_dir("caddy"), self.net.addr(c.server)
+        files = certs.write_certs(home, [addr])
+        self.ca.write_bytes(files.ca.read_bytes())
+        conf = caddy.config(root=self.root, addr=addr, port=CADDY_PORT, transport=c.transport,
+                            access_log=self.raw_dir / f"{c.name}.access.json", storage=home / "storage",
+                            chain=files.chain, key=files.key)  # fmt: skip
+        write_json(home / "caddy.json", conf)
+        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+        self.server = self.spawn(c.server, ["env", *env, exe, "run", "--config", str(home / "caddy.json")],
+                                 log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.port = CADDY_PORT
+        self.wait_listening(c.server, CADDY_PORT, proc=self.server)
+        if c.transport == "h3":
+            self.wait_listening(c.server, CADDY_PORT, proto="udp", proc=self.server)
+
+    @property
+    def csv_path(self) -> Path:
+        return self.raw_dir / f"{self.cfg.name}.objects.csv"
+
+    def start(self) -> None:
+        c = self.cfg
+        self.t_start = self.clock()
+        t0 = time.monotonic() - self.t_start
+        argv = [sys.executable, "-m", "nest_experiments.dash.objects", "fetch", "--kind", c.transport,
+                "--host", self.net.addr(c.server), "--port", str(self.port), *design_argv(c), "--t0", repr(t0),
+                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--out", str(self.csv_path),
+                "--h3-client", c.h3_client]
+        if c.transport != "tcp":
+            argv += ["--ca", str(self.ca)]
+        self.versions[f"apps.{c.name}.client"] = _client_version(c)
+        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+
+    def finish(self, deadline: float) -> None:
+        c = self.cfg
+        code = self.wait_proc(self.client, deadline, "object-download client")
+        self.rows = _read_rows(self.csv_path, app=c.name)
+        if code != 0:
+            self.warnings.append(f"apps.{c.name}: object-download client failed: "
+                                 f"{_last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
+        planned = len(objects.schedule(design(c)))
+        if len(self.rows) < planned:
+            self.warnings.append(f"apps.{c.name}: {len(self.rows)} of {planned} objects downloaded "
+                                 "(the run's duration ended first, or the client failed)")
+
+    def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
+        return {"objects.csv": ((*objects.FIELDS, "app"), getattr(self, "rows", []))}
+
+
+def _client_version(c: ObjectsApp) -> str:
+    if c.transport != "h3":
+        return f"nest_experiments ({c.transport})"
+    if c.h3_client == "quic-go":
+        return "nest_experiments (h3: quic-go, nest-h3get)"
+    return f"nest_experiments (h3: {c.h3_client} {_version(c.h3_client)})"
+
+
+def _version(package: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _json(line: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return [{**row, "app": app} for row in csv.DictReader(fh)]
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
