@@ -216,7 +216,8 @@ class Experiment:
     links: tuple[LinkConfig, ...]
     apps: tuple[AppConfig, ...]
     qdelay_links: tuple[str, ...] = ()  # forward egress (a -> b) queue delay from captures (collectors/capture.py)
-    keep_captures: bool = False  # keep the pcaps after qdelay.csv is written
+    keep_captures: bool = False  # keep the pcaps after qdelay.csv (wire.csv) is written
+    wire_links: tuple[str, ...] = ()  # bytes on the wire, both directions, from captures (collectors/wire.py)
     firewalls: tuple[FirewallConfig, ...] = ()
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
@@ -265,6 +266,7 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
         sample_links=_sample_links(e, links),
         qdelay_links=_qdelay_links(e, links, topology),
         keep_captures=e.get("keep_captures", as_bool, False),
+        wire_links=_wire_links(e, links),
         links=links,
         apps=apps,
         firewalls=_parse_firewalls(top.table("firewalls"), topology),
@@ -314,6 +316,21 @@ def _qdelay_links(e: Table, links: tuple[LinkConfig, ...], spec: topo.TopologySp
         return names
 
     return e.get("qdelay_links", conv, ())
+
+
+def _wire_links(e: Table, links: tuple[LinkConfig, ...]) -> tuple[str, ...]:
+    """Links whose bytes on the wire are counted in both directions from captures on their a end."""
+    names = tuple(link.name for link in links)
+
+    def conv(path: str, value: object) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise ConfigError(path, f"expected a list of link names, got {value!r}")
+        chosen = tuple(one_of(names)(f"{path}[{i}]", v) for i, v in enumerate(value))
+        if len(set(chosen)) != len(chosen):
+            raise ConfigError(path, "lists a link twice")
+        return chosen
+
+    return e.get("wire_links", conv, ())
 
 
 # ---------------------------------------------------------------- firewalls

@@ -284,9 +284,10 @@ class Network:
 
     def offloads_off(self, node: str, dev: str) -> None:
         # ethtool itself, not its legacy ioctls: newer kernels have TSO features (tx-tcp-accecn-segmentation)
-        # that ETHTOOL_STSO leaves on, and `ethtool -k` then still reports TSO on
-        check_run(["ip", "netns", "exec", self.ns(node), "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"],
-                  what=f"ethtool on {node}/{dev}")
+        # that ETHTOOL_STSO leaves on, and `ethtool -k` then still reports TSO on. tx-udp-segmentation: UDP GSO
+        # (quic-go sends QUIC packets in 64 KB super-packets) is not covered by "gso" and crosses veth whole
+        check_run(["ip", "netns", "exec", self.ns(node), "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+                   "tx-udp-segmentation", "off"], what=f"ethtool on {node}/{dev}")
 
     def apply_plan(self, plan: tcplan.EgressPlan) -> None:
         self.apply_plans(plan.ns, [plan])

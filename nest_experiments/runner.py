@@ -35,6 +35,7 @@ from nest_experiments.apps.base import APP_CLASSES, App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
+from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import Network
@@ -246,6 +247,12 @@ class Run:
             app.prepare()
         capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
         capture.start()  # capturing before the run clock and any traffic
+        wire_capture = WireCapture.for_run(self.exp, net, self.run_dir)  # experiment.wire_links: bytes on the wire
+        try:
+            wire_capture.start()
+        except BaseException:
+            capture.stop(t0=self.t0, keep=False)
+            raise
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
         sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
         deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime_name() == "vm")
@@ -257,6 +264,7 @@ class Run:
             sampler.stop(keep=False)
             rates.stop(keep=False)
             capture.stop(t0=self.t0, keep=False)
+            wire_capture.stop(keep=False)
             raise
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
@@ -276,6 +284,8 @@ class Run:
             trace_error = self._stop_trace(rates)  # raised below: the sampler and captures stop first
             sampler.stop(keep=True)
             capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
+            wire_capture.stop(keep="traffic_end_t" in self.manifest)
+            self.manifest["warnings"] += wire_capture.warnings
             self.manifest.update(cpu.summary())
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())
