@@ -137,10 +137,10 @@ class Iperf3App(AppConfig):
     interval_s: float = 1.0
 
 
-DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3")
+DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3", "race")  # race: QUIC/TCP connection racing (alt-svc from Caddy)
 MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
 DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
-CADDY_TRANSPORTS = ("tcp", "h2", "h3")  # Caddy 2.6 has no MPTCP listener
+CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listener
 MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
 DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
 
@@ -170,6 +170,8 @@ class DashApp(AppConfig):
     media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)
     codec: str = "h264"  # encoded media: dash.encode.CODECS
     source: str | None = None  # encoded media: a video file (None: a test pattern and a tone)
+    racing: str = "chromium"  # transport "race", our player: the policy (dash.racing.POLICIES)
+    racing_params: tuple[tuple[str, float], ...] = ()  # (dash.racing.RacingParams field, value) set in the file
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -664,6 +666,9 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
                                                        f"not {transport!r}: use http_server = 'nest' for it")
+    if player == "dashjs" and transport == "race" and http_server != "caddy":
+        raise ConfigError(join(t.path, "http_server"), "dash.js over race needs http_server = 'caddy' (its alt-svc "
+                                                       "header is how Chromium discovers QUIC)")
     return DashApp(
         name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
         transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
@@ -674,7 +679,46 @@ def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
+        **_racing(t, transport, player),
     )
+
+
+def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
+    """``racing`` and ``racing_params`` of a dash app: our player over ``race`` only.
+
+    ``racing_params`` keys are :class:`nest_experiments.dash.racing.RacingParams` fields; a time
+    (``idle_timeout = "29s"``) drops the field's ``_s``, counts and ratios are numbers.
+    """
+    from nest_experiments.dash import racing
+
+    for key in ("racing", "racing_params"):
+        if t.has(key) and (transport != "race" or player != "nest"):
+            raise ConfigError(join(t.path, key), "applies to our player (player = 'nest') over transport = 'race' "
+                                                 "only: remove it or set transport = 'race'")
+    policy = t.get("racing", one_of(racing.POLICIES), "chromium")
+    p = t.table("racing_params")
+    values: dict[str, float] = {}
+    for name in racing.PARAM_NAMES:
+        if name in racing.INT_PARAMS:
+            values[name] = p.get(name, positive_int, None)
+        elif name.endswith("_s"):
+            values[name] = p.get(name[:-2], parse_time, None)
+        else:
+            values[name] = p.get(name, _positive_number, None)
+    p.done()
+    chosen = {k: v for k, v in values.items() if v is not None}
+    try:
+        racing.params_from(chosen)
+    except ValueError as exc:
+        key, _, why = str(exc).partition(": ")
+        raise ConfigError(join(p.path, key.removesuffix("_s")), why) from None
+    return {"racing": policy, "racing_params": tuple(sorted(chosen.items()))}
+
+
+def _positive_number(path: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(path, f"expected a number > 0, got {value!r}")
+    return float(value)
 
 
 def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[str, str, str, str | None]:

@@ -39,6 +39,7 @@ from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import caddy, certs, encode, media, players, quicgo
+from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
@@ -101,12 +102,16 @@ class Dash(App):
         # MPTCP joins may target any of the server's addresses: listen on all of them
         bind = "0.0.0.0" if c.transport == "mptcp" else self.net.addr(c.server)
         t0 = self.server_t0 = time.monotonic() - self.clock()
+        # race: TLS over TCP (h2) and h3 on one known port, as Caddy (a firewall rule can name it); alt-svc says h3
+        ports = ["--port-h2", str(CADDY_PORT), "--port-h3", str(CADDY_PORT)] if c.transport == "race" else \
+            [f"--port-{c.transport}", "0"]
         argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
-                "--bind", bind, f"--port-{c.transport}", "0", "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
+                "--bind", bind, *ports, "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
                 "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
-        self.port = int(self._wait_ready(self.server, "server")["ports"][c.transport])
-        quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""
+        ready = self._wait_ready(self.server, "server")["ports"]
+        self.port = int(ready["h2" if c.transport == "race" else c.transport])
+        quic = f" (h3: aioquic {_version('aioquic')})" if c.transport in ("h3", "race") else ""
         self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
 
     def _start_caddy(self) -> None:
@@ -132,7 +137,7 @@ class Dash(App):
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
         self.port = CADDY_PORT
         self.wait_listening(c.server, CADDY_PORT, proc=self.server)
-        if c.transport == "h3":
+        if c.transport in ("h3", "race"):
             self.wait_listening(c.server, CADDY_PORT, proto="udp", proc=self.server)
 
     def _setup_mptcp(self) -> None:
@@ -197,8 +202,10 @@ class Dash(App):
                 "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
                 "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
                 "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
-        if c.transport in ("h2", "h3"):
+        if c.transport in ("h2", "h3", "race"):
             argv += ["--ca", str(self.ca)]
+        if c.transport == "race":
+            argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
@@ -214,7 +221,7 @@ class Dash(App):
                 "--profile", str(self.net.state.temp_dir("chromium") / "profile"), "--out", str(self.out_dir),
                 "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}",
                 "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
-        if c.transport in ("h2", "h3"):
+        if c.transport in ("h2", "h3", "race"):
             argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
@@ -264,6 +271,8 @@ class Dash(App):
             return
         self.segments = _read_rows(self.out_dir / "segments.csv", app=c.name)
         self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
+        if (self.out_dir / "racing.csv").exists():  # the race transport's events (dash.racing_log)
+            self.racing = _read_rows(self.out_dir / "racing.csv", app=c.name)
         doc = json.loads((self.out_dir / "qoe.json").read_text())
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
         doc.setdefault("player", c.player)
@@ -316,6 +325,8 @@ class Dash(App):
             "abr_decisions.csv": ((*DECISION_FIELDS, "app"), getattr(self, "decisions", [])),
             "access.csv": ((*ACCESS_FIELDS, "app"), getattr(self, "access", [])),
         }
+        if getattr(self, "racing", None) is not None:
+            out["racing.csv"] = ((*RACING_FIELDS, "app"), self.racing)
         if getattr(self, "subflows", None) is not None:
             out["subflows.csv"] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
         return out

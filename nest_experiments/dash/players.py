@@ -1,10 +1,12 @@
 """The DASH players a ``dash`` app can run, what each needs on this machine, and how to get it.
 
 - ``nest``: our headless player (:mod:`.client`): it counts bytes and does
-  not decode; it plays generated and encoded media, over tcp, mptcp, h2, h3.
+  not decode; it plays generated and encoded media, over tcp, mptcp, h2, h3,
+  and race (QUIC/TCP connection racing by a policy of :mod:`.racing`).
 - ``dashjs``: dash.js (npm ``dashjs``, pinned in ``web/package.json``) in
   Debian's headless ``chromium`` (:mod:`.browser`): it decodes, so it needs
-  encoded media; tcp (HTTP/1.1), h2, h3.
+  encoded media; tcp (HTTP/1.1), h2, h3, and race (Chromium's own QUIC/TCP
+  connection racing, QUIC discovered from Caddy's alt-svc).
 - ``gpac``: GPAC's DASH client (``gpac -i URL:gpac:algo=...``, :mod:`.gpac`)
   with SDL's dummy audio/video output (:mod:`.gpacplayer`): it decodes too;
   tcp (HTTP/1.1), mptcp (through ``mptcpize``), and h2/h3 where the GPAC
@@ -25,7 +27,7 @@ from nest_experiments import PROJECT_ROOT
 PLAYERS = ("nest", "dashjs", "gpac")
 DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
 # GPAC over h2/h3 needs a build with nghttp2/ngtcp2 (untested here: no GPAC on Debian)
-TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3"), "dashjs": ("tcp", "h2", "h3"), "gpac": ("tcp", "mptcp", "h2", "h3")}
+TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3", "race"), "dashjs": ("tcp", "h2", "h3", "race"), "gpac": ("tcp", "mptcp", "h2", "h3")}
 DASHJS_VERSION = "5.2.1"
 DASHJS_DIR = PROJECT_ROOT / "web" / "node_modules" / "dashjs"
 DASHJS_FILE = DASHJS_DIR / "dist" / "modern" / "umd" / "dash.all.min.js"

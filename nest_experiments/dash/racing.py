@@ -90,10 +90,11 @@ class RacingParams:
         for f in fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"{f.name}: must not be negative")
-        if self.probe_window < 1 or self.min_probes < 1:
-            raise ValueError("probe_window, min_probes: at least 1")
+        for name in ("probe_window", "min_probes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: at least 1")
         if self.min_probes > self.probe_window:
-            raise ValueError(f"min_probes ({self.min_probes}) exceeds probe_window ({self.probe_window})")
+            raise ValueError(f"min_probes: {self.min_probes} exceeds probe_window ({self.probe_window})")
 
 
 PARAM_NAMES = tuple(f.name for f in fields(RacingParams))
