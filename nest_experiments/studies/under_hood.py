@@ -1,0 +1,493 @@
+"""The "under the hood" study (``quic-dash-under-the-hood.txt``): objects, DASH segments, two parallel streams.
+
+Reads run folders only, of three experiments (``experiments/under_hood_*.toml``):
+
+- ``under_hood_objects``: ``objects.csv`` of sequential download sessions
+  (Fig. 6): per object, throughput = bytes / (last - first byte) and response
+  latency = first byte - request, TCP vs h3;
+- ``under_hood_dash``: ``segments.csv`` of DASH sessions (Fig. 7; Fig. 9b): the
+  same two numbers per segment, video and audio apart, TCP vs h3, per origin
+  implementation (``http_server``: ``caddy`` = quic-go, ``nest`` = aioquic);
+- ``under_hood_parallel``: ``objects.csv`` of two parallel streams (Fig. 8), per
+  pause time: per-stream throughput and latency, and the fairness between the
+  two streams of a session (Jain's index of their mean throughputs, and
+  min/max).
+
+Every sample is one object or segment; runs with a CPU-saturated 1 s window
+(manifest ``cpu_saturated_windows``) are left out and listed. Comparisons are
+Mann-Whitney U tests on the samples (two-sided, and one-sided each way), with
+at least :data:`MIN_SAMPLES` per side; the upper quartile is compared with a
+seeded bootstrap 95% interval of q75(h3) - q75(tcp). The claim table checks
+the paper's claims with those numbers (:func:`claims`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import statistics
+import tomllib
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+from nest_experiments.analysis import run_dirs
+from nest_experiments.dash.objects import jain_index
+from nest_experiments.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.rundir import read_manifest
+from nest_experiments.studies.base import Claim, Study
+from nest_experiments.units import parse_time
+
+OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_parallel"
+TRANSPORTS = ("tcp", "h3")
+SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
+ALPHA = 0.05
+MIN_SAMPLES = 4
+SIMILAR = 0.10  # medians within 10%: "similar" even where a U test on many samples finds a difference
+BOOTSTRAP = 2000
+REPORT_FILE = "under_hood.md"
+
+
+# ---------------------------------------------------------------- samples
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One object or segment of one run."""
+
+    run: str
+    transport: str
+    server: str  # the origin: "caddy" | "nest"
+    stream: str  # objects: "objects", "s1", "s2"; segments: "video", "audio"
+    session: str
+    pause_s: float | None  # objects: the pause of the run's design (its minimum); segments: None
+    throughput_bps: float | None
+    latency_s: float
+
+
+def _app(run_dir: Path) -> dict[str, Any]:
+    try:
+        apps = tomllib.loads((run_dir / "config.toml").read_text()).get("apps", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") in ("objects", "dash")), {})
+
+
+def _pause_s(app: dict[str, Any]) -> float | None:
+    value = app.get("pause", "500ms")
+    first = value[0] if isinstance(value, list) and value else value
+    try:
+        return parse_time("pause", first)
+    except Exception:  # noqa: BLE001  (a config we did not write: no pause axis)
+        return None
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _float(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def _object_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
+    pause, server = _pause_s(app), str(app.get("http_server", "caddy"))
+    return [Sample(run=run_dir.name, transport=r["transport"], server=server, stream=r["stream"],
+                   session=f"{run_dir.name}/{r['session']}", pause_s=pause,
+                   throughput_bps=_float(r["throughput_bps"]), latency_s=float(r["latency_s"]))
+            for r in _csv(run_dir / "objects.csv")]
+
+
+def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
+    """A ``segments.csv`` row as a sample (None: no first-byte time, e.g. GPAC's log)."""
+    t_req, t_first, t_last = (_float(row.get(k)) for k in ("t_request", "t_first_byte", "t_last_byte"))
+    if t_req is None or t_first is None or t_last is None:
+        return None
+    span = t_last - t_first
+    return Sample(run=run, transport=row.get("transport", ""), server=server, stream=row["stream"], session=run,
+                  pause_s=None, throughput_bps=8 * int(row["bytes"]) / span if span > 0 else None,
+                  latency_s=t_first - t_req)
+
+
+def _segment_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
+    server = str(app.get("http_server", "nest"))
+    out = (segment_sample(run_dir.name, server, r) for r in _csv(run_dir / "segments.csv"))
+    return [s for s in out if s is not None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loaded:
+    samples: tuple[Sample, ...]
+    excluded: tuple[str, ...]  # runs left out: CPU-saturated
+    runs: int  # completed runs with data
+
+
+def load(folder: Path) -> Loaded:
+    samples: list[Sample] = []
+    excluded, runs = [], 0
+    for run_dir in run_dirs(folder):
+        m = read_manifest(run_dir) or {}
+        if m.get("status") != "completed":
+            continue
+        if int(m.get("cpu_saturated_windows") or 0):
+            excluded.append(run_dir.name)
+            continue
+        app = _app(run_dir)
+        if (run_dir / "objects.csv").exists():
+            samples += _object_samples(run_dir, app)
+        elif (run_dir / "segments.csv").exists():
+            samples += _segment_samples(run_dir, app)
+        else:
+            continue
+        runs += 1
+    return Loaded(samples=tuple(samples), excluded=tuple(excluded), runs=runs)
+
+
+# ---------------------------------------------------------------- statistics (pure)
+
+
+def values(samples: Sequence[Sample], metric: str, **match: Any) -> tuple[float, ...]:
+    """``metric`` (``throughput_bps`` | ``latency_s``) of the samples whose fields equal ``match``."""
+    out = []
+    for s in samples:
+        if all(getattr(s, k) == v for k, v in match.items()):
+            v = getattr(s, metric)
+            if v is not None:
+                out.append(float(v))
+    return tuple(out)
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default)."""
+    ys = sorted(xs)
+    pos = q * (len(ys) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ys) - 1)
+    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
+    """U test p of ``a`` vs ``b`` (``less``: a tends lower); None below :data:`MIN_SAMPLES` per side."""
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return None
+    if len(set(a) | set(b)) == 1:
+        return 1.0 if alternative == "two-sided" else 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
+
+
+def quantile_diff_ci(a: Sequence[float], b: Sequence[float], q: float = 0.75, *, seed: int = 1,
+                     n: int = BOOTSTRAP) -> tuple[float, float] | None:
+    """Bootstrap 95% interval of quantile(b) - quantile(a) (each side resampled); None with too few samples."""
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return None
+    rng = random.Random(seed)
+    diffs = sorted(quantile(rng.choices(b, k=len(b)), q) - quantile(rng.choices(a, k=len(a)), q) for _ in range(n))
+    return quantile(diffs, 0.025), quantile(diffs, 0.975)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """``a`` vs ``b`` (e.g. tcp vs h3) on one metric."""
+
+    what: str
+    metric: str
+    a_name: str
+    b_name: str
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+
+    @property
+    def enough(self) -> bool:
+        return len(self.a) >= MIN_SAMPLES and len(self.b) >= MIN_SAMPLES
+
+    def median(self, side: str) -> float | None:
+        xs = self.a if side == "a" else self.b
+        return statistics.median(xs) if xs else None
+
+    def q75(self, side: str) -> float | None:
+        xs = self.a if side == "a" else self.b
+        return quantile(xs, 0.75) if xs else None
+
+    @property
+    def p_two(self) -> float | None:
+        return mann_whitney(self.a, self.b, "two-sided")
+
+    @property
+    def p_b_higher(self) -> float | None:
+        return mann_whitney(self.a, self.b, "less")
+
+    @property
+    def p_b_lower(self) -> float | None:
+        return mann_whitney(self.a, self.b, "greater")
+
+    @property
+    def ratio(self) -> float | None:
+        """median(b) / median(a)."""
+        ma, mb = self.median("a"), self.median("b")
+        return mb / ma if ma and mb is not None else None
+
+
+def compare(samples: Sequence[Sample], what: str, metric: str, *, a: dict[str, Any], b: dict[str, Any],
+            names: tuple[str, str] = TRANSPORTS) -> Comparison:
+    return Comparison(what=what, metric=metric, a_name=names[0], b_name=names[1], a=values(samples, metric, **a),
+                      b=values(samples, metric, **b))
+
+
+# ---------------------------------------------------------------- formatting (pure)
+
+
+def fmt_value(metric: str, v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e6:.3g} Mbit/s" if metric == "throughput_bps" else f"{v * 1e3:.3g} ms"
+
+
+def fmt_p(p: float | None) -> str:
+    return "too few" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def describe(c: Comparison) -> str:
+    a, b = c.a_name, c.b_name
+    med = f"median {a} {fmt_value(c.metric, c.median('a'))} vs {b} {fmt_value(c.metric, c.median('b'))}"
+    q75 = f"q75 {fmt_value(c.metric, c.q75('a'))} vs {fmt_value(c.metric, c.q75('b'))}"
+    ps = f"U p two-sided {fmt_p(c.p_two)}, {b} higher {fmt_p(c.p_b_higher)}, {b} lower {fmt_p(c.p_b_lower)}"
+    return f"{med}; {q75} (n={len(c.a)}/{len(c.b)}); {ps}"
+
+
+def _too_few(c: Comparison) -> str:
+    return f"too few samples (n={len(c.a)}/{len(c.b)}; >= {MIN_SAMPLES} per side needed)"
+
+
+# ---------------------------------------------------------------- verdicts (pure)
+
+
+def similar(c: Comparison) -> str:
+    """"Similar" / "not significant": U two-sided p >= alpha, or medians within :data:`SIMILAR`."""
+    if not c.enough:
+        return _too_few(c)
+    p, r = c.p_two or 0.0, c.ratio
+    if p >= ALPHA:
+        return "yes"
+    if r is not None and abs(r - 1) <= SIMILAR:
+        return f"yes: p < {ALPHA}, but the medians differ by {abs(r - 1):.0%} (<= {SIMILAR:.0%})"
+    return "no"
+
+
+def b_higher(c: Comparison) -> str:
+    """``b`` significantly higher (one-sided U)."""
+    if not c.enough:
+        return _too_few(c)
+    p = c.p_b_higher
+    if p is not None and p < ALPHA:
+        return "yes"
+    if (c.median("b") or 0.0) > (c.median("a") or 0.0):
+        return f"no: {c.b_name}'s median is higher, not significantly (p {fmt_p(p)})"
+    return "no"
+
+
+def b_lower(c: Comparison) -> str:
+    flipped = Comparison(what=c.what, metric=c.metric, a_name=c.b_name, b_name=c.a_name, a=c.b, b=c.a)
+    return b_higher(flipped)
+
+
+def upper_quartile_higher(c: Comparison, ci: tuple[float, float] | None) -> str:
+    if ci is None:
+        return _too_few(c)
+    if ci[0] > 0:
+        return "yes"
+    return "no" if ci[1] > 0 else "no: it is lower"
+
+
+# ---------------------------------------------------------------- claims per experiment
+
+
+def objects_claims(samples: Sequence[Sample]) -> list[Claim]:
+    tp = compare(samples, "objects", "throughput_bps", a={"transport": "tcp"}, b={"transport": "h3"})
+    lat = compare(samples, "objects", "latency_s", a={"transport": "tcp"}, b={"transport": "h3"})
+    return [Claim(claim="object downloads: throughput similar for HTTP/TCP and HTTP/QUIC (Fig. 6a)",
+                  ours=describe(tp), agree=similar(tp)),
+            Claim(claim="object downloads: response latency slightly lower with HTTP/QUIC (Fig. 6b)",
+                  ours=describe(lat), agree=b_lower(lat))]
+
+
+def dash_comparisons(samples: Sequence[Sample], server: str) -> dict[str, Comparison]:
+    """tcp vs h3 on one origin: video throughput and latency, all segments' latency, audio's latency; and on
+    h3, video (a) vs audio (b) latency."""
+    def tv(metric: str, **m: Any) -> Comparison:
+        return compare(samples, server, metric, a={"transport": "tcp", "server": server, **m},
+                       b={"transport": "h3", "server": server, **m})
+
+    return {"video_tp": tv("throughput_bps", stream="video"), "video_lat": tv("latency_s", stream="video"),
+            "all_lat": tv("latency_s"), "audio_lat": tv("latency_s", stream="audio"),
+            "h3_av": compare(samples, server, "latency_s", a={"transport": "h3", "server": server, "stream": "video"},
+                             b={"transport": "h3", "server": server, "stream": "audio"}, names=("video", "audio"))}
+
+
+def dash_claims(samples: Sequence[Sample]) -> list[Claim]:
+    out = []
+    for server in sorted({s.server for s in samples}):
+        c, who = dash_comparisons(samples, server), SERVERS.get(server, server)
+        ci = quantile_diff_ci(c["all_lat"].a, c["all_lat"].b)
+        ci_text = f"; bootstrap 95% CI of q75(h3) - q75(tcp): {_ci_ms(ci)}"
+        out += [
+            Claim(claim=f"[{who}] DASH: video segment throughput TCP vs QUIC not significant (Fig. 7a)",
+                  ours=describe(c["video_tp"]), agree=similar(c["video_tp"])),
+            Claim(claim=f"[{who}] DASH: median video segment response latency TCP vs QUIC not significant (Fig. 7b)",
+                  ours=describe(c["video_lat"]), agree=similar(c["video_lat"])),
+            Claim(claim=f"[{who}] DASH: upper quartile of segment response latency higher with QUIC (Fig. 7b)",
+                  ours=describe(c["all_lat"]) + ci_text, agree=upper_quartile_higher(c["all_lat"], ci)),
+            Claim(claim=f"[{who}] DASH: audio segments' response latency higher with QUIC than TCP (Fig. 9b)",
+                  ours=describe(c["audio_lat"]), agree=b_higher(c["audio_lat"])),
+            Claim(claim=f"[{who}] DASH over QUIC: audio waits behind video (audio latency above video's; Fig. 9a)",
+                  ours=describe(c["h3_av"]), agree=b_higher(c["h3_av"])),
+        ]
+    return out
+
+
+def _ci_ms(ci: tuple[float, float] | None) -> str:
+    return "too few" if ci is None else f"[{ci[0] * 1e3:.3g}, {ci[1] * 1e3:.3g}] ms"
+
+
+def pauses(samples: Sequence[Sample]) -> list[float]:
+    return sorted({s.pause_s for s in samples if s.pause_s is not None})
+
+
+def parallel_comparisons(samples: Sequence[Sample], pause: float) -> tuple[Comparison, Comparison]:
+    tp = compare(samples, f"pause {pause:g} s", "throughput_bps", a={"transport": "tcp", "pause_s": pause},
+                 b={"transport": "h3", "pause_s": pause})
+    lat = compare(samples, f"pause {pause:g} s", "latency_s", a={"transport": "tcp", "pause_s": pause},
+                  b={"transport": "h3", "pause_s": pause})
+    return tp, lat
+
+
+def latency_gap(samples: Sequence[Sample], pause: float) -> float | None:
+    """median latency h3 - tcp at ``pause``."""
+    _, lat = parallel_comparisons(samples, pause)
+    a, b = lat.median("a"), lat.median("b")
+    return b - a if a is not None and b is not None else None
+
+
+def parallel_claims(samples: Sequence[Sample]) -> list[Claim]:
+    out = []
+    for pause in pauses(samples):
+        tp, lat = parallel_comparisons(samples, pause)
+        out += [Claim(claim=f"two parallel streams, pause {pause:g} s: throughput TCP vs QUIC not significant (Fig. 8a)",
+                      ours=describe(tp), agree=similar(tp)),
+                Claim(claim=f"two parallel streams, pause {pause:g} s: response latency higher with QUIC, p < 0.05 "
+                            "(Fig. 8b)", ours=describe(lat), agree=b_higher(lat))]
+    out.append(gap_claim(samples))
+    return out
+
+
+def gap_claim(samples: Sequence[Sample]) -> Claim:
+    ps = pauses(samples)
+    gaps = {p: latency_gap(samples, p) for p in ps}
+    ours = ", ".join(f"{p:g} s: {fmt_gap(g)}" for p, g in gaps.items()) or "no pause"
+    text = "two parallel streams: QUIC's extra latency larger at shorter pauses (Fig. 8b)"
+    if len(ps) < 2 or gaps[ps[0]] is None or gaps[ps[-1]] is None:
+        return Claim(claim=text, ours=f"median h3 - tcp: {ours}", agree="needs two pause times with both transports")
+    short, long_ = gaps[ps[0]], gaps[ps[-1]]
+    assert short is not None and long_ is not None
+    agree = "yes" if short > 0 and short > long_ else "no"
+    return Claim(claim=text, ours=f"median latency h3 - tcp by pause: {ours}", agree=agree)
+
+
+def fmt_gap(g: float | None) -> str:
+    return "-" if g is None else f"{g * 1e3:+.3g} ms"
+
+
+# ---------------------------------------------------------------- fairness (parallel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fairness:
+    """The two (or more) streams of one session: mean throughput each, Jain's index, min/max."""
+
+    session: str
+    transport: str
+    pause_s: float | None
+    means_bps: tuple[float, ...]
+
+    @property
+    def jain(self) -> float | None:
+        return jain_index(self.means_bps)
+
+    @property
+    def ratio(self) -> float | None:
+        return min(self.means_bps) / max(self.means_bps) if self.means_bps and max(self.means_bps) > 0 else None
+
+
+def fairness(samples: Sequence[Sample]) -> list[Fairness]:
+    groups: dict[str, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.session, []).append(s)
+    out = []
+    for session, group in sorted(groups.items()):
+        streams = sorted({s.stream for s in group})
+        if len(streams) < 2:
+            continue
+        means = tuple(statistics.fmean(values(group, "throughput_bps", stream=st) or (0.0,)) for st in streams)
+        out.append(Fairness(session=session, transport=group[0].transport, pause_s=group[0].pause_s, means_bps=means))
+    return out
+
+
+# ---------------------------------------------------------------- the study
+
+
+def experiment_of(folder: Path) -> str:
+    from nest_experiments.studies import experiment_name  # the package imports this module
+
+    return experiment_name(folder)
+
+
+CLAIMS: dict[str, Callable[[Sequence[Sample]], list[Claim]]] = {
+    OBJECTS: objects_claims, DASH: dash_claims, PARALLEL: parallel_claims}
+
+
+def claim_table(folder: Path) -> list[Claim]:
+    fn = CLAIMS.get(experiment_of(folder))
+    return fn(load(folder).samples) if fn else []
+
+
+def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
+    return claim_table(sweep.folder)
+
+
+def run_checks(run: RunInput) -> list[Check]:
+    """Every planned object arrived (objects), or the session played to the end (DASH)."""
+    m = read_manifest(run.run_dir) or {}
+    short = [w for w in m.get("warnings") or [] if "objects downloaded" in w or "client failed" in w
+             or "did not reach the end" in w]
+    return [Check(name="every object / segment downloaded", subject="manifest warnings", status=ok(not short),
+                  detail="; ".join(short) or "no missing object or segment")]
+
+
+def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
+    """``under_hood.md`` and its CDF figures (:mod:`.under_hood_report`; matplotlib loads there)."""
+    from nest_experiments.studies.under_hood_report import write_report
+
+    return write_report(folder, out_dir)
+
+
+STUDY = Study(
+    name="under_hood",
+    title="\"Looking under the hood\" (object downloads, DASH segments, two parallel streams; TCP vs QUIC; "
+          f"../shared/papers/quic-dash-under-the-hood.txt); its CDFs, U tests and fairness: [{REPORT_FILE}]"
+          f"({REPORT_FILE})",
+    experiments=(OBJECTS, DASH, PARALLEL),
+    dash_metrics=(),
+    run_checks=run_checks,
+    sanity_rules="Pass rules: every planned object arrived, or the DASH session played to the end (no such warning "
+                 f"in the manifest). CPU-saturated runs are left out of the study's statistics ({REPORT_FILE}).",
+    figure_sections=(),
+    claims=claims,
+    outputs=write_outputs,
+)

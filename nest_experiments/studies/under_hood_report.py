@@ -1,0 +1,189 @@
+"""The "under the hood" study's own report: ``report/under_hood.md`` and its CDF figures.
+
+- objects (Fig. 6): CDFs of per-object throughput and response latency, TCP vs h3;
+- DASH (Fig. 7, Fig. 9b): per origin implementation, CDFs of segment throughput
+  and response latency, video and audio apart, TCP vs h3;
+- two parallel streams (Fig. 8): per pause time, CDFs of latency; median
+  latency and throughput by pause per transport (IQR bars); Jain's index of the
+  two streams per session.
+
+Every figure comes with the comparisons' numbers (medians, q75, n, U p) in the
+markdown, and the claim table of :mod:`.under_hood`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from nest_experiments.report_figures import save  # noqa: E402
+from nest_experiments.rundir import write_atomic  # noqa: E402
+from nest_experiments.studies import under_hood as uh  # noqa: E402
+from nest_experiments.studies.base import Claim  # noqa: E402
+
+COLORS = {"tcp": "#1f77b4", "h3": "#d62728"}
+NAMES = {"tcp": "HTTP/1.1 over TCP", "h3": "HTTP/3 over QUIC"}
+STYLES = {"video": "-", "audio": "--", "objects": "-", "s1": "-", "s2": "--"}
+METRICS = (("throughput_bps", "throughput (Mbit/s)", 1e-6), ("latency_s", "response latency (ms)", 1e3))
+
+
+def cdf(ax: Axes, xs: Sequence[float], *, label: str, color: str, style: str = "-") -> None:
+    ys = sorted(xs)
+    if ys:
+        ax.step(ys, [(i + 1) / len(ys) for i in range(len(ys))], where="post", label=f"{label} (n={len(ys)})",
+                color=color, linestyle=style)
+
+
+def _panel(ax: Axes, samples: Sequence[uh.Sample], metric: str, streams: Sequence[str], **match: object) -> None:
+    _, label, scale = next(m for m in METRICS if m[0] == metric)
+    for t in uh.TRANSPORTS:
+        for st in streams:
+            xs = [v * scale for v in uh.values(samples, metric, transport=t, **({"stream": st} if st else {}), **match)]
+            cdf(ax, xs, label=f"{NAMES[t]}{' ' + st if st else ''}", color=COLORS[t], style=STYLES.get(st, "-"))
+    ax.set_xlabel(label)
+    ax.set_ylabel("CDF")
+    if metric == "latency_s":
+        ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def cdf_figure(samples: Sequence[uh.Sample], path: Path, *, title: str, streams: Sequence[str] = ("",),
+               **match: object) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (metric, _, _) in zip(axes, METRICS, strict=True):
+        _panel(ax, samples, metric, streams, **match)
+    fig.suptitle(title, fontsize=10)
+    return save(fig, path, footnote="throughput = bytes / (last - first byte); latency = first byte - request")
+
+
+def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], path: Path) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    ps = uh.pauses(samples)
+    for ax, (metric, label, scale) in zip(axes[:2], METRICS, strict=True):
+        for t in uh.TRANSPORTS:
+            groups = [[v * scale for v in uh.values(samples, metric, transport=t, pause_s=p)] for p in ps]
+            kept = [(p, g) for p, g in zip(ps, groups, strict=True) if g]
+            meds = [uh.quantile(g, 0.5) for _, g in kept]
+            err = [[m - uh.quantile(g, 0.25) for m, (_, g) in zip(meds, kept, strict=True)],
+                   [uh.quantile(g, 0.75) - m for m, (_, g) in zip(meds, kept, strict=True)]]
+            ax.errorbar([p for p, _ in kept], meds, yerr=err, marker="o", capsize=3, color=COLORS[t], label=NAMES[t])
+        ax.set(xscale="log", xlabel="pause between requests (s)", ylabel=f"median {label}, IQR")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for t in uh.TRANSPORTS:
+        pts = [(f.pause_s, f.jain) for f in fair if f.transport == t and f.jain is not None and f.pause_s]
+        axes[2].scatter([p for p, _ in pts], [j for _, j in pts], color=COLORS[t], label=NAMES[t], alpha=0.7)
+    axes[2].set(xscale="log", xlabel="pause between requests (s)", ylabel="Jain's index of the 2 streams",
+                ylim=(0.45, 1.02))
+    axes[2].grid(alpha=0.3)
+    axes[2].legend(fontsize=7)
+    fig.suptitle("two parallel streams: two TCP connections vs one QUIC connection", fontsize=10)
+    return save(fig, path, footnote="per session: Jain's index of the two streams' mean object throughput")
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows), ""]
+
+
+def comparison_rows(cs: Sequence[uh.Comparison]) -> list[list[str]]:
+    return [[c.what, c.metric.split("_")[0], f"{c.a_name} / {c.b_name}",
+             f"{uh.fmt_value(c.metric, c.median('a'))} / {uh.fmt_value(c.metric, c.median('b'))}",
+             f"{uh.fmt_value(c.metric, c.q75('a'))} / {uh.fmt_value(c.metric, c.q75('b'))}", f"{len(c.a)} / {len(c.b)}",
+             uh.fmt_p(c.p_two), uh.fmt_p(c.p_b_higher), uh.fmt_p(c.p_b_lower)] for c in cs]
+
+
+COMPARISON_HEAD = ("what", "metric", "a / b", "median a / b", "q75 a / b", "n a / b", "U p two-sided", "p b higher",
+                   "p b lower")
+
+
+def _objects_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
+    pngs.append(cdf_figure(samples, out_dir / "objects_cdf.png", title="object downloads (Fig. 6)"))
+    cs = [uh.compare(samples, "objects", m, a={"transport": "tcp"}, b={"transport": "h3"}) for m, _, _ in METRICS]
+    return ["## Object downloads (Fig. 6)", "", f"![objects]({pngs[-1].name})", "",
+            *_table(COMPARISON_HEAD, comparison_rows(cs))]
+
+
+def _dash_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
+    out = ["## DASH segments (Fig. 7, Fig. 9b)", ""]
+    for server in sorted({s.server for s in samples}):
+        who = uh.SERVERS.get(server, server)
+        pngs.append(cdf_figure(samples, out_dir / f"dash_cdf_{server}.png", streams=("video", "audio"),
+                               title=f"DASH segments from {who}", server=server))
+        cs = uh.dash_comparisons(samples, server)
+        out += [f"### {who}", "", f"![dash {server}]({pngs[-1].name})", "",
+                *_table(COMPARISON_HEAD, comparison_rows([replace_what(c, k) for k, c in cs.items()])),
+                f"Audio delayed behind video on QUIC ({who}): **{reproduces(cs)}**.", ""]
+    return out
+
+
+def replace_what(c: uh.Comparison, key: str) -> uh.Comparison:
+    labels = {"video_tp": "video", "video_lat": "video", "all_lat": "video + audio", "audio_lat": "audio",
+              "h3_av": "on h3"}
+    return uh.Comparison(what=labels.get(key, key), metric=c.metric, a_name=c.a_name, b_name=c.b_name, a=c.a, b=c.b)
+
+
+def reproduces(cs: dict[str, uh.Comparison]) -> str:
+    """Does this implementation show the paper's effect: audio later over QUIC than TCP, and behind video on QUIC?"""
+    over_tcp, behind_video = uh.b_higher(cs["audio_lat"]), uh.b_higher(cs["h3_av"])
+    if over_tcp.startswith("too few") or behind_video.startswith("too few"):
+        return "cannot tell (too few segments)"
+    if over_tcp == "yes" and behind_video == "yes":
+        return "reproduced (audio's latency higher over QUIC than over TCP, and above video's on QUIC)"
+    if over_tcp == "yes" or behind_video == "yes":
+        return (f"partly (audio over QUIC vs TCP: {over_tcp}; audio above video on QUIC: {behind_video})")
+    return f"not reproduced (audio over QUIC vs TCP: {over_tcp}; audio above video on QUIC: {behind_video})"
+
+
+def _parallel_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
+    fair = uh.fairness(samples)
+    pngs.append(by_pause_figure(samples, fair, out_dir / "parallel_by_pause.png"))
+    out = ["## Two parallel streams (Fig. 8)", "", f"![by pause]({pngs[-1].name})", ""]
+    cs = [c for p in uh.pauses(samples) for c in uh.parallel_comparisons(samples, p)]
+    out += _table(COMPARISON_HEAD, comparison_rows(cs))
+    for p in uh.pauses(samples):
+        pngs.append(cdf_figure(samples, out_dir / f"parallel_cdf_pause_{p:g}s.png", streams=("s1", "s2"),
+                               title=f"two parallel streams, pause {p:g} s", pause_s=p))
+        out += [f"![pause {p:g} s]({pngs[-1].name})", ""]
+    out += ["### Fairness between the two streams", "",
+            *_table(("session", "transport", "pause", "mean throughput per stream", "Jain's index", "min / max"),
+                    [[f.session, f.transport, f"{f.pause_s:g} s" if f.pause_s is not None else "-",
+                      ", ".join(f"{m / 1e6:.3g} Mbit/s" for m in f.means_bps),
+                      f"{f.jain:.3f}" if f.jain is not None else "-", f"{f.ratio:.2f}" if f.ratio is not None else "-"]
+                     for f in fair])]
+    return out
+
+
+SECTIONS = {uh.OBJECTS: _objects_md, uh.DASH: _dash_md, uh.PARALLEL: _parallel_md}
+
+
+def render_claims(claims: Sequence[Claim]) -> list[str]:
+    return ["## The paper's claims", "", *_table(("paper's claim", "ours", "agree?"),
+                                                  [[c.claim, c.ours, c.agree] for c in claims])]
+
+
+def write_report(folder: Path, out_dir: Path) -> list[Path]:
+    """``out_dir/under_hood.md`` with its figures; returns what was written."""
+    exp = uh.experiment_of(folder)
+    loaded = uh.load(folder)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pngs: list[Path] = []
+    lines = [f"# Under the hood: {exp}", "",
+             f"{loaded.runs} runs with data, {len(loaded.samples)} samples (objects or segments).", ""]
+    if loaded.excluded:
+        lines += [f"Left out (a CPU-saturated 1 s window): {', '.join(loaded.excluded)}.", ""]
+    section = SECTIONS.get(exp)
+    if section is not None and loaded.samples:
+        lines += section(loaded.samples, out_dir, pngs)
+        lines += render_claims(uh.CLAIMS[exp](loaded.samples))
+    write_atomic(out_dir / uh.REPORT_FILE, "\n".join(lines) + "\n")
+    return [out_dir / uh.REPORT_FILE, *pngs]
