@@ -1,0 +1,205 @@
+"""The HTTP/2-QUIC evaluation's study (studies/h2quic.py): overhead, utilization and adaptation math, claims, report.
+
+Synthetic run folders (DESIGN.md §4 files, wire.csv, links.json), no network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.dash.records import SegmentRow
+from nest_experiments.plot import plot_folder
+from nest_experiments.rundir import write_csv
+from nest_experiments.studies import h2quic as hq
+from nest_experiments.studies import study_for
+from nest_experiments.studies.base import Claim
+
+SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
+                  "buffer_s", "stall_s", "transport", "app")
+WIRE_FIELDS = ("link", "node", "dev", "direction", "proto", "packets", "frame_bytes", "ip_bytes", "l4_header_bytes",
+               "l4_payload_bytes")
+
+
+def run_folder(folder: Path, name: str, *, experiment: str, protocol: str, delay_ms: float = 0.0,
+               rate: str | None = "20mbit", segments: list[dict[str, object]],
+               wire: list[dict[str, object]] | None = None, rates: list[tuple[float, float]] | None = None) -> Path:
+    d = folder / name
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"status": "completed", "experiment": experiment, "repetition": 1,
+                                                 "point": {}, "warnings": []}))
+    forward = f'rate = "{rate}"' if rate else 'trace = { generator = "h2eval", seed = 1 }'
+    (d / "config.toml").write_text(
+        f'[experiment]\nname = "{experiment}"\n\n[links.bottleneck.forward]\n{forward}\n\n'
+        f'[links.bottleneck.reverse]\ndelay = "{delay_ms:g}ms"\n\n'
+        f'[apps.video]\nkind = "dash"\ntransport = "{protocol}"\n')
+    (d / "links.json").write_text(json.dumps({"egresses": [
+        {"link": "bottleneck", "node": "r1", "delay_s": 0.0}, {"link": "bottleneck", "node": "r2",
+                                                                 "delay_s": delay_ms / 1e3}]}))
+    write_csv(d / "segments.csv", SEGMENT_FIELDS, segments)
+    if wire is not None:
+        write_csv(d / "wire.csv", WIRE_FIELDS, wire)
+    if rates is not None:
+        write_csv(d / "rates.csv", ("t", "t_scheduled", "link", "direction", "node", "rate_bps"),
+                  [{"t": t, "t_scheduled": t, "link": "bottleneck", "direction": "forward", "node": "r1",
+                    "rate_bps": r} for t, r in rates])
+    return d
+
+
+def segs(bitrate: int, n: int, *, seconds_each: float = 2.0, gap: float = 0.0, bitrates: list[int] | None = None
+         ) -> list[dict[str, object]]:
+    """n video segments of 2 s each, fetched back to back, each taking ``seconds_each`` plus ``gap`` before it."""
+    out, t = [], 0.0
+    for i in range(n):
+        b = bitrates[i] if bitrates else bitrate
+        t += gap
+        out.append({"stream": "video", "index": i, "level": 0, "bitrate_bps": b, "bytes": b * 2 // 8,
+                    "t_request": t, "t_first_byte": t + 0.01, "t_last_byte": t + seconds_each, "buffer_s": 1.0,
+                    "stall_s": 0.0, "transport": "", "app": "video"})
+        t += seconds_each
+    return out
+
+
+def wire_rows(forward: int, reverse: int, *, proto: str = "tcp", l4_payload: int | None = None,
+              ) -> list[dict[str, object]]:
+    rows = []
+    for direction, frames in (("forward", forward), ("reverse", reverse)):
+        rows.append({"link": "bottleneck", "node": "r1", "dev": "r2", "direction": direction, "proto": proto,
+                     "packets": 1, "frame_bytes": frames, "ip_bytes": frames - 14, "l4_header_bytes": 0,
+                     "l4_payload_bytes": (l4_payload if direction == "forward" else 0) or 0})
+        rows.append({"link": "bottleneck", "node": "r1", "dev": "r2", "direction": direction, "proto": "other",
+                     "packets": 5, "frame_bytes": 999_999, "ip_bytes": 0, "l4_header_bytes": 0,
+                     "l4_payload_bytes": 0})  # not the session's: left out
+    return rows
+
+
+# ---------------------------------------------------------------- overhead
+
+
+def test_overhead_counts_both_directions_of_the_sessions_transport_over_the_payload(tmp_path: Path) -> None:
+    d = run_folder(tmp_path, "a", experiment=hq.OVERHEAD, protocol="h3", segments=segs(500_000, 4),
+                   wire=wire_rows(525_000, 25_000, proto="udp", l4_payload=510_000))
+    run = hq.load_run(d)
+    assert run is not None and run.bitrate_bps == 500_000 and run.protocol == "h3"
+    (o,) = hq.overheads([run])
+    assert o.payload_bytes == 500_000 and o.wire_bytes == 550_000
+    assert o.total == pytest.approx(0.10) and o.forward == pytest.approx(0.05)
+    assert o.headers == pytest.approx((550_000 - 510_000) / 500_000)
+    assert o.above_transport == pytest.approx(0.02)
+
+
+def overhead_cells(values: dict[tuple[str, int], float]) -> dict[tuple[str, float], float]:
+    return {(p, float(b)): v for (p, b), v in values.items()}
+
+
+def by_claim(claims: list[Claim], start: str) -> Claim:
+    return next(c for c in claims if c.claim.startswith(start))
+
+
+def test_overhead_claims_as_the_blog_saw_them_agree() -> None:
+    cells = overhead_cells({("tcp", 100_000): 0.080, ("tcp", 1_000_000): 0.055, ("h2", 100_000): 0.085,
+                            ("h2", 1_000_000): 0.06, ("h3", 100_000): 0.12, ("h3", 1_000_000): 0.075})
+    claims = hq.overhead_claims(cells)
+    assert by_claim(claims, "overhead < 10 %").agree == "yes"  # h3 at 100 kbit/s is the blog's own exception
+    assert by_claim(claims, "overhead highest").agree == "yes"
+    quic_h2 = by_claim(claims, "QUIC always above HTTP/2")
+    assert quic_h2.agree == "yes" and "+2.50 points" in quic_h2.ours
+    assert by_claim(claims, "QUIC above HTTP over TCP").agree == "yes"
+    assert by_claim(claims, "overhead < 7 %").agree == "no"  # 2 of 6
+
+
+def test_overhead_claims_disagree_where_the_numbers_do() -> None:
+    cells = overhead_cells({("tcp", 100_000): 0.04, ("tcp", 500_000): 0.11, ("h2", 100_000): 0.05,
+                            ("h2", 500_000): 0.06, ("h3", 100_000): 0.045, ("h3", 500_000): 0.07})
+    claims = hq.overhead_claims(cells)
+    assert by_claim(claims, "overhead < 10 %").agree == "no" and "tcp at 500 kbit/s" in by_claim(
+        claims, "overhead < 10 %").ours
+    assert by_claim(claims, "overhead highest").agree == "no"  # tcp peaks at 500
+    assert by_claim(claims, "QUIC always above HTTP/2").agree == "no (1 of 2)"
+    assert hq.overhead_claims({})[0].agree == "not run"
+
+
+# ---------------------------------------------------------------- utilization
+
+
+def test_effective_throughput_is_payload_over_the_fetch_time_gaps_included() -> None:
+    rows = [SegmentRow(stream="video", index=i, level=0, bitrate_bps=1_000_000, bytes=250_000,
+                       t_request=2.5 * i, t_first_byte=2.5 * i + 0.1, t_last_byte=2.5 * i + 2.0, buffer_s=0.0)
+            for i in range(4)]
+    # 4 x 2 Mbit in 9.5 s (0.5 s between a response's end and the next request)
+    assert hq.effective_throughput_bps(rows) == pytest.approx(8e6 / 9.5)
+    assert hq.effective_throughput_bps([]) is None
+
+
+def test_utilization_table_and_claims(tmp_path: Path) -> None:
+    runs = []
+    for protocol, slow in (("tcp", 1.0), ("h3", 1.02)):
+        for delay, gap in ((0, 0.0), (50, 0.05), (150, 0.15)):
+            for rate in (500_000, 1_600_000):
+                d = run_folder(tmp_path, f"{protocol}-{delay}-{rate}", experiment=hq.UTILIZATION, protocol=protocol,
+                               delay_ms=delay, rate=f"{rate // 1000}kbit",
+                               segments=segs(rate, 5, seconds_each=2.0 / 0.95 * slow, gap=gap))
+                runs.append(hq.load_run(d))
+    cells = hq.utilization_cells([r for r in runs if r is not None])
+    assert cells[("tcp", 0.0, 500_000.0)] == pytest.approx(0.95)
+    assert cells[("tcp", 150.0, 1_600_000.0)] == pytest.approx(10 / (5 * 2 / 0.95 + 4 * 0.15))
+    table = hq.utilization_table(cells)
+    assert table[("tcp", 50.0)] > table[("tcp", 150.0)] > 0.87
+    claims = hq.utilization_claims(cells)
+    assert [c.agree for c in claims] == ["yes", "yes"]
+    worse = {k: (0.80 if k == ("h3", 150.0, 500_000.0) else v) for k, v in cells.items()}
+    assert hq.utilization_claims(worse)[0].agree == "no" and "h3, RTT 150 ms, 500 kbit/s" in \
+        hq.utilization_claims(worse)[0].ours
+
+
+# ---------------------------------------------------------------- adaptation
+
+
+def test_trajectory_mean_over_the_session_is_time_weighted() -> None:
+    times, rates = [0.0, 30.0, 60.0], [2e6, 4e6, 5e6]
+    assert hq.time_mean(times, rates, 0.0, 90.0) == pytest.approx(11e6 / 3)
+    assert hq.time_mean(times, rates, 15.0, 45.0) == pytest.approx(3e6)
+    assert hq.time_mean([], [], 0.0, 1.0) is None
+
+
+def test_adaptation_media_throughput_claims(tmp_path: Path) -> None:
+    points = []
+    for protocol, drop in (("tcp", 0), ("h2", 50_000), ("h3", 100_000)):
+        for delay in (0, 50, 150):
+            rates = [2_300_000 - drop - 1000 * delay, 2_800_000 - drop - 1000 * delay]
+            d = run_folder(tmp_path, f"{protocol}-{delay}", experiment=hq.ADAPTATION, protocol=protocol,
+                           delay_ms=delay, rate=None, segments=segs(0, 2, bitrates=rates),
+                           rates=[(0.0, 2e6), (2.0, 4e6)])
+            run = hq.load_run(d)
+            assert run is not None and run.rate_bps is None and run.rtt_ms == delay
+            points += hq.adaptations([run])
+    a = next(p for p in points if (p.run.protocol, p.run.rtt_ms) == ("tcp", 0.0))
+    assert a.media_bps == pytest.approx(2.55e6) and a.available_bps == pytest.approx(3e6)
+    claims = hq.adaptation_claims(points)
+    assert [c.agree for c in claims] == ["yes", "yes", "yes"]
+    assert "2.30" in claims[0].ours  # the worst: h3 at 150 ms
+
+
+# ---------------------------------------------------------------- the report
+
+
+def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) -> None:
+    folder = tmp_path / "h2quic_overhead"
+    for protocol, extra in (("tcp", 0.05), ("h2", 0.06), ("h3", 0.08)):
+        for rate in (100_000, 4_500_000):
+            payload = rate * 2 // 8 * 3
+            run_folder(folder, f"level-{rate // 1000}kbit_transport-{protocol}_r1", experiment=hq.OVERHEAD,
+                       protocol=protocol, segments=segs(rate, 3),
+                       wire=wire_rows(int(payload * (1 + extra)), int(payload * 0.02), l4_payload=payload))
+    assert study_for(folder) is hq.STUDY
+    written = plot_folder(folder, run_plots=False)
+    report = folder / "report" / hq.REPORT_FILE
+    assert report in written and (folder / "report" / "fig01_overhead.png") in written
+    text = report.read_text()
+    assert "| overhead < 10 % except QUIC at 100 kbit/s | max 10.0 % (h3 at 100 kbit/s)" in text
+    assert "| 4500 | 7.00 % (5.00 %), n=1 | 8.00 % (6.00 %), n=1 | 10.00 % (8.00 %), n=1 |" in text
+    checks = hq.run_checks(type("R", (), {"run_dir": folder / "level-100kbit_transport-h3_r1"})())  # type: ignore[arg-type]
+    assert {c.name: c.status for c in checks} == {"video segments": "pass", "one representation": "pass",
+                                                  "bytes on the wire both ways": "pass"}
