@@ -180,7 +180,8 @@ def write_report(folder: Path, out_dir: Path) -> list[Path]:
     lines = [f"# Under the hood: {exp}", "",
              f"{loaded.runs} runs with data, {len(loaded.samples)} samples (objects or segments).", ""]
     if loaded.excluded:
-        lines += [f"Left out (a CPU-saturated 1 s window): {', '.join(loaded.excluded)}.", ""]
+        lines += [f"Left out, overlapping a CPU-saturated 1 s window (`cpu.csv`): {'; '.join(loaded.excluded)} "
+                  "samples.", ""]
     section = SECTIONS.get(exp)
     if section is not None and loaded.samples:
         lines += section(loaded.samples, out_dir, pngs)

@@ -107,6 +107,14 @@ def test_fairness_per_session_jain_and_ratio() -> None:
     assert fair["a"].jain == 1.0 and fair["b"].jain == pytest.approx(1600 / 2000) and fair["b"].ratio == pytest.approx(1 / 3)
 
 
+def test_samples_overlapping_a_saturated_second_are_left_out() -> None:
+    a = uh.Sample(**{**_s("tcp", 0.01).__dict__, "t_request": 2.0, "t_last_byte": 2.5})
+    b = uh.Sample(**{**_s("tcp", 0.01).__dict__, "t_request": 3.2, "t_last_byte": 3.9})
+    assert uh.clean([a, b], [3.0]) == [b]  # (2, 3] overlaps a; b starts after it
+    assert uh.clean([a, b], [4.5]) == [a]  # (3.5, 4.5] overlaps b
+    assert uh.clean([a, b], []) == [a, b]
+
+
 def test_segment_sample_uses_the_design_definitions() -> None:
     row = {"stream": "audio", "bytes": "1000", "t_request": "1.0", "t_first_byte": "1.2", "t_last_byte": "1.4",
            "transport": "h3"}
@@ -115,11 +123,13 @@ def test_segment_sample_uses_the_design_definitions() -> None:
     assert uh.segment_sample("r", "nest", {**row, "t_first_byte": ""}) is None
 
 
-def _run(folder: Path, name: str, transport: str, rows: list[dict[str, object]], *, saturated: int = 0) -> None:
+def _run(folder: Path, name: str, transport: str, rows: list[dict[str, object]], *,
+         saturated: tuple[float, ...] = ()) -> None:
     d = folder / name
     d.mkdir(parents=True)
-    (d / "manifest.json").write_text(json.dumps({"status": "completed", "cpu_saturated_windows": saturated,
+    (d / "manifest.json").write_text(json.dumps({"status": "completed", "cpu_saturated_windows": len(saturated),
                                                  "warnings": []}))
+    (d / "cpu.csv").write_text("t,busy\n1.0,0.2\n" + "".join(f"{t},0.97\n" for t in saturated))
     (d / "config.toml").write_text(f'[experiment]\nname = "under_hood_objects"\n[apps.objects]\nkind = "objects"\n'
                                    f'transport = "{transport}"\nhttp_server = "caddy"\npause = "500ms"\n')
     head = ["session", "stream", "index", "path", "size", "status", "bytes", "t_request", "t_first_byte",
@@ -138,10 +148,10 @@ def _rows(transport: str, latency: float, n: int = 6) -> list[dict[str, object]]
 def test_the_study_reports_an_objects_sweep_from_its_run_folders(tmp_path: Path) -> None:
     _run(tmp_path, "transport-tcp_r1", "tcp", _rows("tcp", 0.010))
     _run(tmp_path, "transport-h3_r1", "h3", _rows("h3", 0.004))
-    _run(tmp_path, "transport-h3_r2", "h3", _rows("h3", 9.0), saturated=1)  # left out
+    _run(tmp_path, "transport-h3_r2", "h3", _rows("h3", 9.0, n=2), saturated=(1.5, 11.0))  # overlapping: left out
     assert study_for(tmp_path) is STUDIES["under_hood"]
     loaded = uh.load(tmp_path)
-    assert loaded.runs == 2 and loaded.excluded == ("transport-h3_r2",) and len(loaded.samples) == 12
+    assert loaded.runs == 3 and loaded.excluded == ("transport-h3_r2: 2 of 2",) and len(loaded.samples) == 12
     claims = uh.claim_table(tmp_path)
     assert [c.agree for c in claims] == ["yes", "yes"]
     written = write_report(tmp_path, tmp_path / "report")
