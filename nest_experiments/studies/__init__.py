@@ -12,12 +12,13 @@ import tomllib
 from pathlib import Path
 
 from nest_experiments.analysis import run_dirs
-from nest_experiments.studies import abr_quic, generic, h2quic, nest, under_hood
+from nest_experiments.studies import abr_quic, generic, h2quic, nest, racing, under_hood
 from nest_experiments.studies.base import Claim, Study
 
 __all__ = ["STUDIES", "Claim", "Study", "experiment_name", "study_for"]
 
-STUDIES: dict[str, Study] = {s.name: s for s in (nest.STUDY, abr_quic.STUDY, under_hood.STUDY, h2quic.STUDY, generic.STUDY)}
+STUDIES: dict[str, Study] = {s.name: s for s in (nest.STUDY, abr_quic.STUDY, under_hood.STUDY, h2quic.STUDY, racing.STUDY,
+                                                    generic.STUDY)}
 
 
 def experiment_name(folder: Path) -> str:

@@ -1,0 +1,414 @@
+"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, U tests, the paper's claims.
+
+Reads run folders only (``experiments/racing_patterns.toml`` and
+``racing_firewall.toml``). One *session* per run: the DASH app's racing
+policy (``config.toml``), its *condition* (the bandwidth pattern: ``dh``,
+``dl``, ``dvl``, ``real`` for a mobility trace or trace file, or the fixed
+rate; ``+firewall`` when a ``[firewalls]`` rule limits, ``+blocked`` when it
+drops) and, from ``segments.csv`` and ``racing.csv``
+(:mod:`.racing_metrics`):
+
+- ``rqvst``: the share of TCP bytes (Section III; Fig. 14);
+- ``bitrate``, ``variation``: mean video bitrate and mean |change| between
+  consecutive video segments (kbit/s; the paper's average bitrate and
+  average bitrate variation), ``stall``: the session's stall time (s);
+- ``switches``: how often the protocol carrying the requests changed;
+- the maximum cross-correlation of RQvsT(t) with B(t) and with S(t) over
+  30 s windows, and its lag (Section VII, Fig. 9);
+- the median RTT of the RTT probes per protocol (the ``dynamic`` policy's,
+  Fig. 19a) and the policy's last decision.
+
+Group comparisons are Mann-Whitney U tests over sessions (the paper tests
+per session pair over the samples of a moving average; we have one number
+per session): Q_ENB (``chromium``) vs Q_DIS (``tcp_only``) per pattern
+(Section VI), the modified browser (``quic_only``) vs the original
+(``chromium``) (Section IX), ``dynamic`` vs ``chromium`` in the poor network
+(DVL) and behind the firewall (Section X). Fewer than
+:data:`~nest_experiments.report.MIN_REPS` sessions on a side: "too few".
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.analysis import run_dirs
+from nest_experiments.dash.racing_log import RacingRow, read_racing
+from nest_experiments.dash.records import read_segments
+from nest_experiments.errors import ConfigError
+from nest_experiments.report import DASH_METRICS, MIN_REPS, Check, Metric, Row, RunInput, Sweep, ok
+from nest_experiments.rundir import read_manifest
+from nest_experiments.studies import racing_metrics as rm
+from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
+from nest_experiments.studies.base import Claim, Study
+from nest_experiments.units import parse_time
+
+EXPERIMENTS = ("racing_patterns", "racing_firewall")
+REPORT_FILE = "racing.md"
+ALPHA = 0.05
+POLICY_ORDER = ("chromium", "firefox", "quic_only", "dynamic", "tcp_only")
+PATTERNS = ("dh", "dl", "dvl", "real")  # Fig. 14's scenarios (Real: the mobility traces)
+PATTERN_OF_GENERATOR = {"dh": "dh", "dl": "dl", "dvl": "dvl", "hsdpa": "real", "fcc": "real"}
+POOR = "dvl"  # the paper's "poor network"
+RACING_SHARE = 0.4  # Fig. 14's "40% or more bytes are transferred over TCP"
+MINIMAL_SHARE = 0.1  # "minimal presence of TCP traffic" (our reading)
+CORRELATION = 0.55  # Fig. 9a: "about 50% of videos positively correlate with a 0.55 or higher coefficient"
+MAX_LAG_S = 250.0  # Fig. 9b: "the lag values ... are distributed within 250sec"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Session:
+    run: str
+    path: Path
+    policy: str
+    condition: str  # e.g. "dvl", "2mbit+firewall"
+    pattern: str  # dh | dl | dvl | real | rate (a fixed rate)
+    firewall: str  # "" | "firewall" (rate-limited) | "blocked"
+    metrics: dict[str, float]
+    series: dict[str, list[float]]  # rqvst, B, S per 30 s window
+    probe_rtt: dict[str, float]  # protocol -> median probe RTT (s)
+    decision: str  # the dynamic policy's last decision ("" without one)
+
+
+def _config(run_dir: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads((run_dir / "config.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
+    """``(condition, pattern, firewall)`` of a run's resolved config."""
+    forward = ((config.get("links") or {}).get("bottleneck") or {}).get("forward") or {}
+    trace = forward.get("trace")
+    if isinstance(trace, dict) and "generator" in trace:
+        pattern = PATTERN_OF_GENERATOR.get(str(trace["generator"]), str(trace["generator"]))
+        label = pattern
+    elif trace is not None:
+        pattern = label = "real"
+    else:
+        pattern, label = "rate", str(forward.get("rate", "unshaped"))
+    actions = {str(f.get("action", "limit")) for f in (config.get("firewalls") or {}).values() if isinstance(f, dict)}
+    firewall = "blocked" if "drop" in actions else "firewall" if "limit" in actions else ""
+    return (f"{label}+{firewall}" if firewall else label), pattern, firewall
+
+
+def _policy(config: dict[str, Any]) -> str | None:
+    apps = config.get("apps") or {}
+    app = next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), None)
+    if app is None or app.get("transport") != "race":
+        return None
+    return str(app.get("racing", "chromium"))
+
+
+def read_transfers(run_dir: Path) -> list[rm.Transfer]:
+    return [rm.Transfer(stream=r.stream, index=r.index, level=r.level or 0, bytes=r.bytes,
+                        t_first_byte=r.t_first_byte or 0.0, t_last_byte=r.t_last_byte or 0.0, stall_s=r.stall_s,
+                        transport=r.transport, bitrate_bps=float(r.bitrate_bps or 0))
+            for r in read_segments(run_dir / "segments.csv")]
+
+
+def _duration(config: dict[str, Any]) -> float | None:
+    try:
+        return parse_time("experiment.duration", (config.get("experiment") or {}).get("duration"))
+    except (ConfigError, TypeError, ValueError):
+        return None
+
+
+def _segment_s(run_dir: Path) -> float:
+    from nest_experiments.dash import media
+
+    app = next((a for a in (_config(run_dir).get("apps") or {}).values()
+                if isinstance(a, dict) and a.get("kind") == "dash"), {})
+    try:
+        return media.load_ladder(str(app.get("ladder", "youtube_racing"))).segment_duration_s
+    except Exception:  # an unknown ladder in an old folder: the study's default
+        return 5.0
+
+
+def session_numbers(transfers: Sequence[rm.Transfer], rows: Sequence[RacingRow], *, segment_s: float,
+                    t_end: float) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """A session's numbers and window series from its segments and racing events (pure)."""
+    video = sorted((t for t in transfers if t.stream == "video"), key=lambda t: t.index)
+    bitrates = [v.bitrate_bps / 1e3 for v in video]
+    series = {"rqvst": rm.rqvst_series(transfers, t_end), "B": rm.quality_drop_series(video, segment_s, t_end),
+              "S": rm.stall_series(transfers, t_end)}
+    metrics: dict[str, float] = {"stall": sum(t.stall_s for t in transfers),
+                                 "switches": float(rm.switches([r.protocol for r in rows if r.event == "won"]))}
+    for key, value in (("rqvst", rm.rqvst(transfers)), ("bitrate", rm.mean_bitrate(bitrates)),
+                       ("variation", rm.mean_variation(bitrates))):
+        if value is not None:
+            metrics[key] = value
+    for name in ("B", "S"):
+        best = rm.max_cross_correlation(series["rqvst"], series[name])
+        if best is not None:
+            metrics[f"corr_{name}"], metrics[f"lag_{name}"] = best
+    return metrics, series
+
+
+def load_session(run_dir: Path) -> Session | None:
+    """The session of a completed ``race`` run (None: another transport, not completed, no segment)."""
+    m = read_manifest(run_dir) or {}
+    config = _config(run_dir)
+    policy = _policy(config)
+    if policy is None or m.get("status") != "completed" or not (run_dir / "segments.csv").exists():
+        return None
+    transfers = read_transfers(run_dir)
+    if not transfers:
+        return None
+    rows = read_racing(run_dir / "racing.csv") if (run_dir / "racing.csv").exists() else []
+    duration = _duration(config) or max(t.t_last_byte for t in transfers)
+    metrics, series = session_numbers(transfers, rows, segment_s=_segment_s(run_dir), t_end=duration)
+    condition, pattern, firewall = condition_of(config)
+    probes = {p: statistics.median(v) for p in ("quic", "tcp")
+              if (v := [r.value for r in rows if r.event == "probe_rtt" and r.protocol == p and r.value is not None])}
+    decisions = [r.detail for r in rows if r.event == "decision"]
+    return Session(run=run_dir.name, path=run_dir, policy=policy, condition=condition, pattern=pattern,
+                   firewall=firewall, metrics=metrics, series=series, probe_rtt=probes,
+                   decision=decisions[-1] if decisions else "")
+
+
+def load_sessions(folder: Path) -> list[Session]:
+    return [s for s in map(load_session, run_dirs(folder)) if s is not None]
+
+
+def policies(sessions: Sequence[Session]) -> list[str]:
+    rank = {p: i for i, p in enumerate(POLICY_ORDER)}
+    return sorted({s.policy for s in sessions}, key=lambda p: (rank.get(p, len(rank)), p))
+
+
+def conditions(sessions: Sequence[Session]) -> list[str]:
+    rank = {p: i for i, p in enumerate(PATTERNS)}
+    return sorted({s.condition for s in sessions}, key=lambda c: (rank.get(c.split("+")[0], len(rank)), c))
+
+
+# ---------------------------------------------------------------- group comparisons
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """Policy ``a`` vs policy ``b`` on one metric over the sessions of ``where``."""
+
+    label: str  # e.g. "Q_ENB (chromium) vs Q_DIS (tcp_only), dvl"
+    metric: str  # bitrate | variation | stall
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    p_two: float | None
+    p_a_better: float | None
+    p_b_better: float | None
+
+
+HIGHER_BETTER = {"bitrate": True, "variation": False, "stall": False}
+UNITS = {"bitrate": "kbit/s", "variation": "kbit/s", "stall": "s"}
+
+
+def compare(sessions: Sequence[Session], a: str, b: str, where: Callable[[Session], bool], *, label: str,
+            metric: str) -> Comparison:
+    xs = tuple(s.metrics[metric] for s in sessions if s.policy == a and where(s) and metric in s.metrics)
+    ys = tuple(s.metrics[metric] for s in sessions if s.policy == b and where(s) and metric in s.metrics)
+    better, worse = ("greater", "less") if HIGHER_BETTER[metric] else ("less", "greater")
+    return Comparison(label=label, metric=metric, a=xs, b=ys, p_two=mann_whitney(xs, ys, "two-sided"),
+                      p_a_better=mann_whitney(xs, ys, better), p_b_better=mann_whitney(xs, ys, worse))
+
+
+def _in(condition: str) -> Callable[[Session], bool]:
+    return lambda s: s.condition == condition
+
+
+def comparisons(sessions: Sequence[Session]) -> list[Comparison]:
+    """Section VI per pattern, Section IX over all conditions, Section X in DVL and behind the firewall."""
+    out: list[Comparison] = []
+    groups: list[tuple[str, str, str, Callable[[Session], bool]]] = []
+    for cond in conditions(sessions):
+        groups.append((f"Q_ENB (chromium) vs Q_DIS (tcp_only), {cond}", "chromium", "tcp_only", _in(cond)))
+    with_mb = {s.condition for s in sessions if s.policy == "quic_only"}
+    groups.append(("MB (quic_only) vs OB (chromium), the conditions both ran", "quic_only", "chromium",
+                   lambda s: s.condition in with_mb))
+    groups.append(("dynamic vs OB (chromium), poor network (dvl)", "dynamic", "chromium",
+                   lambda s: s.condition == POOR))
+    groups.append(("dynamic vs OB (chromium), firewall", "dynamic", "chromium",
+                   lambda s: s.firewall == "firewall" and s.pattern == "rate"))
+    present = set(policies(sessions))
+    for label, a, b, where in groups:
+        if {a, b} <= present:
+            out += [compare(sessions, a, b, where, label=label, metric=m) for m in HIGHER_BETTER]
+    return out
+
+
+def comparison_text(c: Comparison) -> str:
+    med = [fmt(statistics.median(v)) if v else "-" for v in (c.a, c.b)]
+    return (f"{c.metric} {med[0]} vs {med[1]} {UNITS[c.metric]} (medians, n={len(c.a)}/{len(c.b)}); "
+            f"p two-sided {fmt_p(c.p_two)}, first better {fmt_p(c.p_a_better)}")
+
+
+# ---------------------------------------------------------------- the paper's claims
+
+
+def _share_text(values: Sequence[float], threshold: float, what: str) -> str:
+    share = rm.share_at_least(values, threshold)
+    return "no session" if share is None else f"{share:.0%} of {len(values)} sessions {what}"
+
+
+def _enough(n: int) -> str | None:
+    return None if n >= MIN_REPS else f"too few sessions (n={n}; >= {MIN_REPS} needed)"
+
+
+def fig14_claims(sessions: Sequence[Session]) -> list[Claim]:
+    enb = [s for s in sessions if s.policy == "chromium" and not s.firewall]
+    rq = {p: [s.metrics["rqvst"] for s in enb if s.pattern == p and "rqvst" in s.metrics] for p in PATTERNS}
+    out = []
+    dh = rq["dh"]
+    minimal = [v for v in dh if v < MINIMAL_SHARE]
+    ours = f"{len(minimal)} of {len(dh)} DH sessions with RQvsT < {MINIMAL_SHARE:.0%}" if dh else "no DH session"
+    agree = _enough(len(dh)) or ("yes" if len(minimal) >= 0.8 * len(dh) else "no")
+    out.append(Claim(claim="Fig. 14: DH: minimal TCP traffic for 80% of the Q_ENB sessions", ours=ours,
+                     agree=agree if dh else "not run"))
+    paper = {"dl": "20%", "dvl": "40%", "real": "70%"}
+    dh_share = rm.share_at_least(dh, RACING_SHARE)
+    for p in ("dl", "dvl", "real"):
+        share = rm.share_at_least(rq[p], RACING_SHARE)
+        text = _share_text(rq[p], RACING_SHARE, f"with RQvsT >= {RACING_SHARE:.0%}")
+        if share is None or dh_share is None:
+            agree = "not run"
+        else:
+            agree = _enough(len(rq[p])) or ("yes" if share > dh_share else "no")
+            text += f" (DH: {dh_share:.0%})"
+        out.append(Claim(claim=f"Fig. 14: {p.upper()}: >= 40% of the bytes over TCP in {paper[p]} of the sessions "
+                               "(more racing than DH)", ours=text, agree=agree))
+    return out
+
+
+def fig9_claims(sessions: Sequence[Session]) -> list[Claim]:
+    enb = [s for s in sessions if s.policy == "chromium"]
+    out = []
+    for name, what in (("B", "quality drop B(t)"), ("S", "stall S(t)")):
+        corr = [s.metrics[f"corr_{name}"] for s in enb if f"corr_{name}" in s.metrics]
+        lags = [abs(s.metrics[f"lag_{name}"]) for s in enb if f"lag_{name}" in s.metrics]
+        share = rm.share_at_least(corr, CORRELATION)
+        ours = (f"{share:.0%} of {len(corr)} sessions with a coefficient >= {CORRELATION} "
+                f"(median {fmt(statistics.median(corr))}); {len(enb) - len(corr)} without a defined correlation "
+                "(a constant series)") if corr else f"no defined correlation in {len(enb)} Q_ENB session(s)"
+        agree = "not run" if not corr else _enough(len(corr)) or ("yes" if (share or 0) >= 0.4 else "no")
+        out.append(Claim(claim=f"Fig. 9a: RQvsT(t) vs {what}: about 50% of the sessions correlate positively with "
+                               f">= {CORRELATION}", ours=ours, agree=agree))
+        lag_ours = f"max |lag| {fmt(max(lags))} s over {len(lags)} sessions" if lags else "no lag"
+        lag_agree = "not run" if not lags else _enough(len(lags)) or ("yes" if max(lags) <= MAX_LAG_S else "no")
+        out.append(Claim(claim=f"Fig. 9b: the lag of the maximum ({what}) is within {MAX_LAG_S:g} s", ours=lag_ours,
+                         agree=lag_agree))
+    return out
+
+
+def _judge(c: Comparison | None, claim: str, expect: str) -> Claim:
+    """``expect``: ``a_better`` (the first group better, p < ALPHA) or ``similar`` (two-sided p >= ALPHA)."""
+    if c is None or not (c.a and c.b):
+        return Claim(claim=claim, ours="no sessions of both policies here", agree="not run")
+    ours = comparison_text(c)
+    if c.p_two is None:
+        return Claim(claim=claim, ours=ours, agree=f"too few sessions (n={len(c.a)}/{len(c.b)}; "
+                                                   f">= {MIN_REPS} per policy needed)")
+    agree = (c.p_two >= ALPHA) if expect == "similar" else (c.p_a_better is not None and c.p_a_better < ALPHA)
+    return Claim(claim=claim, ours=ours, agree="yes" if agree else "no")
+
+
+def comparison_claims(sessions: Sequence[Session]) -> list[Claim]:
+    found = {(c.label, c.metric): c for c in comparisons(sessions)}
+    out = []
+    for cond in ("dl", "dvl"):
+        for metric, paper in (("bitrate", "lower bitrate (41% DL / 50% DVL of the sessions)"),
+                              ("stall", "more stall (53% DL / 48% DVL)")):
+            c = found.get((f"Q_ENB (chromium) vs Q_DIS (tcp_only), {cond}", metric))
+            flipped = None if c is None else replace(c, a=c.b, b=c.a, p_a_better=c.p_b_better, p_b_better=c.p_a_better)
+            out.append(_judge(flipped, f"Section VI ({cond.upper()}): Q_ENB suffers against Q_DIS in {metric}: "
+                                       f"{paper} (ours: tcp_only first)", "a_better"))
+    for metric, paper in (("bitrate", "a better average bitrate (67% of the sessions)"),
+                          ("stall", "fewer stalls (61%)")):
+        c = found.get(("MB (quic_only) vs OB (chromium), the conditions both ran", metric))
+        out.append(_judge(c, f"Section IX: the modified browser (QUIC only) gives {paper} than the original",
+                          "a_better"))
+    for metric, paper in (("bitrate", "a better average bitrate (58%)"), ("stall", "less stall (71%)")):
+        c = found.get(("dynamic vs OB (chromium), poor network (dvl)", metric))
+        out.append(_judge(c, f"Section X (poor network, DVL): dynamic racing gives {paper} than the original",
+                          "a_better"))
+    for metric in HIGHER_BETTER:
+        c = found.get(("dynamic vs OB (chromium), firewall", metric))
+        out.append(_judge(c, f"Section X (firewall): dynamic and the original are alike in {metric} (the null "
+                             "hypothesis accepted in 90/97/97% of the pairs)", "similar"))
+    return out
+
+
+def rtt_claims(sessions: Sequence[Session], ratio: float = 3.0) -> list[Claim]:
+    """Fig. 19a from the dynamic policy's probes: similar RTTs in DVL, QUIC's far higher behind the firewall."""
+    out = []
+    for label, where, expect in (("poor network (DVL)", lambda s: s.condition == POOR, "similar"),
+                                 ("firewall", lambda s: s.firewall == "firewall", "higher")):
+        ratios = [s.probe_rtt["quic"] / s.probe_rtt["tcp"] for s in sessions
+                  if where(s) and {"quic", "tcp"} <= set(s.probe_rtt) and s.probe_rtt["tcp"] > 0]
+        claim = (f"Fig. 19a ({label}): QUIC and TCP RTTs are similar" if expect == "similar" else
+                 f"Fig. 19a ({label}): QUIC's RTT is higher than TCP's")
+        if not ratios:
+            out.append(Claim(claim=claim, ours="no session with probes of both protocols", agree="not run"))
+            continue
+        med = statistics.median(ratios)
+        agree = med < ratio if expect == "similar" else med >= ratio
+        out.append(Claim(claim=claim, ours=f"median probe RTT QUIC / TCP = {fmt(med)} over {len(ratios)} session(s) "
+                                           f"(X = {ratio:g})", agree="yes" if agree else "no"))
+    return out
+
+
+def claim_table(sessions: Sequence[Session]) -> list[Claim]:
+    return fig14_claims(sessions) + fig9_claims(sessions) + comparison_claims(sessions) + rtt_claims(sessions)
+
+
+def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
+    return claim_table(load_sessions(sweep.folder))
+
+
+# ---------------------------------------------------------------- checks and the study
+
+
+def run_checks(run: RunInput) -> list[Check]:
+    """Each run: the player raced (``racing.csv``) and played a segment; its qoe.json says how it ended."""
+    d = run.run_dir
+    rows = read_racing(d / "racing.csv") if (d / "racing.csv").exists() else []
+    try:
+        ended = {a: doc.get("end_reason") for a, doc in json.loads((d / "qoe.json").read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        ended = {}
+    return [Check(name="racing events logged", subject="racing.csv", status=ok(bool(rows)),
+                  detail=f"{len(rows)} events" if rows else "no racing.csv rows"),
+            Check(name="session ended", subject="qoe.json", status=ok(bool(ended)),
+                  detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or "no qoe.json")]
+
+
+def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
+    from nest_experiments.studies.racing_report import write_report
+
+    return write_report(folder, out_dir)
+
+
+_SHARED = ("video.avg_bitrate_bps", "video.switches", "session.stall_s")
+
+
+def _shared_metrics() -> tuple[Metric, ...]:
+    return tuple(replace(m, plot=False) for m in DASH_METRICS if m.key in _SHARED)
+
+
+STUDY = Study(
+    name="racing",
+    title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
+          f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
+          f"[{REPORT_FILE}]({REPORT_FILE})",
+    experiments=EXPERIMENTS,
+    dash_metrics=_shared_metrics(),
+    run_checks=run_checks,
+    sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
+                 f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
+    figure_sections=(),
+    claims=claims,
+    outputs=write_outputs,
+)

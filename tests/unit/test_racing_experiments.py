@@ -1,0 +1,76 @@
+"""experiments/racing_patterns.toml and racing_firewall.toml: reduced defaults and --paper designs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from nest_experiments.config import DashApp, Experiment, read_toml
+from nest_experiments.dash.racing import params_from
+from nest_experiments.studies import STUDIES
+from nest_experiments.sweep import apply_paper, expand
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+PATTERNS = EXPERIMENTS / "racing_patterns.toml"
+FIREWALL = EXPERIMENTS / "racing_firewall.toml"
+HOST_OVERHEAD_S = 15  # set-up and teardown of one run on the host (the race integration tests: ~6-8 s)
+
+
+def dash(experiment: Experiment) -> DashApp:
+    app = next(a for a in experiment.apps if a.kind == "dash")
+    assert isinstance(app, DashApp) and app.transport == "race" and app.player == "nest"
+    return app
+
+
+def generator(e: Experiment) -> str:
+    trace = e.link("bottleneck").forward.trace
+    return "rate" if trace is None else trace.source.split("(")[0]
+
+
+def test_patterns_default_every_policy_on_table_ii_and_a_mobility_trace_within_budget() -> None:
+    runs = expand(read_toml(PATTERNS))
+    cells = Counter((generator(r.experiment), dash(r.experiment).racing) for r in runs)
+    assert set(cells) == {(g, p) for g in ("dh", "dl", "dvl", "hsdpa")
+                          for p in ("chromium", "quic_only", "tcp_only", "dynamic")}
+    assert set(cells.values()) == {1}
+    e = runs[0].experiment
+    assert e.runtime == "host" and e.firewalls == () and e.congestion_control == "cubic"
+    assert all(link.forward.delay_s == link.reverse.delay_s == 0 for link in e.links)  # no netem on the host
+    params = params_from(dict(dash(e).racing_params))
+    assert (params.probe_interval_s, params.min_probes, params.broken_initial_s) == (5.0, 3, 300.0)
+    assert sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 45 * 60
+    # one whole period of each scaled pattern fits in the run
+    for r in runs:
+        trace = r.experiment.link("bottleneck").forward.trace
+        assert trace is not None and (generator(r.experiment) == "hsdpa" or trace.period_s <= r.experiment.duration_s)
+
+
+def test_patterns_paper_is_real_speed_paper_probes_and_firefox() -> None:
+    runs = expand(apply_paper(read_toml(PATTERNS)))
+    assert len(runs) == 4 * 5 * 5
+    assert {dash(r.experiment).racing for r in runs} == {"chromium", "firefox", "quic_only", "tcp_only", "dynamic"}
+    params = params_from(dict(dash(runs[0].experiment).racing_params))
+    assert (params.probe_interval_s, params.min_probes, params.probe_window, params.rtt_ratio) == (15.0, 10, 10, 3.0)
+    dvl = next(r.experiment for r in runs if generator(r.experiment) == "dvl")
+    assert dvl.link("bottleneck").forward.trace is not None
+    assert dvl.link("bottleneck").forward.trace.period_s == 8 * 60  # Table II: 64..256 by 64, 60 s each, and back
+
+
+def test_firewall_default_poor_network_vs_64kbit_udp_limit() -> None:
+    runs = expand(read_toml(FIREWALL))
+    assert len(runs) == 2 * 2 * 3 and sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 45 * 60
+    seen = set()
+    for r in runs:
+        (fw,) = r.experiment.firewalls
+        assert (fw.proto, fw.port, fw.rate_bps, fw.router) == ("udp", 8443, 64_000, "r1")
+        seen.add((generator(r.experiment), fw.action, dash(r.experiment).racing))
+        assert r.experiment.runtime == "host"
+    assert seen == {(g, a, p) for g in ("dvl", "rate") for a in ("accept", "limit")
+                    for p in ("chromium", "quic_only", "dynamic")}
+    paper = expand(apply_paper(read_toml(FIREWALL)))
+    assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "limit", "drop"} and len(paper) == 90
+
+
+def test_both_files_get_the_racing_study() -> None:
+    names = {read_toml(f)["experiment"]["name"] for f in (PATTERNS, FIREWALL)}
+    assert names <= set(STUDIES["racing"].experiments)

@@ -1,0 +1,170 @@
+"""The connection-racing study (studies/racing.py): sessions, conditions, U-test directions, claims, report.
+
+Synthetic run folders (DESIGN.md §4 files plus ``racing.csv``), no network.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.dash.racing_log import RacingRow, write_racing
+from nest_experiments.plot import plot_folder
+from nest_experiments.rundir import write_csv
+from nest_experiments.studies import racing as rs
+from nest_experiments.studies import study_for
+
+LADDER = (70_000, 180_000, 350_000, 650_000, 1_300_000)
+SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
+                  "buffer_s", "stall_s", "transport", "app")
+
+
+@dataclass(kw_only=True)
+class Synth:
+    policy: str
+    pattern: str = "dl"  # a generator, or "2mbit" for a fixed rate
+    firewall: str = ""  # "" | "limit" | "drop"
+    seed: int = 1
+    levels: tuple[int, ...] = (2, 2, 1, 1, 2, 2, 3, 3)
+    transports: tuple[str, ...] = ("h3",) * 8
+    stall_s: float = 0.0
+    won: tuple[str, ...] = ("tcp", "quic")
+    probes: dict[str, float] = field(default_factory=dict)  # protocol -> RTT of every probe
+    experiment: str = "racing_patterns"
+
+    @property
+    def name(self) -> str:
+        return f"trace-{self.pattern}_fw-{self.firewall or 'none'}_racing-{self.policy}_r{self.seed}"
+
+
+def make(folder: Path, s: Synth) -> Path:
+    d = folder / s.name
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"status": "completed", "repetition": s.seed, "warnings": [],
+                                                 "point": {"apps.video.racing": s.policy}}))
+    forward = f'rate = "{s.pattern}"' if s.pattern.endswith("mbit") else f'trace = {{ generator = "{s.pattern}" }}'
+    fw = (f'\n[firewalls.udp]\nrouter = "r1"\nport = 8443\naction = "{s.firewall}"\nrate = "64kbit"\n'
+          if s.firewall else "")
+    (d / "config.toml").write_text(
+        f'[experiment]\nname = "{s.experiment}"\nduration = "120s"\n\n[links.bottleneck.forward]\n{forward}\n'
+        f'\n[apps.video]\nkind = "dash"\ntransport = "race"\nracing = "{s.policy}"\nladder = "youtube_racing"\n{fw}')
+    (d / "qoe.json").write_text(json.dumps({"video": {"end_reason": "ended"}}))
+    rows = []
+    for i, (level, transport) in enumerate(zip(s.levels, s.transports, strict=True)):
+        t = 15.0 * i
+        rows.append({"stream": "video", "index": i, "level": level, "bitrate_bps": LADDER[level],
+                     "bytes": LADDER[level] * 5 // 8, "t_request": t, "t_first_byte": t + 0.1, "t_last_byte": t + 5.0,
+                     "buffer_s": 5.0, "stall_s": s.stall_s if i == 3 else 0.0,
+                     "transport": "tcp" if transport == "tcp" else "h3", "app": "video"})
+    write_csv(d / "segments.csv", SEGMENT_FIELDS, rows)
+    events = [RacingRow(t=float(i), event="won", protocol=p, conn_id=f"{p}-{i}") for i, p in enumerate(s.won)]
+    for protocol, rtt in s.probes.items():
+        events += [RacingRow(t=5.0 * k, event="probe_rtt", protocol=protocol, value=rtt) for k in range(4)]
+    write_racing(d / "racing.csv", events)
+    return d
+
+
+def test_conditions_name_the_pattern_and_the_firewall() -> None:
+    def cond(forward: dict[str, object], firewalls: dict[str, object] | None = None) -> tuple[str, str, str]:
+        return rs.condition_of({"links": {"bottleneck": {"forward": forward}}, "firewalls": firewalls or {}})
+
+    assert cond({"trace": {"generator": "dvl", "time_scale": 0.25}}) == ("dvl", "dvl", "")
+    assert cond({"trace": {"generator": "hsdpa", "seed": 3}}) == ("real", "real", "")
+    assert cond({"trace": "traces/bus.mahi"}) == ("real", "real", "")
+    assert cond({"rate": "2mbit"}, {"u": {"action": "limit"}}) == ("2mbit+firewall", "rate", "firewall")
+    assert cond({"rate": "2mbit"}, {"u": {"action": "drop"}}) == ("2mbit+blocked", "rate", "blocked")
+    assert cond({"trace": {"generator": "dvl"}}, {"u": {"action": "accept"}}) == ("dvl", "dvl", "")
+
+
+def test_session_numbers(tmp_path: Path) -> None:
+    d = make(tmp_path, Synth(policy="chromium", transports=("tcp",) * 2 + ("h3",) * 4 + ("tcp",) * 2,
+                             won=("tcp", "quic", "tcp", "tcp", "quic"), stall_s=2.0))
+    s = rs.load_session(d)
+    assert s is not None and (s.policy, s.condition) == ("chromium", "dl")
+    tcp = sum(LADDER[lv] * 5 // 8 for lv in (2, 2, 3, 3))
+    total = sum(LADDER[lv] * 5 // 8 for lv in Synth(policy="x").levels)
+    assert s.metrics["rqvst"] == pytest.approx(tcp / total)
+    assert s.metrics["switches"] == 3 and s.metrics["stall"] == 2.0
+    assert s.metrics["bitrate"] == pytest.approx(sum(LADDER[lv] for lv in Synth(policy="x").levels) / 8e3)
+    assert len(s.series["rqvst"]) == 4  # 120 s in 30 s windows
+    assert "corr_B" in s.metrics and "corr_S" in s.metrics
+
+
+def test_runs_of_other_transports_are_not_sessions(tmp_path: Path) -> None:
+    d = make(tmp_path, Synth(policy="chromium"))
+    (d / "config.toml").write_text('[experiment]\nname = "x"\n[apps.video]\nkind = "dash"\ntransport = "h3"\n')
+    assert rs.load_session(d) is None
+
+
+def _paper_like(folder: Path, n: int = 4) -> None:
+    """DL: chromium races (TCP bytes) and plays lower and stalls more than tcp_only and quic_only; the firewall:
+    dynamic and chromium alike, QUIC probes 10x TCP's; DVL: similar probes, dynamic better than chromium."""
+    for seed in range(1, n + 1):
+        mixed = ("h3", "tcp", "tcp", "h3", "tcp", "tcp", "tcp", "h3")
+        make(folder, Synth(policy="chromium", seed=seed, levels=(1, 1, 0, 0, 1, 0, 0, 1), transports=mixed,
+                           stall_s=3.0 + seed, won=("tcp", "quic", "tcp", "quic", "tcp")))
+        make(folder, Synth(policy="tcp_only", seed=seed, levels=(3, 3, 3, 2, 3, 3, 3, 3), transports=("tcp",) * 8,
+                           won=("tcp",)))
+        make(folder, Synth(policy="quic_only", seed=seed, levels=(2, 3, 3, 3, 3, 3, 3, 3), won=("tcp", "quic")))
+        make(folder, Synth(policy="chromium", pattern="dh", seed=seed, levels=(4,) * 8, won=("tcp", "quic")))
+        for policy in ("chromium", "dynamic"):
+            make(folder, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed, levels=(2,) * 8,
+                               transports=("tcp",) * 8, probes={"quic": 1.0, "tcp": 0.1}, won=("tcp",)))
+        make(folder, Synth(policy="chromium", pattern="dvl", seed=seed, levels=(0,) * 8, stall_s=10.0 + seed,
+                           transports=("tcp", "h3") * 4, won=("tcp", "quic", "tcp", "quic")))
+        make(folder, Synth(policy="dynamic", pattern="dvl", seed=seed, levels=(1,) * 8,
+                           probes={"quic": 2.0, "tcp": 1.9}, won=("tcp", "quic")))
+
+
+def test_claims_agree_on_a_paper_like_sweep(tmp_path: Path) -> None:
+    _paper_like(tmp_path)
+    table = rs.claim_table(rs.load_sessions(tmp_path))
+    by_text = {c.claim: c for c in table}
+    assert len(by_text) == len(table)  # every claim says what it is about
+    dh = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DH"))
+    assert dh.agree == "yes" and "4 of 4 DH sessions" in dh.ours
+    dl = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DL"))
+    assert dl.agree == "yes" and "100% of 4 sessions" in dl.ours and "(DH: 0%)" in dl.ours
+    real = next(c for t, c in by_text.items() if t.startswith("Fig. 14: REAL"))
+    assert real.agree == "not run"
+    vi = [c for t, c in by_text.items() if t.startswith("Section VI (DL)")]
+    assert [c.agree for c in vi] == ["yes", "yes"]  # tcp_only better bitrate, less stall
+    assert [c.agree for c in by_text.values() if c.claim.startswith("Section IX")] == ["yes", "yes"]
+    assert [c.agree for c in by_text.values() if c.claim.startswith("Section X (poor")] == ["yes", "yes"]
+    assert [c.agree for c in by_text.values() if c.claim.startswith("Section X (firewall)")] == ["yes"] * 3
+    rtt = [c for c in by_text.values() if c.claim.startswith("Fig. 19a")]
+    assert [c.agree for c in rtt] == ["yes", "yes"] and "= 10 over 8" in rtt[1].ours
+
+
+def test_few_sessions_say_too_few(tmp_path: Path) -> None:
+    _paper_like(tmp_path, n=1)
+    table = rs.claim_table(rs.load_sessions(tmp_path))
+    vi = [c for c in table if c.claim.startswith("Section VI (DL)")]
+    assert vi and all(c.agree.startswith("too few") for c in vi)
+    assert next(c for c in table if c.claim.startswith("Fig. 14: DH")).agree.startswith("too few")
+
+
+def test_the_opposite_result_disagrees(tmp_path: Path) -> None:
+    _paper_like(tmp_path)
+    for seed in range(1, 5):  # the modified browser now plays lower and stalls more than the original
+        for d in tmp_path.glob(f"*racing-quic_only_r{seed}"):
+            shutil.rmtree(d)
+        make(tmp_path, Synth(policy="quic_only", seed=seed, levels=(0,) * 8, stall_s=30.0))
+    ix = [c for c in rs.claim_table(rs.load_sessions(tmp_path)) if c.claim.startswith("Section IX")]
+    assert [c.agree for c in ix] == ["no", "no"]
+
+
+def test_plot_writes_the_study_report(tmp_path: Path) -> None:
+    _paper_like(tmp_path)
+    assert study_for(tmp_path).name == "racing"
+    written = plot_folder(tmp_path, run_plots=False)
+    names = {p.name for p in written}
+    assert {"report.md", "racing.md", "fig14_rqvst_ccdf.png", "fig09_crosscorr.png", "fig19_probe_rtt.png"} <= names
+    assert sum(1 for p in written if p.parent.name == "timelines") == len(list(tmp_path.glob("trace-*")))
+    md = (tmp_path / "report" / "racing.md").read_text()
+    assert "| paper | ours | agree? |" in md and "![Fig. 14](fig14_rqvst_ccdf.png)" in md
+    assert "Q_ENB (chromium) vs Q_DIS (tcp_only), dl" in md
