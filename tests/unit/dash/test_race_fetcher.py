@@ -1,0 +1,171 @@
+"""The race transport's glue (dash/race.py) over fake connections: who serves, what racing.csv says.
+
+The fakes connect after a set time or fail; requests answer at once, or fail
+(a QUIC stall). Times are real but short (tens of ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from nest_experiments.dash import race
+from nest_experiments.dash.fetch import FetchResult
+from nest_experiments.dash.racing import Racer, RacingParams
+from nest_experiments.dash.transports import FetcherOptions
+from nest_experiments.errors import RunError
+
+ALT = 'h3=":8443"; ma=86400'
+
+
+@dataclass
+class Script:
+    tcp_connect_s: float = 0.0
+    quic_connect_s: list[float] = field(default_factory=lambda: [0.01])  # per attempt; < 0: fails after -x s
+    quic_fail_requests: int = 0  # the first N QUIC requests fail (a stall)
+    opened: list[str] = field(default_factory=list)
+
+
+class FakeConn:
+    def __init__(self, protocol: str, script: Script) -> None:
+        self.protocol, self.script, self.closed = protocol, script, False
+
+    async def fetch(self, stream: str, path: str) -> FetchResult:
+        if self.protocol == "quic" and self.script.quic_fail_requests > 0:
+            self.script.quic_fail_requests -= 1
+            raise RunError("h3 https://x/: timed out (no answer in time)")
+        return FetchResult(path=path, status=200, bytes=100, t_request=0.0, t_first_byte=0.0, t_last_byte=0.0,
+                           transport="h2" if self.protocol == "tcp" else "h3",
+                           alt_svc=ALT if self.protocol == "tcp" else "")
+
+    async def ping(self) -> None:
+        await asyncio.sleep(0.001)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def install(monkeypatch: pytest.MonkeyPatch, script: Script) -> None:
+    async def open_tcp(host: str, port: int, opts: Any) -> FakeConn:
+        script.opened.append("tcp")
+        await asyncio.sleep(script.tcp_connect_s)
+        return FakeConn("tcp", script)
+
+    async def open_quic(host: str, port: int, opts: Any) -> FakeConn:
+        assert port == 8443  # the alt-svc port
+        script.opened.append("quic")
+        delay = script.quic_connect_s.pop(0) if len(script.quic_connect_s) > 1 else script.quic_connect_s[0]
+        await asyncio.sleep(abs(delay))
+        if delay < 0:
+            raise RunError("h3 https://x/: timed out (no QUIC handshake within 1 s)")
+        return FakeConn("quic", script)
+
+    monkeypatch.setattr(race.H2Fetcher, "open", open_tcp)
+    monkeypatch.setattr(race.H3Fetcher, "open", open_quic)
+
+
+def fetcher(policy: str, **params: float) -> race.RaceFetcher:
+    t0 = time.monotonic()
+    racer = Racer(policy=policy, params=RacingParams(**{"main_job_delay_s": 0.1, **params}))  # type: ignore[arg-type]
+    return race.RaceFetcher(host="10.0.0.1", port=8443, racer=racer,
+                            opts=FetcherOptions(clock=lambda: time.monotonic() - t0))
+
+
+def events(f: race.RaceFetcher) -> list[tuple[str, str]]:
+    return [(r.event, r.protocol) for r in f.racer.rows]
+
+
+async def fetch_all(f: race.RaceFetcher, n: int, pause_s: float = 0.0) -> list[str]:
+    out = []
+    for i in range(n):
+        out.append((await f.fetch("video", f"/seg{i}")).transport)
+        await asyncio.sleep(pause_s)
+    await f.close()
+    return out
+
+
+def test_chromium_clean_quic_wins_after_alt_svc(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script())
+    f = fetcher("chromium")
+    assert asyncio.run(fetch_all(f, 3)) == ["tcp", "h3", "h3"]
+    assert events(f) == [("job_started", "tcp"), ("connected", "tcp"), ("won", "tcp"), ("alt_svc", "tcp"),
+                         ("job_started", "quic"), ("connected", "quic"), ("won", "quic")]
+
+
+def test_chromium_slow_quic_loses_the_race_then_serves_once_connected(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script(quic_connect_s=[0.3]))
+    f = fetcher("chromium")
+    assert asyncio.run(fetch_all(f, 4, pause_s=0.15)) == ["tcp", "tcp", "tcp", "h3"]
+    assert events(f).count(("job_started", "quic")) == 1  # the orphaned job went on; no second QUIC job
+    assert ("won", "quic") in events(f)
+
+
+def test_chromium_quic_handshake_failure_marks_broken_and_stays_on_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = Script(quic_connect_s=[-0.02])
+    install(monkeypatch, script)
+    f = fetcher("chromium")
+    assert asyncio.run(fetch_all(f, 4, pause_s=0.02)) == ["tcp"] * 4
+    assert script.opened == ["tcp", "quic"]
+    assert ("failed", "quic") in events(f) and ("broken", "quic") in events(f) and ("backoff", "quic") in events(f)
+
+
+def test_chromium_quic_stall_is_retried_over_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script(quic_fail_requests=1))
+    f = fetcher("chromium")
+    assert asyncio.run(fetch_all(f, 3)) == ["tcp", "tcp", "tcp"]  # the failed request came back over TCP
+    assert ("stream_error", "quic") in events(f) and ("broken", "quic") in events(f)
+    assert [e for e in events(f) if e[0] == "won"] == [("won", "tcp"), ("won", "quic"), ("won", "tcp")]
+
+
+def test_quic_only_waits_for_quic_and_never_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(race, "QUIC_RETRY_PAUSE_S", 0.01)
+    script = Script(quic_connect_s=[-0.02, -0.02, 0.01], quic_fail_requests=1)
+    install(monkeypatch, script)
+    f = fetcher("quic_only")
+    assert asyncio.run(fetch_all(f, 3)) == ["tcp", "h3", "h3"]  # the MPD teaches alt-svc over TCP
+    assert script.opened.count("tcp") == 1 and not [e for e in events(f) if e[0] == "broken"]
+
+
+def test_tcp_only_never_opens_quic(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = Script()
+    install(monkeypatch, script)
+    f = fetcher("tcp_only")
+    assert asyncio.run(fetch_all(f, 3)) == ["tcp"] * 3 and script.opened == ["tcp"]
+
+
+def test_idle_connection_is_closed_and_the_next_request_races(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = Script()
+    install(monkeypatch, script)
+    f = fetcher("chromium", idle_timeout_s=0.05)
+    assert asyncio.run(fetch_all(f, 3, pause_s=0.08)) == ["tcp", "h3", "h3"]
+    assert ("idle_close", "quic") in events(f) and events(f).count(("job_started", "quic")) == 2
+
+
+def test_dynamic_probes_both_protocols(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script())
+    f = fetcher("dynamic", probe_interval_s=0.05)
+
+    async def go() -> None:
+        await f.fetch("mpd", "/m.mpd")
+        await asyncio.sleep(1.2)
+        await f.close()
+
+    asyncio.run(go())
+    probes = [r for r in f.racer.rows if r.event == "probe_rtt"]
+    assert {r.protocol for r in probes} == {"quic", "tcp"} and all(r.value is not None for r in probes)
+
+
+def test_three_failed_tcp_connections_fail_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script())
+
+    async def refuse(host: str, port: int, opts: Any) -> FakeConn:
+        raise RunError("h2 https://x/: ConnectionRefusedError")
+
+    monkeypatch.setattr(race.H2Fetcher, "open", refuse)
+    f = fetcher("chromium")
+    with pytest.raises(RunError, match="3 TCP connections failed"):
+        asyncio.run(fetch_all(f, 1))
