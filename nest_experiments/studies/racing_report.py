@@ -121,12 +121,14 @@ def timeline(s: Session, path: Path) -> Path:
     fig, (a, b) = plt.subplots(2, 1, figsize=(8.0, 4.8), sharex=True)
     a.bar(x, quic, width=rm.WINDOW_S * 0.9, color="#d62728", label="QUIC (kB)")
     a.bar(x, tcp, width=rm.WINDOW_S * 0.9, bottom=quic, color="#1f77b4", label="TCP (kB)")
-    marks = {"won": ("v", "k"), "broken": ("x", "#d62728"), "idle_close": ("|", "0.4"), "stream_error": ("*", "orange")}
+    marks = {("won", "quic"): ("v", "#d62728", "QUIC won"), ("won", "tcp"): ("v", "#1f77b4", "TCP won"),
+             ("broken", "quic"): ("x", "k", "QUIC broken"), ("idle_close", ""): ("|", "0.4", "idle close"),
+             ("stream_error", ""): ("*", "orange", "stream error")}
     top = max([q + t for q, t in zip(quic, tcp, strict=True)] or [1.0]) or 1.0
-    for event, (marker, color) in marks.items():
-        ts = [r.t for r in rows if r.event == event]
-        a.plot(ts, [top * 1.08] * len(ts), marker, color=color, linestyle="none", label=event)
-    a.set_ylabel("bytes per 30 s")
+    for (event, protocol), (marker, color, label) in marks.items():
+        ts = [r.t for r in rows if r.event == event and (not protocol or r.protocol == protocol)]
+        a.plot(ts, [top * 1.08] * len(ts), marker, color=color, linestyle="none", label=label)
+    a.set_ylabel("kB per 30 s window")
     a.legend(fontsize=7, ncol=3)
     b.plot(x, s.series["B"], "-o", ms=3, color="#d62728", label="quality drop B(t) (level x s)")
     b.plot(x, s.series["S"], "-o", ms=3, color="#1f77b4", label="stall S(t) (s)")
