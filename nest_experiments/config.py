@@ -950,7 +950,7 @@ def _parse_objects(t: Table, name: str, spec: topo.TopologySpec, duration: float
     size_min, size_max = t.get("sizes", _range_of(lambda p, v: parse_size(p, v) or _zero_size(p)), (2 << 20, 50 << 20))
     pause_min, pause_max = t.get("pause", _range_of(parse_time), (0.5, 0.5))
     transport = t.get("transport", one_of(OBJECT_TRANSPORTS), "tcp")
-    return ObjectsApp(
+    app = ObjectsApp(
         name=name, kind="objects", server=server, client=client, start_s=start_time(t, duration),
         transport=transport, http_server=t.get("http_server", one_of(DASH_HTTP_SERVERS), "caddy"),
         h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), DASH_H3_CLIENTS[0]), mode=mode,
@@ -958,6 +958,17 @@ def _parse_objects(t: Table, name: str, spec: topo.TopologySpec, duration: float
         pause_min_s=pause_min, pause_max_s=pause_max, streams=streams,
         sessions=t.get("sessions", positive_int, 1), seed=t.get("seed", as_int, 1),
     )
+    _objects_fit(app, join(t.path, "requests"), duration)
+    return app
+
+
+def _objects_fit(app: ObjectsApp, path: str, duration: float) -> None:
+    """The design's pauses alone must fit in the run after the app's start (the downloads need more)."""
+    pauses = app.sessions * (app.requests - 1) * app.pause_min_s + (app.sessions - 1) * app.pause_min_s
+    if pauses >= duration - app.start_s:
+        raise ConfigError(path, f"{app.sessions} session(s) x {app.requests} requests with pauses of at least "
+                                f"{app.pause_min_s:g} s wait {pauses:g} s, more than the run's {duration - app.start_s:g} s "
+                                "after the start: fewer requests, or a longer experiment.duration")
 
 
 def _zero_size(path: str) -> int:

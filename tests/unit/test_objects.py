@@ -142,6 +142,7 @@ def test_objects_app_config_defaults_are_the_papers_download_sessions() -> None:
     ({"mode": "parallel", "streams": 1}, "apps.o.streams", ">= 2"),
     ({"transport": "mptcp"}, "apps.o.transport", "is not one of"),
     ({"http_server": "nginx"}, "apps.o.http_server", "is not one of"),
+    ({"requests": 40, "sessions": 3, "pause": "1s"}, "apps.o.requests", "more than the run's 60 s"),
 ])
 def test_bad_objects_keys_are_refused_naming_the_key(app: dict[str, Any], key: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
