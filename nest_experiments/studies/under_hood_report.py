@@ -13,6 +13,8 @@ markdown, and the claim table of :mod:`.under_hood`.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -171,9 +173,10 @@ def render_claims(claims: Sequence[Claim]) -> list[str]:
                                                   [[c.claim, c.ours, c.agree] for c in claims])]
 
 
-def write_report(folder: Path, out_dir: Path) -> list[Path]:
-    """``out_dir/under_hood.md`` with its figures; returns what was written."""
-    exp = uh.experiment_of(folder)
+def write_report(folder: Path, out_dir: Path, *, experiment: str | None = None) -> list[Path]:
+    """``out_dir/under_hood.md`` with its figures; returns what was written. ``experiment``: read the folder as
+    that one of :data:`SECTIONS` (e.g. the ABR study's runs as ``under_hood_dash``); default: its name."""
+    exp = experiment or uh.experiment_of(folder)
     loaded = uh.load(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs: list[Path] = []
@@ -188,3 +191,21 @@ def write_report(folder: Path, out_dir: Path) -> list[Path]:
         lines += render_claims(uh.CLAIMS[exp](loaded.samples))
     write_atomic(out_dir / uh.REPORT_FILE, "\n".join(lines) + "\n")
     return [out_dir / uh.REPORT_FILE, *pngs]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m nest_experiments.studies.under_hood_report FOLDER --as dash``: this report on another sweep's
+    run folders (e.g. ``results/abr_quic_tcp``, whose ``segments.csv`` are DASH sessions over tcp and h3)."""
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.studies.under_hood_report")
+    p.add_argument("folder", type=Path)
+    p.add_argument("--as", dest="kind", choices=("objects", "dash", "parallel"), default="dash")
+    p.add_argument("--out", type=Path, help="report folder (default: FOLDER/report/under_hood)")
+    a = p.parse_args(argv)
+    out = a.out or a.folder / "report" / "under_hood"
+    for path in write_report(a.folder, out, experiment=f"under_hood_{a.kind}"):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -158,3 +158,16 @@ def test_the_study_reports_an_objects_sweep_from_its_run_folders(tmp_path: Path)
     md = (tmp_path / "report" / uh.REPORT_FILE).read_text()
     assert "objects_cdf.png" in md and "transport-h3_r2" in md and "| paper's claim | ours | agree? |" in md
     assert all(p.exists() for p in written) and len(written) == 2
+
+
+def test_the_report_reads_another_sweeps_folder_as_one_of_its_experiments(tmp_path: Path) -> None:
+    from nest_experiments.studies.under_hood_report import main
+
+    _run(tmp_path, "a_r1", "tcp", _rows("tcp", 0.010))
+    _run(tmp_path, "b_r1", "h3", _rows("h3", 0.004))
+    (tmp_path / "a_r1" / "config.toml").write_text('[experiment]\nname = "mine"\n[apps.x]\nkind = "objects"\n')
+    (tmp_path / "b_r1" / "config.toml").write_text('[experiment]\nname = "mine"\n[apps.x]\nkind = "objects"\n')
+    assert study_for(tmp_path) is STUDIES["generic"]
+    assert main([str(tmp_path), "--as", "objects"]) == 0
+    md = (tmp_path / "report" / "under_hood" / uh.REPORT_FILE).read_text()
+    assert "# Under the hood: under_hood_objects" in md and "| object downloads: throughput similar" in md
