@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 
 from nest_experiments.dash.fetch import Fetcher, FetchResult
@@ -43,8 +44,7 @@ class RaceFetcher(Fetcher):
     def __init__(self, *, host: str, port: int, racer: Racer, opts: FetcherOptions) -> None:
         self.host, self.tcp_port, self.racer, self.opts = host, port, racer, opts
         p = racer.params
-        self.quic_opts = dataclasses.replace(opts, connect_timeout=p.quic_handshake_timeout_s,
-                                             idle_timeout=p.quic_stall_timeout_s)
+        self.quic_opts = dataclasses.replace(opts, connect_timeout=p.quic_handshake_timeout_s)
         self.quic_port: int | None = None
         self.conns: dict[str, _Conn] = {}
         self.serving = ""  # the protocol of the last request
@@ -63,7 +63,10 @@ class RaceFetcher(Fetcher):
             conn = await self._acquire()
             conn.inflight += 1
             try:
-                result = await conn.fetcher.fetch(stream, path)
+                if conn.protocol == "quic":
+                    result = await self._fetch_quic(conn, stream, path)
+                else:
+                    result = await conn.fetcher.fetch(stream, path)
             except RunError as exc:
                 self._lost(conn, str(exc))
                 tcp_failures += conn.protocol == "tcp"
@@ -75,6 +78,30 @@ class RaceFetcher(Fetcher):
                 conn.last_used = self.opts.clock()
             self._learn(result)
             return dataclasses.replace(result, transport=LABEL[conn.protocol])
+
+    async def _fetch_quic(self, conn: _Conn, stream: str, path: str) -> FetchResult:
+        """A request over QUIC, failed when the connection receives nothing for ``quic_stall_timeout_s``.
+
+        Connection-wide, like QUIC's own RTO count: a request queued behind
+        other streams' data is not failed while the connection makes progress.
+        """
+        stall, t_start = self.racer.params.quic_stall_timeout_s, self.opts.clock()
+        task = asyncio.ensure_future(conn.fetcher.fetch(stream, path))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=min(0.5, stall))
+                if done:
+                    return task.result()
+                last_rx = getattr(getattr(conn.fetcher, "protocol", None), "last_rx", math.inf)
+                idle = self.opts.clock() - max(last_rx, t_start)
+                if idle >= stall:
+                    raise RunError(f"h3 {self.host}:{self.quic_port}: nothing received for {idle:.1f} s "
+                                   f"(too many RTOs: quic_stall_timeout {stall:g} s)")
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RunError):
+                    await task
 
     def _learn(self, result: FetchResult) -> None:
         port = h3_port(result.alt_svc) if result.alt_svc else None
@@ -134,8 +161,11 @@ class RaceFetcher(Fetcher):
         quic = self._job("quic") if plan.quic and self.quic_port is not None else None
         if plan.tcp_delay_s is None:  # QUIC only
             assert quic is not None
-            done, _ = await asyncio.wait({quic})
-            if quic.exception() is not None:
+            await asyncio.wait({quic})
+            exc = quic.exception()
+            if exc is not None and not isinstance(exc, RunError):
+                raise exc
+            if exc is not None:
                 await asyncio.sleep(QUIC_RETRY_PAUSE_S)
                 return None
             return quic.result()
@@ -147,8 +177,11 @@ class RaceFetcher(Fetcher):
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if task.exception() is None:
+                exc = task.exception()
+                if exc is None:
                     return task.result()  # a QUIC job still connecting goes on (orphaned)
+                if not isinstance(exc, RunError):
+                    raise exc  # not a network failure: a bug, not a lost race
         return None
 
     def _job(self, protocol: str) -> asyncio.Future[_Conn]:

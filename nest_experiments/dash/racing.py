@@ -73,9 +73,9 @@ class RacingParams:
     idle_timeout_s: float = 29.0
     # Chromium's QUIC handshake limit: kMaxTimeForCryptoHandshakeSecs = 10 (quic/core/quic_constants.h)
     quic_handshake_timeout_s: float = 10.0
-    # No byte for this long on a QUIC request fails the connection: it stands for QUIC_TOO_MANY_RTOS and
-    # QUIC_NETWORK_IDLE_TIMEOUT, which a Python QUIC stack does not raise (5 RTOs from 200 ms, doubling:
-    # 0.2 + 0.4 + 0.8 + 1.6 + 3.2 = 6.2 s).
+    # Nothing received for this long on a QUIC connection with a request pending fails the connection: it
+    # stands for QUIC_TOO_MANY_RTOS and QUIC_NETWORK_IDLE_TIMEOUT, which a Python QUIC stack does not raise
+    # (5 RTOs from 200 ms, doubling: 0.2 + 0.4 + 0.8 + 1.6 + 3.2 = 6.2 s).
     quic_stall_timeout_s: float = 6.2
     # Firefox: network.http.http3.backup_timer_delay = 100 ms (the paper, Section IV)
     backup_delay_s: float = 0.1

@@ -607,6 +607,7 @@ class _H3Client:
         self.clock, self.stack = clock, stack
         self.h3 = stack.h3_connection(self._quic)
         self.pending: dict[int, _Pending] = {}
+        self.last_rx = clock()  # when the connection last had an event (the race transport's stall watchdog)
 
     def transmit(self) -> None:  # the stack's
         super().transmit()  # type: ignore[misc]
@@ -615,6 +616,7 @@ class _H3Client:
         await super().wait_connected()  # type: ignore[misc]
 
     def quic_event_received(self, event: Any) -> None:
+        self.last_rx = self.clock()
         if isinstance(event, self.stack.connection_terminated):
             reason = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
             for p in self.pending.values():

@@ -44,6 +44,7 @@ def test_racing_params_times_drop_the_unit_suffix_and_round_trip() -> None:
     ({"transport": "race", "racing_params": {"probe_interval": "fast"}}, "apps.v.racing_params.probe_interval", "duration"),
     ({"transport": "race", "racing_params": {"min_probes": 11}}, "apps.v.racing_params.min_probes",
      "exceeds probe_window"),
+    ({"transport": "race", "h3_client": "quic-go"}, "apps.v.h3_client", "not 'quic-go'"),
 ])
 def test_bad_racing_keys_name_the_key(app: dict[str, Any], path: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as err:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,20 +28,25 @@ class Script:
     tcp_connect_s: float = 0.0
     quic_connect_s: list[float] = field(default_factory=lambda: [0.01])  # per attempt; < 0: fails after -x s
     quic_fail_requests: int = 0  # the first N QUIC requests fail (a stall)
+    quic_hang: bool = False  # QUIC requests never answer and the connection receives nothing
     opened: list[str] = field(default_factory=list)
 
 
 class FakeConn:
-    def __init__(self, protocol: str, script: Script) -> None:
-        self.protocol, self.script, self.closed = protocol, script, False
+    def __init__(self, kind: str, script: Script) -> None:
+        self.kind, self.script, self.closed = kind, script, False
+        self.protocol = SimpleNamespace(last_rx=-1.0)  # what the stall watchdog reads: nothing since t = -1
+
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
-        if self.protocol == "quic" and self.script.quic_fail_requests > 0:
+        if self.kind == "quic" and self.script.quic_hang:
+            await asyncio.sleep(3600)
+        if self.kind == "quic" and self.script.quic_fail_requests > 0:
             self.script.quic_fail_requests -= 1
             raise RunError("h3 https://x/: timed out (no answer in time)")
         return FetchResult(path=path, status=200, bytes=100, t_request=0.0, t_first_byte=0.0, t_last_byte=0.0,
-                           transport="h2" if self.protocol == "tcp" else "h3",
-                           alt_svc=ALT if self.protocol == "tcp" else "")
+                           transport="h2" if self.kind == "tcp" else "h3",
+                           alt_svc=ALT if self.kind == "tcp" else "")
 
     async def ping(self) -> None:
         await asyncio.sleep(0.001)
@@ -119,6 +125,17 @@ def test_chromium_quic_stall_is_retried_over_tcp(monkeypatch: pytest.MonkeyPatch
     assert asyncio.run(fetch_all(f, 3)) == ["tcp", "tcp", "tcp"]  # the failed request came back over TCP
     assert ("stream_error", "quic") in events(f) and ("broken", "quic") in events(f)
     assert [e for e in events(f) if e[0] == "won"] == [("won", "tcp"), ("won", "quic"), ("won", "tcp")]
+
+
+def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = Script(quic_hang=True)
+    install(monkeypatch, script)
+    f = fetcher("chromium", quic_stall_timeout_s=0.2)
+    t0 = time.monotonic()
+    assert asyncio.run(fetch_all(f, 2)) == ["tcp", "tcp"]
+    assert 0.2 <= time.monotonic() - t0 < 2.0  # counted from the request, not from the connection's last packet
+    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
+    assert len(errors) == 1 and "nothing received" in errors[0] and ("broken", "quic") in events(f)
 
 
 def test_quic_only_waits_for_quic_and_never_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
