@@ -695,7 +695,7 @@ def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
         if t.has(key) and (transport != "race" or player != "nest"):
             raise ConfigError(join(t.path, key), "applies to our player (player = 'nest') over transport = 'race' "
                                                  "only: remove it or set transport = 'race'")
-    if transport == "race" and t.data.get("h3_client") == "quic-go":
+    if transport == "race" and player == "nest" and t.data.get("h3_client") == "quic-go":
         raise ConfigError(join(t.path, "h3_client"), "the race transport runs QUIC in the player's process: "
                                                      "h3_client = 'qh3' or 'aioquic', not 'quic-go'")
     policy = t.get("racing", one_of(racing.POLICIES), "chromium")
