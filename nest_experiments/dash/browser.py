@@ -1,6 +1,6 @@
 """dash.js in headless Chromium: the player process of ``player = "dashjs"``.
 
-    python -m nest_experiments.dash.browser --server ADDR --port N --transport tcp|h2|h3 --page /PAGE \
+    python -m nest_experiments.dash.browser --server ADDR --port N --transport tcp|h2|h3|race --page /PAGE \
         --mpd-file FILE --abr dynamic --max-buffer 10 --threshold 1 --profile DIR --out DIR \
         (--t0 F | --go-file FILE) [--max-duration S] [--ca FILE] [--netlog FILE]
 
@@ -25,7 +25,11 @@ and writes ``segments.csv``, ``abr_decisions.csv``, ``qoe.json`` (as
 :mod:`.client` does, converted by :mod:`.dashjs`) and ``events.json`` (the
 raw events). HTTP/3: ``--enable-quic --origin-to-force-quic-on=ADDR:PORT``;
 h2/h3: the server's certificate accepted by its SPKI hash
-(``--ignore-certificate-errors-spki-list``). Chromium never resolves a name
+(``--ignore-certificate-errors-spki-list``). ``race``: no forcing; Chromium
+discovers QUIC as a browser does (see :func:`chromium_argv`) and races it
+with TCP by itself; ``racing.csv`` holds its racing events from the NetLog
+(:mod:`.netlog`) and each segment's ``transport`` is the protocol that
+carried it (``tcp`` or ``h3``). Chromium never resolves a name
 (``--host-resolver-rules``), runs no background services, and the
 namespace has no route out.
 """
@@ -44,12 +48,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.dash import dashjs, players, qoe, records
+from nest_experiments.dash import dashjs, netlog, players, qoe, records
 from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.dash.racing_log import write_racing
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
 
 POLL_S = 0.5
@@ -119,9 +124,30 @@ def spki_hash(pem: bytes) -> str:
     return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
 
+#: ``race``: a port of the origin's host that serves nothing, on which QUIC is "forced" (see :func:`chromium_argv`)
+UNKNOWN_ROOT_PORT = 9
+
+
 def chromium_argv(binary: str, *, profile: Path, transport: str, server: str, port: int, spki: list[str],
                   netlog: Path | None) -> list[str]:
-    """Chromium's command line: headless, no outside contact, QUIC forced for our origin over h3."""
+    """Chromium's command line: headless, no outside contact; QUIC forced for our origin over h3, discovered
+    over ``race``.
+
+    ``race``: ``--enable-quic``, and the page over https (h2 over TLS) whose
+    responses carry Caddy's ``alt-svc: h3=":PORT"``; Chromium then starts its
+    QUIC job beside the TCP one for the next requests (HttpStreamFactory's
+    JobController). Our certificate is accepted by its SPKI hash, which
+    makes it valid for TCP (and so the alt-svc header is taken: Chromium ignores
+    alt-svc from a response with a certificate error), but Chromium's QUIC
+    refuses any certificate that does not chain to a root built into the
+    browser (``ERR_QUIC_CERT_ROOT_NOT_KNOWN``) unless the host is among the
+    hosts of ``--origin-to-force-quic-on`` (net/quic/crypto/proof_verifier_chromium.cc
+    ``ShouldAllowUnknownRootForHost``, fed by ``HostsFromOrigins(origins_to_force_quic_on)``
+    in net/quic/quic_session_pool.cc). That list holds hosts, not ports: QUIC is
+    "forced" on :data:`UNKNOWN_ROOT_PORT` of the server, where nothing is asked
+    for, and the origin's own port stays unforced, so its QUIC is discovered
+    and raced.
+    """
     argv = [binary, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-default-apps", "--disable-extensions", "--disable-breakpad", "--metrics-recording-only",
@@ -135,6 +161,8 @@ def chromium_argv(binary: str, *, profile: Path, transport: str, server: str, po
         argv.append("--no-sandbox")
     if transport == "h3":
         argv += ["--enable-quic", f"--origin-to-force-quic-on={server}:{port}"]
+    elif transport == "race":
+        argv += ["--enable-quic", f"--origin-to-force-quic-on={server}:{UNKNOWN_ROOT_PORT}"]
     if spki:
         argv.append(f"--ignore-certificate-errors-spki-list={','.join(spki)}")
     if netlog is not None:
@@ -331,6 +359,28 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
         "protocols": dashjs.protocols(summary.get("resources", [])),
         "qoe": {name: asdict(s) for name, s in summary_qoe.items()},
     }
+    if args.transport == "race":
+        doc["netlog_protocols"] = write_racing_events(args, to_run)
+    return _finish(args, doc, raw, summary, session)
+
+
+def write_racing_events(args: argparse.Namespace, to_run: Callable[[float], float]) -> dict[str, int]:
+    """``racing.csv`` from Chromium's NetLog (:mod:`.netlog`); how many requests to the origin went over each
+    protocol. Without a NetLog (Chromium died before writing it) the file has a header only."""
+    origin = f"{args.server}:{args.port}"
+    try:
+        doc = json.loads(args.netlog.read_text()) if args.netlog else None
+    except (OSError, ValueError):
+        doc = None
+    write_racing(args.out / "racing.csv", netlog.racing_rows(doc, origin, to_run=to_run) if doc else [])
+    counts: dict[str, int] = {}
+    for _, protocol in netlog.request_protocols(doc, origin) if doc else []:
+        counts[protocol] = counts.get(protocol, 0) + 1
+    return counts
+
+
+def _finish(args: argparse.Namespace, doc: dict[str, Any], raw: dict[str, Any], summary: dict[str, Any],
+            session: dashjs.Session) -> int:
     (args.out / "qoe.json").write_text(json.dumps(doc, indent=2) + "\n")
     (args.out / "events.json").write_text(json.dumps({"events": raw["events"], "summary": summary}) + "\n")
     return len(session.segments)

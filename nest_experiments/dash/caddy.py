@@ -7,7 +7,7 @@ GSO, which roughly halved the server's CPU per byte over h3 in the TCG guest,
 ``NEST_EXP_CADDY`` names another.
 
 One server named ``dash`` serves the media folder with Caddy's ``file_server``.
-Over TLS (transports ``h2`` and ``h3``) it speaks HTTP/1.1, HTTP/2 and HTTP/3
+Over TLS (transports ``h2``, ``h3`` and ``race``) it speaks HTTP/1.1, HTTP/2 and HTTP/3
 on one port (TCP and UDP) and advertises ``alt-svc: h3``; its certificate is
 the run's leaf (:mod:`.certs`), loaded from files. The TLS policy sets
 ``default_sni`` to the server's address: clients send no SNI for an IP
@@ -30,7 +30,7 @@ from typing import Any
 
 from nest_experiments.errors import MissingToolError
 
-TRANSPORTS = ("tcp", "h2", "h3")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener)
+TRANSPORTS = ("tcp", "h2", "h3", "race")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener); race as h3
 LOGGER = "http.log.access.dash"
 
 

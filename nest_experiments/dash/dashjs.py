@@ -10,6 +10,9 @@ Per media segment (``fragment_completed`` of kind ``MediaSegment``):
   of the segment's URL (``startTime``, ``responseStart``, ``responseEnd``:
   sub-ms, what the network stack saw), else dash.js's own
   ``startDate``/``firstByteDate``/``endDate`` (ms);
+- ``transport``: the experiment's; over ``race``, the protocol that carried
+  the segment (Resource Timing's ``nextHopProtocol``: ``h3`` -> ``h3``,
+  ``h2``/``http/1.1`` -> ``tcp``);
 - ``level``: the representation's position in the MPD's ascending ladder,
   ``bitrate_bps`` its ``@bandwidth``; ``bytes`` dash.js's ``bytesLoaded``;
 - ``buffer_s``: the first ``bufferLevelUpdated`` of that stream at or after
@@ -39,6 +42,8 @@ from nest_experiments.dash.records import DecisionRow, SegmentRow
 Event = Mapping[str, Any]
 MEDIA_SEGMENT = "MediaSegment"
 PROTOCOLS = {"http/1.1": "tcp", "h2": "h2", "h3": "h3"}  # Resource Timing's nextHopProtocol -> our transport
+# over ``race``: the protocol that carried the segment, as our race transport labels it (tcp | h3)
+RACE_LABELS = {"http/1.1": "tcp", "h2": "tcp", "h3": "h3"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +120,8 @@ def _segment(e: Event, resources: Sequence[Event], manifest: Manifest,
     size = e.get("bytes")
     if size is None and timing:
         size = timing.get("body_size")
+    if transport == "race":  # the protocol of this response; "" when Resource Timing has no entry for it
+        transport = RACE_LABELS.get(str((timing or {}).get("protocol") or ""), "")
     return SegmentRow(stream=stream, index=int(e["index"]), level=level, bitrate_bps=bandwidth, bytes=int(size or 0),
                       t_request=run_s(start), t_first_byte=run_s(first), t_last_byte=run_s(last),
                       buffer_s=None if e.get("buffer") is None else float(e["buffer"]), transport=transport)

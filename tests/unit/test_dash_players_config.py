@@ -78,3 +78,12 @@ def test_gpac_over_mptcp_needs_mptcpize(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(players.shutil, "which", lambda name: None if name == "mptcpize" else f"/usr/bin/{name}")
     assert players.missing("gpac", "tcp") is None
     assert players.missing("gpac", "mptcp") == players.MPTCPIZE_HINT
+
+
+@pytest.mark.usefixtures("all_players")
+def test_dashjs_races_only_behind_caddy() -> None:
+    (js,) = parse_experiment(_exp(player="dashjs", transport="race", http_server="caddy")).apps
+    assert isinstance(js, DashApp) and (js.transport, js.http_server) == ("race", "caddy")
+    with pytest.raises(ConfigError) as info:
+        parse_experiment(_exp(player="dashjs", transport="race"))
+    assert info.value.path == "apps.v.http_server" and "alt-svc" in str(info.value)

@@ -71,6 +71,16 @@ def test_segments_levels_times_and_buffer_from_events() -> None:
     assert dashjs.protocols(resources) == {"h3": 1}
 
 
+def test_over_race_each_segment_says_the_protocol_that_carried_it() -> None:
+    events = [_frag(2.0, "video", 0, "1"), _frag(3.0, "video", 1, "1"), _frag(4.0, "audio", 0, "0"),
+              _frag(5.0, "audio", 1, "0")]
+    resources = [{"url": f"http://10.0.0.1:8000/seg_{rep}_{i}.m4s", "start": EPOCH + t * 1000 - 400,
+                  "first_byte": EPOCH + t * 1000 - 300, "end": EPOCH + t * 1000, "protocol": protocol}
+                 for rep, i, t, protocol in (("1", 1, 2.0, "h2"), ("1", 2, 3.0, "h3"), ("0", 1, 4.0, "http/1.1"))]
+    s = dashjs.convert(events, resources, _manifest(), to_run=_to_run, transport="race", abr="dynamic")
+    assert [r.transport for r in s.segments] == ["tcp", "h3", "tcp", ""]  # the last: no Resource Timing entry
+
+
 def test_a_stall_is_waiting_after_playing_and_is_written_on_the_segment_that_ended_it() -> None:
     events = [
         _frag(1.0, "video", 0, "1"), _frag(1.1, "audio", 0, "0"), _ev(1.5, "playing"),

@@ -1,0 +1,183 @@
+"""Chromium's NetLog (``--log-net-log``) -> ``racing.csv`` rows and the protocol of each request. Pure.
+
+The reference for our ``chromium`` racing policy: what Chromium itself did
+towards one origin (``host:port``), in the schema of
+:mod:`.racing_log`. Event names come from the log's own constants
+(``logEventTypes``, ``logEventPhase``, ``quicError``), times are
+``time + timeTickOffset`` (ms since the epoch), moved onto the run clock by
+``to_run`` (seconds since the epoch -> run clock).
+
+Rows (Chromium 156's net stack: ``HttpStreamFactory::JobController`` starts a
+``main`` job (TCP: HTTP/2 or HTTP/1.1 over TLS) and, once an ``alt-svc`` is
+known, an ``alternative`` job (QUIC) for each request; a job may use an
+existing connection):
+
+- ``alt_svc``: the first ``HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND`` (and
+  each new value); ``broken`` when it first says ``is_broken`` (Chromium
+  marked QUIC broken for the origin), ``recovered`` when it says so no more;
+  the NetLog holds no back-off time, so there is no ``backoff`` row;
+- ``job_started`` / ``connected`` / ``failed`` per connection: a QUIC
+  session (``QUIC_SESSION`` begin, ``QUIC_SESSION_CRYPTO_HANDSHAKE_COMPLETE``;
+  closed before that: failed, ``detail`` the QUIC error) and a TCP
+  connection (``TCP_CONNECT`` begin; connected when its TLS handshake
+  (``SSL_CONNECT``) ended, failed on a net error); ``value`` of connected:
+  the handshake time, s; ``conn_id`` ``quic<source id>`` / ``tcp<source id>``;
+- ``idle_close``: a QUIC session closed by its idle timeout
+  (``QUIC_NETWORK_IDLE_TIMEOUT``); ``stream_error``: a QUIC session closed on
+  another error after its handshake (``detail``: the error), except the
+  browser closing everything at exit (``net_error`` -3, ERR_ABORTED);
+- ``won``: per request whose controller started both jobs, the job bound to
+  it (``protocol`` quic | tcp, ``conn_id`` ``job<source id>``).
+
+:func:`request_protocols`: per request to the origin, quic or tcp (a request
+bound to a QUIC session, or to a job that uses QUIC, is quic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nest_experiments.dash.racing_log import RacingRow
+
+ERR_ABORTED = -3
+IDLE_TIMEOUT = "QUIC_NETWORK_IDLE_TIMEOUT"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    t_ms: float  # ms since the epoch
+    name: str
+    phase: str  # BEGIN | END | NONE
+    source: int
+    params: Mapping[str, Any]
+
+
+def events(doc: Mapping[str, Any]) -> Iterator[Event]:
+    """The log's events with their names and wall times."""
+    consts = doc["constants"]
+    names = {v: k for k, v in consts["logEventTypes"].items()}
+    phases = {v: k.removeprefix("PHASE_") for k, v in consts["logEventPhase"].items()}
+    offset = float(consts["timeTickOffset"])
+    for e in doc.get("events", []):
+        yield Event(t_ms=float(e["time"]) + offset, name=names.get(e["type"], "?"), phase=phases.get(e["phase"], "?"),
+                    source=int(e["source"]["id"]), params=e.get("params") or {})
+
+
+@dataclass
+class _State:
+    rows: list[RacingRow] = field(default_factory=list)
+    controllers: set[int] = field(default_factory=set)  # ours
+    jobs: dict[int, tuple[int, bool]] = field(default_factory=dict)  # job -> (controller, using QUIC)
+    started: dict[str, float] = field(default_factory=dict)  # conn_id -> start (run s)
+    connected: set[str] = field(default_factory=set)
+    closed: set[str] = field(default_factory=set)
+    net_errors: dict[str, int] = field(default_factory=dict)  # conn_id -> net_error of QUIC_SESSION_CLOSE_ON_ERROR
+    alt_svc: str | None = None
+    broken: bool = False
+
+
+def racing_rows(doc: Mapping[str, Any], origin: str, *, to_run: Callable[[float], float],
+                quic_errors: Mapping[int, str] | None = None) -> list[RacingRow]:
+    """``racing.csv`` rows of what Chromium did towards ``origin`` (``host:port``)."""
+    errors = quic_errors or {v: k for k, v in doc["constants"].get("quicError", {}).items()}
+    st = _State()
+    for e in events(doc):
+        t = to_run(e.t_ms / 1000)
+        _controller(st, e, t, origin)
+        _quic(st, e, t, origin, errors)
+        _tcp(st, e, t, origin)
+    return st.rows
+
+
+def _controller(st: _State, e: Event, t: float, origin: str) -> None:
+    p = e.params
+    if e.name == "HTTP_STREAM_JOB_CONTROLLER" and e.phase == "BEGIN":
+        if str(p.get("url", "")).startswith(f"https://{origin}/"):
+            st.controllers.add(e.source)
+    elif e.name == "HTTP_STREAM_JOB" and e.phase == "BEGIN" and p.get("type") in ("main", "alternative"):
+        controller = int((p.get("source_dependency") or {}).get("id", -1))
+        if controller in st.controllers:
+            st.jobs[e.source] = (controller, bool(p.get("using_quic")))
+    elif e.name == "HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND" and e.source in st.controllers:
+        _alt_svc(st, t, str(p.get("alt_svc", "")).split(", expires")[0], bool(p.get("is_broken")))
+    elif e.name == "HTTP_STREAM_JOB_BOUND_TO_REQUEST" and e.source in st.jobs:
+        controller, quic = st.jobs[e.source]
+        if sum(c == controller for c, _ in st.jobs.values()) >= 2:  # a race: both jobs were started
+            st.rows.append(RacingRow(t=t, event="won", protocol="quic" if quic else "tcp", conn_id=f"job{e.source}"))
+
+
+def _alt_svc(st: _State, t: float, value: str, broken: bool) -> None:
+    if value != st.alt_svc:
+        st.rows.append(RacingRow(t=t, event="alt_svc", detail=value))
+        st.alt_svc = value
+    if broken != st.broken:
+        st.rows.append(RacingRow(t=t, event="broken" if broken else "recovered", protocol="quic",
+                                 detail="alt-svc marked broken" if broken else ""))
+        st.broken = broken
+
+
+def _quic(st: _State, e: Event, t: float, origin: str, errors: Mapping[int, str]) -> None:
+    conn = f"quic{e.source}"
+    p = e.params
+    if e.name == "QUIC_SESSION" and e.phase == "BEGIN":
+        if f"{p.get('host')}:{p.get('port')}" == origin:
+            st.started[conn] = t
+            st.rows.append(RacingRow(t=t, event="job_started", protocol="quic", conn_id=conn))
+    elif conn not in st.started:
+        return
+    elif e.name == "QUIC_SESSION_CRYPTO_HANDSHAKE_COMPLETE" and conn not in st.connected:
+        st.connected.add(conn)
+        st.rows.append(RacingRow(t=t, event="connected", protocol="quic", conn_id=conn, value=t - st.started[conn]))
+    elif e.name == "QUIC_SESSION_CLOSE_ON_ERROR":
+        st.net_errors[conn] = int(p.get("net_error", 0))
+    elif e.name == "QUIC_SESSION_CLOSED" and conn not in st.closed:
+        st.closed.add(conn)
+        error = errors.get(int(p.get("quic_error", 0)), str(p.get("quic_error", "")))
+        detail = f"{error}{' (from peer)' if p.get('from_peer') else ''}: {p.get('details', '')}".rstrip(": ")
+        if conn not in st.connected:
+            st.rows.append(RacingRow(t=t, event="failed", protocol="quic", conn_id=conn, detail=detail))
+        elif error == IDLE_TIMEOUT:
+            st.rows.append(RacingRow(t=t, event="idle_close", protocol="quic", conn_id=conn, detail=detail))
+        elif st.net_errors.get(conn) != ERR_ABORTED:
+            st.rows.append(RacingRow(t=t, event="stream_error", protocol="quic", conn_id=conn, detail=detail))
+
+
+def _tcp(st: _State, e: Event, t: float, origin: str) -> None:
+    conn = f"tcp{e.source}"
+    p = e.params
+    if e.name == "TCP_CONNECT" and e.phase == "BEGIN":
+        if origin in p.get("address_list", []):
+            st.started[conn] = t
+            st.rows.append(RacingRow(t=t, event="job_started", protocol="tcp", conn_id=conn))
+    elif conn not in st.started or conn in st.connected:
+        return
+    elif e.name in ("TCP_CONNECT", "SSL_CONNECT") and e.phase == "END" and p.get("net_error"):
+        st.connected.add(conn)  # done with it
+        st.rows.append(RacingRow(t=t, event="failed", protocol="tcp", conn_id=conn,
+                                 detail=f"{e.name} net_error {p['net_error']}"))
+    elif e.name == "SSL_CONNECT" and e.phase == "END":
+        st.connected.add(conn)
+        st.rows.append(RacingRow(t=t, event="connected", protocol="tcp", conn_id=conn, value=t - st.started[conn]))
+
+
+def request_protocols(doc: Mapping[str, Any], origin: str) -> list[tuple[str, str]]:
+    """(url, quic | tcp) of every request to ``origin`` that got a stream, in the order they started."""
+    urls: dict[int, str] = {}
+    jobs: dict[int, bool] = {}
+    out: dict[int, str] = {}
+    for e in events(doc):
+        p = e.params
+        if e.name == "URL_REQUEST_START_JOB" and e.phase == "BEGIN" and str(p.get("url", "")).startswith(
+                f"https://{origin}/"):
+            urls[e.source] = str(p["url"])
+        elif e.name == "HTTP_STREAM_JOB" and e.phase == "BEGIN":
+            jobs[e.source] = bool(p.get("using_quic"))
+        elif e.source in urls and e.source not in out:
+            if e.name == "HTTP_STREAM_REQUEST_BOUND_TO_QUIC_SESSION":
+                out[e.source] = "quic"
+            elif e.name == "HTTP_STREAM_REQUEST_BOUND_TO_JOB":
+                job = int((p.get("source_dependency") or {}).get("id", -1))
+                out[e.source] = "quic" if jobs.get(job) else "tcp"
+    return [(urls[s], out[s]) for s in urls if s in out]

@@ -1,0 +1,106 @@
+"""Chromium's NetLog -> racing.csv rows, on excerpts of real NetLogs of dash.js over ``race`` (made here).
+
+``race_clean.json``: Chromium 156 through a clean 5 Mbit/s link to Caddy on
+10.0.3.2:8443 (tests/data/netlog; cut by keeping only the event types the
+parser reads). The page and dash.js came over TCP (HTTP/2), the
+``alt-svc`` of those responses started QUIC, and every later request went
+over QUIC.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.dash import browser, netlog
+from nest_experiments.dash.racing_log import RacingRow, read_racing, write_racing
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "netlog"
+ORIGIN = "10.0.3.2:8443"
+
+
+def clean() -> dict[str, Any]:
+    return dict(json.loads((DATA / "race_clean.json").read_text()))
+
+
+def first_ms(doc: dict[str, Any]) -> float:
+    return float(doc["events"][0]["time"]) + float(doc["constants"]["timeTickOffset"])
+
+
+def rows(doc: dict[str, Any]) -> list[RacingRow]:
+    t0 = first_ms(doc) / 1000
+    return netlog.racing_rows(doc, ORIGIN, to_run=lambda wall_s: wall_s - t0)
+
+
+def test_tcp_first_then_alt_svc_starts_quic_and_quic_wins_every_later_race() -> None:
+    got = rows(clean())
+    kinds = [(r.event, r.protocol) for r in got]
+    assert kinds[:6] == [("job_started", "tcp"), ("connected", "tcp"), ("alt_svc", ""), ("job_started", "quic"),
+                         ("won", "tcp"), ("connected", "quic")]
+    assert got[2].detail == "quic 10.0.3.2:8443"
+    assert kinds[6:] == [("won", "quic")] * 36  # the manifest and every segment
+    tcp, quic = got[1], got[5]
+    assert tcp.conn_id == "tcp53" and quic.conn_id == "quic75"
+    assert 0 < tcp.value < 0.1 and 0 < quic.value < 0.1  # type: ignore[operator]  # handshakes, unshaped RTT
+    assert all(a.t <= b.t for a, b in zip(got, got[1:], strict=False))
+    assert not [r for r in got if r.event in ("failed", "broken", "stream_error")]  # the exit's abort is no error
+
+
+def test_other_origins_are_left_out() -> None:
+    doc = clean()
+    assert any("google" in str(e.get("params", {}).get("url", "")) for e in doc["events"])  # Chromium's own tries
+    assert netlog.racing_rows(doc, "10.0.3.2:9999", to_run=lambda s: s) == []
+
+
+def _named(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    code = doc["constants"]["logEventTypes"][name]
+    return [e for e in doc["events"] if e["type"] == code]
+
+
+def test_a_broken_alt_svc_a_failed_handshake_and_an_idle_timeout() -> None:
+    doc = clean()
+    found = _named(doc, "HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND")
+    found[10]["params"]["is_broken"] = True  # Chromium marked QUIC broken from here on ...
+    found[20]["params"]["is_broken"] = False  # ... and took it back
+    for e in found[11:20]:
+        e["params"]["is_broken"] = True
+    got = rows(doc)
+    assert [r.event for r in got if r.event in ("broken", "recovered")] == ["broken", "recovered"]
+    handshake = _named(doc, "QUIC_SESSION_CRYPTO_HANDSHAKE_COMPLETE")[0]
+    failed = copy.deepcopy(doc)
+    failed["events"] = [e for e in failed["events"] if e != handshake]
+    closed = _named(failed, "QUIC_SESSION_CLOSED")[0]
+    closed["params"]["quic_error"] = doc["constants"]["quicError"]["QUIC_HANDSHAKE_TIMEOUT"]
+    [fail] = [r for r in rows(failed) if r.event == "failed"]
+    assert (fail.protocol, fail.conn_id) == ("quic", "quic75") and fail.detail.startswith("QUIC_HANDSHAKE_TIMEOUT")
+    idle = copy.deepcopy(doc)
+    _named(idle, "QUIC_SESSION_CLOSED")[0]["params"]["quic_error"] = doc["constants"]["quicError"][netlog.IDLE_TIMEOUT]
+    idle["events"] = [e for e in idle["events"] if e not in _named(idle, "QUIC_SESSION_CLOSE_ON_ERROR")]
+    assert [r.event for r in rows(idle)][-1] == "idle_close"
+
+
+def test_the_rows_survive_the_racing_csv(tmp_path: Path) -> None:
+    got = rows(clean())
+    write_racing(tmp_path / "racing.csv", got)
+    back = read_racing(tmp_path / "racing.csv")
+    assert [(r.event, r.protocol, r.conn_id, r.detail) for r in back] == [
+        (r.event, r.protocol, r.conn_id, r.detail) for r in got]
+
+
+def test_request_protocols() -> None:
+    requests = netlog.request_protocols(clean(), ORIGIN)
+    assert [(url.rsplit("/", 1)[1].split("?")[0], p) for url, p in requests[:3]] == [
+        ("nest_dashjs.html", "tcp"), ("dash.all.min.js", "tcp"), ("manifest.mpd", "quic")]
+    assert [p for _, p in requests[2:]] == ["quic"] * (len(requests) - 2) and len(requests) == 38
+
+
+def test_race_discovers_quic_and_allows_our_root_for_the_host_only() -> None:
+    argv = browser.chromium_argv("chromium", profile=Path("/tmp/p"), transport="race", server="10.0.1.2", port=8443,
+                                 spki=["abc="], netlog=None)
+    assert "--enable-quic" in argv and "--ignore-certificate-errors-spki-list=abc=" in argv
+    forced = [a for a in argv if a.startswith("--origin-to-force-quic-on=")]
+    assert forced == [f"--origin-to-force-quic-on=10.0.1.2:{browser.UNKNOWN_ROOT_PORT}"]  # not the origin's port
+    assert browser.page_url(transport="race", server="10.0.1.2", port=8443, page="/p.html", abr="bola",
+                            max_buffer_s=10).startswith("https://10.0.1.2:8443/")
