@@ -223,6 +223,18 @@ def kill_all(pgid: int, profile: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def chromium_cpu_s(profile: Path) -> float:
+    """User + system CPU seconds so far of Chromium's processes (those naming ``profile``) and the children they
+    reaped (``/proc/PID/stat`` utime, stime, cutime, cstime)."""
+    clk = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in profile_pids(profile):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])
+    return total / clk
+
+
 def profile_pids(profile: Path) -> list[int]:
     """Processes whose command line names ``profile`` (Chromium passes --user-data-dir to its helpers)."""
     needle = f"--user-data-dir={profile}".encode()
@@ -283,6 +295,7 @@ def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any
         result["summary"] = _evaluate(cdp, session, "window.__nest ? window.__nest.summary() : null") or {}
         result["dashjs"] = _evaluate(cdp, session, "window.__nest ? window.__nest.version : ''") or ""
         result["settings"] = _evaluate(cdp, session, "window.__nest ? window.__nest.settings : null")
+        result["chromium_cpu_s"] = round(chromium_cpu_s(args.profile), 2)
     result["events"] = events
     return result, t0
 
@@ -357,6 +370,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
         "played_s": summary.get("current_time"), "frames_decoded": summary.get("frames"),
         "frames_dropped": summary.get("dropped_frames"), "media_error": summary.get("error"),
         "protocols": dashjs.protocols(summary.get("resources", [])),
+        "chromium_cpu_s": raw.get("chromium_cpu_s"),  # Chromium's processes, at the end of the session
         "qoe": {name: asdict(s) for name, s in summary_qoe.items()},
     }
     if args.transport == "race":

@@ -139,3 +139,20 @@ def test_spki_hash_is_what_openssl_computes(tmp_path: Path) -> None:
     import hashlib
 
     assert browser.spki_hash(pem) == base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def test_chromium_cpu_counts_the_processes_of_the_profile(tmp_path: Path) -> None:
+    import sys
+    import time
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", burn, f"--user-data-dir={tmp_path}"])
+    try:
+        deadline = time.monotonic() + 10
+        while browser.chromium_cpu_s(tmp_path) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 0.3 <= browser.chromium_cpu_s(tmp_path) < 1.0
+        assert browser.chromium_cpu_s(tmp_path / "other") == 0.0
+    finally:
+        proc.kill()
+        proc.wait()
