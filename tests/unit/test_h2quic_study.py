@@ -198,7 +198,8 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     report = folder / "report" / hq.REPORT_FILE
     assert report in written and (folder / "report" / "fig01_overhead.png") in written
     text = report.read_text()
-    assert "| overhead < 10 % except QUIC at 100 kbit/s | max 10.0 % (h3 at 100 kbit/s)" in text
+    assert "| overhead < 10 % except QUIC at 100 kbit/s | both ways: max 10.0 % (h3 at 100 kbit/s)" in text
+    assert "the media direction alone: max 8.0 % (h3 at 100 kbit/s), 0 cells >= 10 %" in text
     assert "| 4500 | 7.00 % (5.00 %), n=1 | 8.00 % (6.00 %), n=1 | 10.00 % (8.00 %), n=1 |" in text
     checks = hq.run_checks(type("R", (), {"run_dir": folder / "level-100kbit_transport-h3_r1"})())  # type: ignore[arg-type]
     assert {c.name: c.status for c in checks} == {"video segments": "pass", "one representation": "pass",
