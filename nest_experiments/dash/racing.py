@@ -13,7 +13,9 @@ Policies (``racing``):
     Chromium's alternative-service racing. Until a TCP response advertises
     ``alt-svc: h3``, requests go over TCP. Then a request without a usable
     QUIC connection starts the QUIC ("alternative") job at once and the TCP
-    ("main") job after a delay; whichever connects first serves. A QUIC job
+    ("main") job after a delay (none until QUIC has worked, see
+    :class:`RacingParams`; an open TCP connection is ready at once, so the
+    first race after ``alt-svc`` goes to TCP); whichever connects first serves. A QUIC job
     that is still connecting when TCP wins goes on ("orphaned"): when it
     connects, later requests use it. QUIC is marked broken when a QUIC job
     fails (handshake failure) or a QUIC connection fails under a request (too
@@ -58,9 +60,10 @@ POLICIES = ("chromium", "firefox", "quic_only", "tcp_only", "dynamic")
 class RacingParams:
     """The numbers behind the policies; where the paper leaves one open, Chromium's (or Firefox's) default."""
 
-    # Chromium delays the main (TCP) job by QuicSessionPool::GetTimeDelayForWaitingJob(): 1.5 x the
-    # server's smoothed RTT when one is known from an earlier QUIC session, else kDefaultRTT = 300 ms
-    # (net/quic/quic_session_pool.cc), capped by kMaxDelayTimeForMainJobSecs = 3
+    # Chromium delays the main (TCP) job by QuicSessionPool::GetTimeDelayForWaitingJob()
+    # (net/quic/quic_session_pool.cc): no delay until QUIC is known to work on the current network, nor
+    # when QUIC was recently broken; else 1.5 x the server's smoothed RTT from an earlier QUIC session, or
+    # kDefaultRTT = 300 ms without one; capped by kMaxDelayTimeForMainJobSecs = 3
     # (net/http/http_stream_factory_job_controller.cc; the paper: "within 3 seconds (based upon the RTT value)").
     main_job_delay_s: float = 0.3
     main_job_srtt_factor: float = 1.5
@@ -224,9 +227,13 @@ class Racer:
         return Plan(quic=True, tcp_delay_s=self.main_job_delay())
 
     def main_job_delay(self) -> float:
+        """Chromium's wait before the TCP job: 0 before QUIC ever worked here and after a breakage (until a
+        QUIC connection confirms it again), else from the last QUIC handshake time (see :class:`RacingParams`)."""
         p = self.params
-        delay = p.main_job_delay_s if self.srtt_s is None else p.main_job_srtt_factor * self.srtt_s
-        return min(delay, p.main_job_max_delay_s)
+        if self.srtt_s is None or self._broken.count:
+            return 0.0
+        return min(p.main_job_srtt_factor * self.srtt_s if self.srtt_s > 0 else p.main_job_delay_s,
+                   p.main_job_max_delay_s)
 
     def rtt_ratio(self) -> float | None:
         """Median QUIC probe RTT / median TCP probe RTT over the window; None with too few probes."""

@@ -94,12 +94,23 @@ async def fetch_all(f: race.RaceFetcher, n: int, pause_s: float = 0.0) -> list[s
     return out
 
 
-def test_chromium_clean_quic_wins_after_alt_svc(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chromium_clean_quic_serves_once_it_connected(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, Script())
     f = fetcher("chromium")
-    assert asyncio.run(fetch_all(f, 3)) == ["tcp", "h3", "h3"]
+    # the first race after alt-svc: no main-job delay before QUIC worked here, the open TCP connection wins
+    # at once; the QUIC job goes on, connects, and serves the next requests
+    assert asyncio.run(fetch_all(f, 4, pause_s=0.05)) == ["tcp", "tcp", "h3", "h3"]
     assert events(f) == [("job_started", "tcp"), ("connected", "tcp"), ("won", "tcp"), ("alt_svc", "tcp"),
                          ("job_started", "quic"), ("connected", "quic"), ("won", "quic")]
+
+
+def test_chromium_once_quic_worked_the_main_job_waits_and_quic_wins_the_race(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, Script(quic_connect_s=[0.01]))
+    f = fetcher("chromium", idle_timeout_s=0.15)
+    f.racer.srtt_s = 0.1  # QUIC worked here before: the TCP job waits 1.5 x 0.1 s
+    got = asyncio.run(fetch_all(f, 2))
+    assert got == ["tcp", "h3"] and ("won", "quic") in events(f)
 
 
 def test_chromium_slow_quic_loses_the_race_then_serves_once_connected(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,7 +133,7 @@ def test_chromium_quic_handshake_failure_marks_broken_and_stays_on_tcp(monkeypat
 def test_chromium_quic_stall_is_retried_over_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, Script(quic_fail_requests=1))
     f = fetcher("chromium")
-    assert asyncio.run(fetch_all(f, 3)) == ["tcp", "tcp", "tcp"]  # the failed request came back over TCP
+    assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == ["tcp", "tcp", "tcp"]  # the 3rd failed on QUIC, retried
     assert ("stream_error", "quic") in events(f) and ("broken", "quic") in events(f)
     assert [e for e in events(f) if e[0] == "won"] == [("won", "tcp"), ("won", "quic"), ("won", "tcp")]
 
@@ -132,7 +143,7 @@ def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monk
     install(monkeypatch, script)
     f = fetcher("chromium", quic_stall_timeout_s=0.2)
     t0 = time.monotonic()
-    assert asyncio.run(fetch_all(f, 2)) == ["tcp", "tcp"]
+    assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == ["tcp", "tcp", "tcp"]
     assert 0.2 <= time.monotonic() - t0 < 2.0  # counted from the request, not from the connection's last packet
     errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
     assert len(errors) == 1 and "nothing received" in errors[0] and ("broken", "quic") in events(f)
@@ -157,9 +168,25 @@ def test_tcp_only_never_opens_quic(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_idle_connection_is_closed_and_the_next_request_races(monkeypatch: pytest.MonkeyPatch) -> None:
     script = Script()
     install(monkeypatch, script)
-    f = fetcher("chromium", idle_timeout_s=0.05)
-    assert asyncio.run(fetch_all(f, 3, pause_s=0.08)) == ["tcp", "h3", "h3"]
-    assert ("idle_close", "quic") in events(f) and events(f).count(("job_started", "quic")) == 2
+    f = fetcher("chromium", idle_timeout_s=0.3)
+
+    async def go() -> list[str]:
+        got = [(await f.fetch("video", f"/s{i}")).transport for i in range(2)]
+        await asyncio.sleep(0.05)  # QUIC connected meanwhile
+        for i in range(2, 9):  # QUIC in use every 60 ms; the TCP connection idles past 0.3 s and is closed
+            got.append((await f.fetch("video", f"/s{i}")).transport)
+            await asyncio.sleep(0.06)
+        assert ("idle_close", "tcp") in events(f) and events(f).count(("job_started", "quic")) == 1
+        await asyncio.sleep(0.4)  # longer than the idle timeout: QUIC is closed too, the next request races
+        got.append((await f.fetch("video", "/s9")).transport)
+        await f.close()
+        return got
+
+    # the last race: QUIC worked here, so the TCP job waits 1.5 x its handshake time, and QUIC wins
+    assert asyncio.run(go()) == ["tcp", "tcp", *["h3"] * 7, "h3"]
+    ev = events(f)
+    assert ("idle_close", "quic") in ev and ev.count(("job_started", "quic")) == 2
+    assert ev.count(("job_started", "tcp")) == 1  # QUIC connected within the delay: no TCP job at all
 
 
 def test_dynamic_probes_both_protocols(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,13 +47,24 @@ def test_h3_port(header: str, port: int | None) -> None:
     assert h3_port(header) == port
 
 
-def test_chromium_main_job_delay_default_then_from_the_quic_rtt_capped() -> None:
+def test_chromium_main_job_delay_zero_until_quic_worked_then_from_its_rtt_capped() -> None:
     r = racer("chromium")
-    assert r.plan(1.0) == Plan(quic=True, tcp_delay_s=0.3)  # no RTT known: kDefaultRTT 300 ms
+    assert r.plan(1.0) == Plan(quic=True, tcp_delay_s=0.0)  # QUIC not known to work here yet: a plain race
     r.on_connected(1.1, "quic", "quic-1", 0.1)
     assert r.plan(2.0).tcp_delay_s == pytest.approx(0.15)  # 1.5 x srtt
     r.on_connected(3.0, "quic", "quic-2", 2.5)
     assert r.plan(4.0).tcp_delay_s == 3.0  # kMaxDelayTimeForMainJobSecs
+    r.on_connected(5.0, "quic", "quic-3", 0.0)
+    assert r.plan(6.0).tcp_delay_s == 0.3  # no RTT to go by: kDefaultRTT
+
+
+def test_chromium_no_main_job_delay_while_quic_was_recently_broken() -> None:
+    r = racer("chromium", broken_initial_s=10.0)
+    r.on_connected(1.0, "quic", "quic-1", 0.1)
+    r.on_stream_error(2.0, "quic", "quic-1", "timed out")
+    assert r.plan(12.0) == Plan(quic=True, tcp_delay_s=0.0)  # back-off over, but recently broken
+    r.on_connected(12.1, "quic", "quic-2", 0.2)  # confirmed again
+    assert r.plan(13.0).tcp_delay_s == pytest.approx(0.3)
 
 
 def test_chromium_broken_exponential_backoff_and_recovery() -> None:
