@@ -86,6 +86,9 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
                 ylim=(0.45, 1.02))
     axes[2].grid(alpha=0.3)
     axes[2].legend(fontsize=7)
+    for ax in axes:  # the pauses themselves as ticks (log scale's minor labels overlap)
+        ax.set_xticks(ps, [f"{p:g}" for p in ps])
+        ax.minorticks_off()
     fig.suptitle("two parallel streams: two TCP connections vs one QUIC connection", fontsize=10)
     return save(fig, path, footnote="per session: Jain's index of the two streams' mean object throughput")
 
