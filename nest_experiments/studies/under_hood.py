@@ -444,9 +444,27 @@ class Fairness:
     def jain(self) -> float | None:
         return jain_index(self.means_bps)
 
+    concurrent_jain: float | None = None  # while both streams download (overlap_jain)
+    overlap_s: float = 0.0  # how long they did
+
     @property
     def ratio(self) -> float | None:
         return min(self.means_bps) / max(self.means_bps) if self.means_bps and max(self.means_bps) > 0 else None
+
+
+def overlap_jain(group: Sequence[Sample]) -> tuple[float | None, float]:
+    """Jain's index of two streams' rates while both download, weighted by how long: every pair of objects of
+    different streams whose first-to-last-byte spans overlap, each object's rate its throughput. Returns the
+    index and the overlapping time."""
+    spans = [(s.stream, s.t_request + s.latency_s, s.t_last_byte, s.throughput_bps) for s in group if s.throughput_bps]
+    total = weighted = 0.0
+    for i, (st_a, a0, a1, ra) in enumerate(spans):
+        for st_b, b0, b1, rb in spans[i + 1:]:
+            both = min(a1, b1) - max(a0, b0)
+            if st_a != st_b and both > 0:
+                total += both
+                weighted += both * (jain_index([ra or 0.0, rb or 0.0]) or 0.0)
+    return (weighted / total if total else None), total
 
 
 def fairness(samples: Sequence[Sample]) -> list[Fairness]:
@@ -459,7 +477,9 @@ def fairness(samples: Sequence[Sample]) -> list[Fairness]:
         if len(streams) < 2:
             continue
         means = tuple(statistics.fmean(values(group, "throughput_bps", stream=st) or (0.0,)) for st in streams)
-        out.append(Fairness(session=session, transport=group[0].transport, pause_s=group[0].pause_s, means_bps=means))
+        jain, both = overlap_jain(group)
+        out.append(Fairness(session=session, transport=group[0].transport, pause_s=group[0].pause_s, means_bps=means,
+                            concurrent_jain=jain, overlap_s=both))
     return out
 
 

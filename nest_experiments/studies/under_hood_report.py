@@ -80,8 +80,11 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for t in uh.TRANSPORTS:
-        pts = [(f.pause_s, f.jain) for f in fair if f.transport == t and f.jain is not None and f.pause_s]
-        axes[2].scatter([p for p, _ in pts], [j for _, j in pts], color=COLORS[t], label=NAMES[t], alpha=0.7)
+        for attr, marker, what in (("jain", "o", "session means"), ("concurrent_jain", "x", "while both download")):
+            pts = [(f.pause_s, getattr(f, attr)) for f in fair if f.transport == t and getattr(f, attr) is not None
+                   and f.pause_s]
+            axes[2].scatter([p for p, _ in pts], [j for _, j in pts], color=COLORS[t], marker=marker, alpha=0.7,
+                            label=f"{NAMES[t]}: {what}")
     axes[2].set(xscale="log", xlabel="pause between requests (s)", ylabel="Jain's index of the 2 streams",
                 ylim=(0.45, 1.02))
     axes[2].grid(alpha=0.3)
@@ -90,7 +93,8 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
         ax.set_xticks(ps, [f"{p:g}" for p in ps])
         ax.minorticks_off()
     fig.suptitle("two parallel streams: two TCP connections vs one QUIC connection", fontsize=10)
-    return save(fig, path, footnote="per session: Jain's index of the two streams' mean object throughput")
+    return save(fig, path, footnote="per session: Jain's index of the two streams' mean object throughput (o), and of "
+                                    "concurrent objects' throughputs, weighted by their overlap (x)")
 
 
 # ---------------------------------------------------------------- markdown
@@ -160,12 +164,18 @@ def _parallel_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) 
                                title=f"two parallel streams, pause {p:g} s", pause_s=p))
         out += [f"![pause {p:g} s]({pngs[-1].name})", ""]
     out += ["### Fairness between the two streams", "",
-            *_table(("session", "transport", "pause", "mean throughput per stream", "Jain's index", "min / max"),
+            "Jain's index of the streams' mean object throughput over the session, their min / max, and Jain's "
+            "index of the rates of objects of the two streams while both downloaded (weighted by the overlap).", "",
+            *_table(("session", "transport", "pause", "mean throughput per stream", "Jain's index", "min / max",
+                     "Jain while both download", "overlap"),
                     [[f.session, f.transport, f"{f.pause_s:g} s" if f.pause_s is not None else "-",
-                      ", ".join(f"{m / 1e6:.3g} Mbit/s" for m in f.means_bps),
-                      f"{f.jain:.3f}" if f.jain is not None else "-", f"{f.ratio:.2f}" if f.ratio is not None else "-"]
-                     for f in fair])]
+                      ", ".join(f"{m / 1e6:.3g} Mbit/s" for m in f.means_bps), _num(f.jain, 3), _num(f.ratio, 2),
+                      _num(f.concurrent_jain, 3), f"{f.overlap_s:.1f} s"] for f in fair])]
     return out
+
+
+def _num(v: float | None, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 SECTIONS = {uh.OBJECTS: _objects_md, uh.DASH: _dash_md, uh.PARALLEL: _parallel_md}

@@ -171,3 +171,15 @@ def test_the_report_reads_another_sweeps_folder_as_one_of_its_experiments(tmp_pa
     assert main([str(tmp_path), "--as", "objects"]) == 0
     md = (tmp_path / "report" / "under_hood" / uh.REPORT_FILE).read_text()
     assert "# Under the hood: under_hood_objects" in md and "| object downloads: throughput similar" in md
+
+
+def test_overlap_jain_weights_concurrent_objects_of_different_streams() -> None:
+    def obj(stream: str, t0: float, t1: float, tp: float) -> uh.Sample:
+        return uh.Sample(**{**_s("h3", 0.0, tp, stream=stream).__dict__, "t_request": t0, "t_last_byte": t1})
+
+    # s1 alone for 1 s, then s1 and s2 together for 2 s at 30 vs 10 Mbit/s, then s2 with another s1 object, 1 s, equal
+    group = [obj("s1", 0, 3, 30e6), obj("s2", 1, 4, 10e6), obj("s1", 3, 5, 10e6)]
+    jain, both = uh.overlap_jain(group)
+    assert both == pytest.approx(3.0)
+    assert jain == pytest.approx((2 * 0.8 + 1 * 1.0) / 3)
+    assert uh.overlap_jain([obj("s1", 0, 1, 5e6), obj("s1", 0.5, 2, 5e6)]) == (None, 0.0)  # one stream: none
