@@ -4,7 +4,9 @@
 10.0.3.2:8443 (tests/data/netlog; cut by keeping only the event types the
 parser reads). The page and dash.js came over TCP (HTTP/2), the
 ``alt-svc`` of those responses started QUIC, and every later request went
-over QUIC.
+over QUIC. ``race_udp_blocked.json``: the same with UDP to port 8443 dropped
+by a firewall on r1: the QUIC handshake timed out, QUIC was marked broken,
+TCP carried everything.
 """
 
 from __future__ import annotations
@@ -46,6 +48,20 @@ def test_tcp_first_then_alt_svc_starts_quic_and_quic_wins_every_later_race() -> 
     assert 0 < tcp.value < 0.1 and 0 < quic.value < 0.1  # type: ignore[operator]  # handshakes, unshaped RTT
     assert all(a.t <= b.t for a, b in zip(got, got[1:], strict=False))
     assert not [r for r in got if r.event in ("failed", "broken", "stream_error")]  # the exit's abort is no error
+
+
+def test_udp_blocked_the_quic_handshake_times_out_and_quic_is_marked_broken() -> None:
+    doc = json.loads((DATA / "race_udp_blocked.json").read_text())
+    got = rows(doc)
+    assert [(r.event, r.protocol) for r in got if r.event != "won"] == [
+        ("job_started", "tcp"), ("connected", "tcp"), ("alt_svc", ""), ("job_started", "quic"), ("failed", "quic"),
+        ("broken", "quic")]
+    failed, broken = got[-2], got[-1]
+    assert failed.detail.startswith("QUIC_NETWORK_IDLE_TIMEOUT") and 3.9 < failed.t - got[3].t < 4.5  # 4 s timeout
+    assert broken.t > failed.t
+    assert {r.protocol for r in got if r.event == "won"} == {"tcp"}  # every race until then went to TCP ...
+    assert not [r for r in got if r.event == "won" and r.t > broken.t]  # ... and after it there was no race
+    assert {p for _, p in netlog.request_protocols(doc, ORIGIN)} == {"tcp"}
 
 
 def test_other_origins_are_left_out() -> None:
