@@ -84,7 +84,8 @@ def _config(run_dir: Path) -> dict[str, Any]:
 
 def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
     """``(condition, pattern, firewall)`` of a run's resolved config."""
-    forward = ((config.get("links") or {}).get("bottleneck") or {}).get("forward") or {}
+    bottleneck = (config.get("links") or {}).get("bottleneck") or {}
+    forward = bottleneck.get("forward") or ({"rate": bottleneck["rate"]} if "rate" in bottleneck else {})
     trace = forward.get("trace")
     if isinstance(trace, dict) and "generator" in trace:
         pattern = PATTERN_OF_GENERATOR.get(str(trace["generator"]), str(trace["generator"]))

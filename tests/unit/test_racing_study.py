@@ -78,6 +78,7 @@ def test_conditions_name_the_pattern_and_the_firewall() -> None:
     assert cond({"rate": "2mbit"}, {"u": {"action": "limit"}}) == ("2mbit+firewall", "rate", "firewall")
     assert cond({"rate": "2mbit"}, {"u": {"action": "drop"}}) == ("2mbit+blocked", "rate", "blocked")
     assert cond({"trace": {"generator": "dvl"}}, {"u": {"action": "accept"}}) == ("dvl", "dvl", "")
+    assert rs.condition_of({"links": {"bottleneck": {"rate": "3mbit"}}}) == ("3mbit", "rate", "")  # both ways
 
 
 def test_session_numbers(tmp_path: Path) -> None:
