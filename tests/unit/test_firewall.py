@@ -127,3 +127,11 @@ def test_counter_rows_per_firewall_and_direction() -> None:
         "rate_bps": 64000, "matched_pkts": 100, "matched_bytes": 120_000, "dropped_pkts": 40, "dropped_bytes": 50_000}
     assert (rows[("count", "from_port")]["matched_pkts"], rows[("count", "from_port")]["dropped_pkts"]) == (7, 0)
     assert list(rows[("block", "to_port")]) == list(nftplan.COUNTER_FIELDS)
+
+
+def test_paper_may_set_a_firewall_key() -> None:
+    from nest_experiments.sweep import apply_paper
+
+    doc = raw(rate="64kbit")
+    doc["paper"] = {"firewalls.udp443.rate": "128kbit"}
+    assert parse_experiment(apply_paper(doc)).firewalls[0].rate_bps == 128_000
