@@ -343,16 +343,17 @@ def objects_claims(samples: Sequence[Sample]) -> list[Claim]:
 
 
 def dash_comparisons(samples: Sequence[Sample], server: str) -> dict[str, Comparison]:
-    """tcp vs h3 on one origin: video throughput and latency, all segments' latency, audio's latency; and on
-    h3, video (a) vs audio (b) latency."""
+    """tcp vs h3 on one origin: video throughput and latency, all segments' latency, audio's latency; and per
+    transport, video (a) vs audio (b) latency."""
     def tv(metric: str, **m: Any) -> Comparison:
         return compare(samples, server, metric, a={"transport": "tcp", "server": server, **m},
                        b={"transport": "h3", "server": server, **m})
 
     return {"video_tp": tv("throughput_bps", stream="video"), "video_lat": tv("latency_s", stream="video"),
             "all_lat": tv("latency_s"), "audio_lat": tv("latency_s", stream="audio"),
-            "h3_av": compare(samples, server, "latency_s", a={"transport": "h3", "server": server, "stream": "video"},
-                             b={"transport": "h3", "server": server, "stream": "audio"}, names=("video", "audio"))}
+            **{f"{t}_av": compare(samples, server, "latency_s", a={"transport": t, "server": server, "stream": "video"},
+                                  b={"transport": t, "server": server, "stream": "audio"}, names=("video", "audio"))
+               for t in TRANSPORTS}}
 
 
 def dash_claims(samples: Sequence[Sample]) -> list[Claim]:
@@ -371,9 +372,15 @@ def dash_claims(samples: Sequence[Sample]) -> list[Claim]:
             Claim(claim=f"[{who}] DASH: audio segments' response latency higher with QUIC than TCP (Fig. 9b)",
                   ours=describe(c["audio_lat"]), agree=b_higher(c["audio_lat"])),
             Claim(claim=f"[{who}] DASH over QUIC: audio waits behind video (audio latency above video's; Fig. 9a)",
-                  ours=describe(c["h3_av"]), agree=b_higher(c["h3_av"])),
+                  ours=f"on h3: {describe(c['h3_av'])}; on tcp: {describe(c['tcp_av'])}",
+                  agree=_quic_only(b_higher(c["h3_av"]), b_higher(c["tcp_av"]))),
         ]
     return out
+
+
+def _quic_only(on_h3: str, on_tcp: str) -> str:
+    """The paper blames QUIC's multiplexing: an effect TCP shows as well is not QUIC's."""
+    return "yes, but over TCP too (separate connections)" if on_h3 == "yes" and on_tcp == "yes" else on_h3
 
 
 def _ci_ms(ci: tuple[float, float] | None) -> str:

@@ -183,3 +183,22 @@ def test_overlap_jain_weights_concurrent_objects_of_different_streams() -> None:
     assert both == pytest.approx(3.0)
     assert jain == pytest.approx((2 * 0.8 + 1 * 1.0) / 3)
     assert uh.overlap_jain([obj("s1", 0, 1, 5e6), obj("s1", 0.5, 2, 5e6)]) == (None, 0.0)  # one stream: none
+
+
+def test_reproduces_needs_audio_later_over_quic_than_over_tcp() -> None:
+    from nest_experiments.studies.under_hood_report import reproduces
+
+    rng = random.Random(5)
+    samples = _dash("caddy", 0.30, rng) + _dash("nest", 0.02, rng)
+    assert reproduces(uh.dash_comparisons(samples, "caddy")).startswith("reproduced (")
+    text = reproduces(uh.dash_comparisons(samples, "nest"))
+    assert text.startswith("not reproduced (") and "on TCP: no" in text
+    assert reproduces(uh.dash_comparisons(samples[:6], "caddy")).startswith("cannot tell")
+
+
+def test_audio_behind_video_on_both_transports_is_not_quics_alone() -> None:
+    rng = random.Random(6)
+    samples = [uh.Sample(**{**s.__dict__, "latency_s": s.latency_s * (20 if s.stream == "audio" else 1)})
+               for s in _dash("caddy", 0.02, rng)]  # audio 0.4 s on both transports, video 0.05 s
+    behind = next(c for c in uh.dash_claims(samples) if "waits behind video" in c.claim)
+    assert behind.agree == "yes, but over TCP too (separate connections)" and "on tcp: median video" in behind.ours
