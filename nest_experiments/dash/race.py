@@ -44,7 +44,8 @@ class RaceFetcher(Fetcher):
     def __init__(self, *, host: str, port: int, racer: Racer, opts: FetcherOptions) -> None:
         self.host, self.tcp_port, self.racer, self.opts = host, port, racer, opts
         p = racer.params
-        self.quic_opts = dataclasses.replace(opts, connect_timeout=p.quic_handshake_timeout_s)
+        self.quic_opts = dataclasses.replace(opts, connect_timeout=p.quic_handshake_timeout_s,
+                                             idle_timeout=p.stream_timeout_s or opts.idle_timeout)
         self.quic_port: int | None = None
         self.conns: dict[str, _Conn] = {}
         self.serving = ""  # the protocol of the last request
@@ -68,6 +69,12 @@ class RaceFetcher(Fetcher):
                 else:
                     result = await conn.fetcher.fetch(stream, path)
             except RunError as exc:
+                if conn.protocol == "quic" and self.racer.params.stream_timeout_s and \
+                        isinstance(exc.__cause__, TimeoutError):  # this stream stalled: cancelled, not the connection
+                    self.racer.on_stream_error(self.opts.clock(), "quic", conn.conn_id,
+                                               f"stream cancelled after {self.racer.params.stream_timeout_s:g} s "
+                                               f"without a byte: {exc}")
+                    continue
                 self._lost(conn, str(exc))
                 tcp_failures += conn.protocol == "tcp"
                 if tcp_failures >= TCP_ATTEMPTS:

@@ -80,6 +80,11 @@ class RacingParams:
     # stands for QUIC_TOO_MANY_RTOS and QUIC_NETWORK_IDLE_TIMEOUT, which a Python QUIC stack does not raise
     # (5 RTOs from 200 ms, doubling: 0.2 + 0.4 + 0.8 + 1.6 + 3.2 = 6.2 s).
     quic_stall_timeout_s: float = 6.2
+    # A QUIC request without a byte of its own for this long is cancelled by the player (QUIC_STREAM_CANCELLED,
+    # one of the errors the paper logged, Section VIII-B) and retried: a stream error, which marks QUIC broken
+    # under chromium. 0: never (a browser alone has no such timeout; a player such as YouTube's abandons
+    # requests that stall: the experiment files set one segment's duration).
+    stream_timeout_s: float = 0.0
     # Firefox: network.http.http3.backup_timer_delay = 100 ms (the paper, Section IV)
     backup_delay_s: float = 0.1
     # dynamic (the paper, Section X-A): a probe every 15 s, medians over a sliding window of 10, X >= 3

@@ -29,6 +29,8 @@ class Script:
     quic_connect_s: list[float] = field(default_factory=lambda: [0.01])  # per attempt; < 0: fails after -x s
     quic_fail_requests: int = 0  # the first N QUIC requests fail (a stall)
     quic_hang: bool = False  # QUIC requests never answer and the connection receives nothing
+    quic_stream_timeouts: int = 0  # the first N QUIC requests time out (no byte of their own), the connection lives
+    conns: list[FakeConn] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
 
 
@@ -41,6 +43,9 @@ class FakeConn:
     async def fetch(self, stream: str, path: str) -> FetchResult:
         if self.kind == "quic" and self.script.quic_hang:
             await asyncio.sleep(3600)
+        if self.kind == "quic" and self.script.quic_stream_timeouts > 0:
+            self.script.quic_stream_timeouts -= 1
+            raise RunError("h3 https://x/: timed out (no answer in time)") from TimeoutError()
         if self.kind == "quic" and self.script.quic_fail_requests > 0:
             self.script.quic_fail_requests -= 1
             raise RunError("h3 https://x/: timed out (no answer in time)")
@@ -68,7 +73,8 @@ def install(monkeypatch: pytest.MonkeyPatch, script: Script) -> None:
         await asyncio.sleep(abs(delay))
         if delay < 0:
             raise RunError("h3 https://x/: timed out (no QUIC handshake within 1 s)")
-        return FakeConn("quic", script)
+        script.conns.append(FakeConn("quic", script))
+        return script.conns[-1]
 
     monkeypatch.setattr(race.H2Fetcher, "open", open_tcp)
     monkeypatch.setattr(race.H3Fetcher, "open", open_quic)
@@ -147,6 +153,19 @@ def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monk
     assert 0.2 <= time.monotonic() - t0 < 2.0  # counted from the request, not from the connection's last packet
     errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
     assert len(errors) == 1 and "nothing received" in errors[0] and ("broken", "quic") in events(f)
+
+
+@pytest.mark.parametrize(("policy", "expect"), [("chromium", ["tcp", "tcp", "tcp"]), ("quic_only", ["tcp", "h3", "h3"])])
+def test_a_stalled_quic_stream_is_cancelled_and_retried_the_connection_kept(
+        monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str]) -> None:
+    script = Script(quic_stream_timeouts=1)
+    install(monkeypatch, script)
+    f = fetcher(policy, stream_timeout_s=5.0)
+    assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
+    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
+    assert len(errors) == 1 and errors[0].startswith("stream cancelled after 5 s")
+    assert len(script.conns) == 1  # one QUIC connection: a cancelled stream does not close it
+    assert (("broken", "quic") in events(f)) == (policy == "chromium")
 
 
 def test_quic_only_waits_for_quic_and_never_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
