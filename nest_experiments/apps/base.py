@@ -9,6 +9,7 @@ folder's CSVs), and ``stop()`` always (idempotent; kills what is left).
 from __future__ import annotations
 
 import abc
+import csv
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -123,3 +124,20 @@ def register(kind: str) -> Callable[[type[App]], type[App]]:
         return cls
 
     return deco
+
+
+def read_rows(path: Path, *, app: str, missing_ok: bool = False) -> list[dict[str, Any]]:
+    """An app's CSV as dicts, each with the app's name; a missing file: [] if ``missing_ok``, else the OSError."""
+    if missing_ok and not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return [{**row, "app": app} for row in csv.DictReader(fh)]
+
+
+def last_line(path: Path) -> str:
+    """The last non-blank line of a log (an app's stderr: what to say when it failed), "" if none or unreadable."""
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""

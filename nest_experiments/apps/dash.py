@@ -23,7 +23,6 @@ player's HTTP implementation (``apps.NAME.client``: the QUIC stack over h3,
 
 from __future__ import annotations
 
-import csv
 import importlib.metadata
 import json
 import os
@@ -34,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.base import App, last_line, read_rows, register, tool_version
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
@@ -175,7 +174,7 @@ class Dash(App):
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        err = _last_line(self.raw_dir / f"{c.name}.{who}.err")
+        err = last_line(self.raw_dir / f"{c.name}.{who}.err")
         node = c.server if who == "server" else c.client
         raise RunError(f"apps.{c.name}: DASH {who} on {node} did not start{': ' + err if err else ''} "
                        f"(see {self.raw_dir})")
@@ -266,13 +265,13 @@ class Dash(App):
             self._write_mptcp_counters()
         self.access = self._access_rows()
         if code != 0:
-            err = _last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
+            err = last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
             self.warnings.append(f"apps.{c.name}: DASH client failed: {err}")
             return
-        self.segments = _read_rows(self.out_dir / "segments.csv", app=c.name)
-        self.decisions = _read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
+        self.segments = read_rows(self.out_dir / "segments.csv", app=c.name)
+        self.decisions = read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
         if (self.out_dir / "racing.csv").exists():  # the race transport's events (dash.racing_log)
-            self.racing = _read_rows(self.out_dir / "racing.csv", app=c.name)
+            self.racing = read_rows(self.out_dir / "racing.csv", app=c.name)
         doc = json.loads((self.out_dir / "qoe.json").read_text())
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
         doc.setdefault("player", c.player)
@@ -307,7 +306,7 @@ class Dash(App):
         if not path.exists():
             return []
         shift = self.server_t0 - (time.monotonic() - self.clock())
-        rows = _read_rows(path, app=c.name)
+        rows = read_rows(path, app=c.name)
         for row in rows:
             for key in ACCESS_TIMES:
                 if row[key] != "":
@@ -337,17 +336,3 @@ def _set_app_entry(path: Path, app: str, doc: dict[str, Any]) -> None:
     merged = json.loads(path.read_text()) if path.exists() else {}
     merged[app] = doc
     write_json(path, merged)
-
-
-def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:
-    with path.open(newline="") as fh:
-        return [{**row, "app": app} for row in csv.DictReader(fh)]
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
-

@@ -15,7 +15,6 @@ did not get to are a warning.
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 import time
@@ -23,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.base import App, last_line, read_rows, register, tool_version
 from nest_experiments.config import ObjectsApp
 from nest_experiments.dash import caddy, certs, objects
 from nest_experiments.errors import RunError
@@ -121,10 +120,10 @@ class Objects(App):
     def finish(self, deadline: float) -> None:
         c = self.cfg
         code = self.wait_proc(self.client, deadline, "object-download client")
-        self.rows = _read_rows(self.csv_path, app=c.name)
+        self.rows = read_rows(self.csv_path, app=c.name, missing_ok=True)
         if code != 0:
             self.warnings.append(f"apps.{c.name}: object-download client failed: "
-                                 f"{_last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
+                                 f"{last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
         planned = len(objects.schedule(design(c)))
         if len(self.rows) < planned:
             self.warnings.append(f"apps.{c.name}: {len(self.rows)} of {planned} objects downloaded "
@@ -157,18 +156,3 @@ def _json(line: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return doc if isinstance(doc, dict) else {}
-
-
-def _read_rows(path: Path, *, app: str) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return [{**row, "app": app} for row in csv.DictReader(fh)]
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
