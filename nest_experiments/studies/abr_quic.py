@@ -40,7 +40,7 @@ import statistics
 import tomllib
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,9 @@ from scipy import stats
 from nest_experiments.analysis import run_dirs
 from nest_experiments.dash import qoe
 from nest_experiments.dash.records import read_segments
-from nest_experiments.report import DASH_METRICS, MIN_REPS, Check, Metric, Row, RunInput, Sweep, flatten, ok
+from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
 from nest_experiments.rundir import read_manifest
-from nest_experiments.studies.base import Claim, Study
+from nest_experiments.studies.base import Claim, Study, table_metrics
 
 EXPERIMENT = "abr_quic_tcp"
 TRANSPORTS = ("tcp", "h3")  # the letter's DASH/TCP and DASH/QUIC
@@ -398,21 +398,13 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
     return write_report(folder, out_dir)
 
 
-_SHARED = ("video.avg_bitrate_bps", "video.switches", "session.stall_s")
-
-
-def _shared_metrics() -> tuple[Metric, ...]:
-    """The shared report's table for this sweep: a few per-run numbers, no bar charts (one run per context)."""
-    return tuple(replace(m, plot=False) for m in DASH_METRICS if m.key in _SHARED)
-
-
 STUDY = Study(
     name="abr_quic",
     title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
           f"; its box plots (Figs. 2-5), U tests per ABR, noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
     experiments=(EXPERIMENT,),
-    dash_metrics=_shared_metrics(),
+    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the session played to the end (qoe.json end_reason 'ended'); the origin was Caddy for "
                  "every transport (manifest versions). CPU-saturated runs are listed below and left out of the "

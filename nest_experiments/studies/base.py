@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nest_experiments import report
@@ -21,6 +21,11 @@ class Claim:
 
 ClaimsFn = Callable[[Sweep, Sequence[Row]], list[Claim]]
 OutputsFn = Callable[[Path, Path], list[Path]]  # (sweep folder, report folder) -> files written
+
+
+def table_metrics(*keys: str) -> tuple[Metric, ...]:
+    """The shared report's table for a study of one run per context: these per-run numbers, no bar charts."""
+    return tuple(replace(m, plot=False) for m in report.DASH_METRICS if m.key in keys)
 
 
 def no_claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:

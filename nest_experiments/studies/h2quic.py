@@ -38,16 +38,16 @@ import math
 import statistics
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nest_experiments.analysis import run_dirs
 from nest_experiments.dash.records import SegmentRow, read_segments
 from nest_experiments.errors import ConfigError
-from nest_experiments.report import DASH_METRICS, Check, Metric, Row, RunInput, Sweep, ok
+from nest_experiments.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.rundir import read_manifest
-from nest_experiments.studies.base import Claim, Study
+from nest_experiments.studies.base import Claim, Study, table_metrics
 from nest_experiments.units import parse_rate
 
 OVERHEAD, UTILIZATION, ADAPTATION = "h2quic_overhead", "h2quic_utilization", "h2quic_adaptation"
@@ -507,21 +507,13 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
     return write_report(folder, out_dir)
 
 
-_SHARED = ("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s")
-
-
-def _shared_metrics() -> tuple[Metric, ...]:
-    """The shared report's table: a few per-run numbers, no bar charts (one run per cell; the figures are ours)."""
-    return tuple(replace(m, plot=False) for m in DASH_METRICS if m.key in _SHARED)
-
-
 STUDY = Study(
     name="h2quic",
     title="the HTTP/1.1-TCP vs HTTP/2-TLS vs HTTP/3-QUIC DASH evaluation (overhead, link utilization, adaptation; "
           f"../shared/papers/dash-over-quic-http2-evaluation.txt); its figures and tables: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
     experiments=EXPERIMENTS,
-    dash_metrics=_shared_metrics(),
+    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the run has video segments; an overhead or utilization run kept one representation "
                  "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "

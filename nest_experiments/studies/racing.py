@@ -41,11 +41,11 @@ from nest_experiments.analysis import run_dirs
 from nest_experiments.dash.racing_log import RacingRow, read_racing
 from nest_experiments.dash.records import read_segments
 from nest_experiments.errors import ConfigError
-from nest_experiments.report import DASH_METRICS, MIN_REPS, Check, Metric, Row, RunInput, Sweep, ok
+from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, ok
 from nest_experiments.rundir import read_manifest
 from nest_experiments.studies import racing_metrics as rm
 from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
-from nest_experiments.studies.base import Claim, Study
+from nest_experiments.studies.base import Claim, Study, table_metrics
 from nest_experiments.units import parse_time
 
 EXPERIMENTS = ("racing_patterns", "racing_firewall")
@@ -392,20 +392,13 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
     return write_report(folder, out_dir)
 
 
-_SHARED = ("video.avg_bitrate_bps", "video.switches", "session.stall_s")
-
-
-def _shared_metrics() -> tuple[Metric, ...]:
-    return tuple(replace(m, plot=False) for m in DASH_METRICS if m.key in _SHARED)
-
-
 STUDY = Study(
     name="racing",
     title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
           f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
           f"[{REPORT_FILE}]({REPORT_FILE})",
     experiments=EXPERIMENTS,
-    dash_metrics=_shared_metrics(),
+    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
                  f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
