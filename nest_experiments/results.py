@@ -187,6 +187,18 @@ def egress_from(e: dict[str, Any]) -> Egress:
                   leaf_handle=e.get("leaf_handle"))
 
 
+def stall_at_end(run_dir: Path, app: str) -> qoe.EndStall | None:
+    """The stall the DASH app ``app`` was in when it stopped (``qoe.json``; its only app when ``app`` is "")."""
+    try:
+        docs = json.loads((run_dir / "qoe.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(docs, dict):
+        return None
+    doc = docs.get(app) if app else next(iter(docs.values()), None) if len(docs) == 1 else None
+    return qoe.EndStall.from_dict(doc.get("stall_at_end")) if isinstance(doc, dict) else None
+
+
 def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
     """Per-stream QoE of the run's DASH session (the first app when there are several)."""
     path = run_dir / "segments.csv"
@@ -204,7 +216,7 @@ def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
         notes.append("segments.csv has no rows: no DASH metrics")
         return {}
     out: dict[str, float] = {}
-    for stream, summary in qoe.summarize(rows).items():
+    for stream, summary in qoe.summarize(rows, stall_at_end=stall_at_end(run_dir, names[0] if names else "")).items():
         for f, scale in (*_SCALE.items(), ("stall_s", 1.0)):
             value = getattr(summary, f)
             if value is not None:

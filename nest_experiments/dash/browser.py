@@ -358,7 +358,8 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
                              transport=args.transport, abr=args.abr)
     records.write_segments(args.out / "segments.csv", session.segments)
     records.write_decisions(args.out / "abr_decisions.csv", session.decisions)
-    summary_qoe = qoe.summarize(session.segments, startup_delay_s=session.startup_delay_s, threshold_s=args.threshold)
+    summary_qoe = qoe.summarize(session.segments, startup_delay_s=session.startup_delay_s, threshold_s=args.threshold,
+                                stall_at_end=session.stall_at_end)
     from dataclasses import asdict
 
     doc = {
@@ -367,6 +368,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
         "chromium": raw.get("chromium", ""), "url": raw.get("url", ""), "abr": args.abr, "dashjs_settings": raw.get("settings"),
         "end_reason": raw["end_reason"] if raw["end_reason"] != "ended" or session.ended else "stopped",
         "stalls": len(session.stalls), "errors": list(session.errors),
+        "stall_at_end": None if session.stall_at_end is None else session.stall_at_end.as_dict(),
         "played_s": summary.get("current_time"), "frames_decoded": summary.get("frames"),
         "frames_dropped": summary.get("dropped_frames"), "media_error": summary.get("error"),
         "protocols": dashjs.protocols(summary.get("resources", [])),

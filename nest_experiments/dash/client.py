@@ -103,13 +103,15 @@ async def run(args: argparse.Namespace) -> PlayerReport:
 def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float,
                  client: str = "") -> dict[str, Any]:
     """``qoe.json``: QoE per stream and session, how the session ended, and the client's implementation."""
-    summary = qoe.summarize(report.segments, startup_delay_s=report.startup_delay_s, threshold_s=threshold_s)
+    summary = qoe.summarize(report.segments, startup_delay_s=report.startup_delay_s, threshold_s=threshold_s,
+                            stall_at_end=report.stall_at_end)
     return {
         "transport": transport,
         "client": client,
         "end_reason": report.end_reason,
         "ended_at": report.ended_at,
-        "stalls": len(report.stalls),
+        "stalls": len(report.stalls) + (report.stall_at_end is not None),
+        "stall_at_end": None if report.stall_at_end is None else report.stall_at_end.as_dict(),
         "qoe": {name: asdict(s) for name, s in summary.items()},
     }
 

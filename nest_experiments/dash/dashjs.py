@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nest_experiments.dash.mpd import Manifest
+from nest_experiments.dash.qoe import EndStall
 from nest_experiments.dash.records import DecisionRow, SegmentRow
 
 Event = Mapping[str, Any]
@@ -67,6 +68,7 @@ class Session:
     startup_delay_s: float | None
     ended: bool
     errors: tuple[str, ...]
+    stall_at_end: EndStall | None = None  # playback never resumed: the stall until the page's last event
 
 
 def convert(events: Sequence[Event], resources: Sequence[Event], manifest: Manifest, *,
@@ -93,7 +95,16 @@ def convert(events: Sequence[Event], resources: Sequence[Event], manifest: Manif
         startup_delay_s=startup,
         ended=any(e["type"] == "ended" for e in ordered),
         errors=tuple(str(e.get("message") or e.get("error")) for e in ordered if e["type"] == "error"),
+        stall_at_end=_stall_at_end(stalls, run_s(ordered[-1]["t"]) if ordered else None),
     )
+
+
+def _stall_at_end(stalls: Sequence[Stall], t_last: float | None) -> EndStall | None:
+    """The open stall (playback never resumed) up to the last event the page sent."""
+    if not stalls or stalls[-1].end is not None or t_last is None:
+        return None
+    return EndStall(stream=stalls[-1].stream or "video", t_start=stalls[-1].start,
+                    duration_s=max(0.0, t_last - stalls[-1].start))
 
 
 def level_of(manifest: Manifest, stream: str, rep_id: str | None, bandwidth: float | None) -> tuple[int | None,

@@ -13,7 +13,8 @@ stream; a stream waits while its buffer >= ``max_buffer_s``. Playback needs
 both streams: it starts, and resumes after a stall, when every stream holds
 at least ``threshold_s`` (or all of its remaining media); a stall starts when
 any stream's buffer runs empty before the end. The stall time is written on
-the segment whose arrival ended it. Init segments are fetched the first time
+the segment whose arrival ended it; a session stopped while stalled (duration
+limit, SIGTERM) reports that stall as ``stall_at_end``. Init segments are fetched the first time
 a representation is chosen, and are not segment rows.
 
 :func:`play` fetches the MPD through a :class:`~nest_experiments.dash.fetch.Fetcher`
@@ -33,6 +34,7 @@ from typing import Any
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
 from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
 from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
+from nest_experiments.dash.qoe import EndStall
 from nest_experiments.dash.records import DecisionRow, SegmentRow
 from nest_experiments.errors import ConfigError, RunError
 
@@ -137,6 +139,7 @@ class PlayerReport:
     stalls: tuple[StallEnded, ...]
     end_reason: str
     ended_at: float | None
+    stall_at_end: EndStall | None = None  # stopped while stalled (duration limit, SIGTERM): the stall so far
 
 
 # ----------------------------------------------------------------- streams
@@ -185,6 +188,8 @@ class PlayerSession:
         self.position_s = 0.0
         self.clock_s = start_time
         self.stall_start: float | None = None
+        self.stall_stream = ""
+        self.stall_at_end: EndStall | None = None
         self.startup_delay_s: float | None = None
         self.end_reason = ""
         self.ended_at: float | None = None
@@ -325,7 +330,7 @@ class PlayerSession:
         if self.position_s >= self.duration_s - 1e-6:
             self._end(t, "ended")
         else:
-            self.state, self.stall_start = "stalled", t
+            self.state, self.stall_start, self.stall_stream = "stalled", t, starving
             self._events.append(StallStarted(t=t, stream=starving))
 
     def _end(self, t: float, reason: str) -> None:
@@ -336,6 +341,9 @@ class PlayerSession:
         """End the session early (duration limit, error)."""
         if self.state != "ended":
             self.advance(now)
+        if self.state == "stalled" and self.stall_start is not None:
+            self.stall_at_end = EndStall(stream=self.stall_stream, t_start=self.stall_start,
+                                         duration_s=max(0.0, now - self.stall_start))
         if self.state != "ended":
             self._end(now, reason)
 
@@ -434,6 +442,7 @@ class PlayerSession:
             stalls=tuple(self.stalls),
             end_reason=self.end_reason or self.state,
             ended_at=self.ended_at,
+            stall_at_end=self.stall_at_end,
         )
 
 

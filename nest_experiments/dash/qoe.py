@@ -8,7 +8,9 @@ Per stream (``video``, ``audio``) and per session (both):
 - ``avg_throughput_bps``: mean over segments of ``8 bytes / (t_last_byte - t_first_byte)``;
 - ``avg_buffer_s``: mean buffer right after each segment arrived;
 - ``stall_count`` / ``stall_s``: stalls, attributed to the stream whose
-  segment ended them (``stall_s`` column); the session sums them;
+  segment ended them (``stall_s`` column), plus a stall still going on when
+  the session stopped (:class:`EndStall`, ``qoe.json``'s ``stall_at_end``;
+  no segment ended it), on the stream that ran empty; the session sums them;
 - ``startup_delay_s``: session only (given, or derived: the first time every
   stream had ``threshold_s`` buffered, minus the first request);
 - ``app_rtt_s``: mean ``t_last_byte - t_request``;
@@ -27,7 +29,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from nest_experiments.dash.records import SegmentRow
 
@@ -51,6 +54,26 @@ class QoeSummary:
     app_jitter_s: float | None
     response_latency_s: float | None
     qoe: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndStall:
+    """A stall that no segment ended: the session stopped (duration limit, SIGTERM) while it went on."""
+
+    stream: str  # the stream whose buffer ran empty
+    t_start: float
+    duration_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stream": self.stream, "t_start": self.t_start, "duration_s": self.duration_s}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> EndStall | None:
+        """``qoe.json``'s ``stall_at_end`` (None, absent or malformed: no stall at the end)."""
+        try:
+            return cls(stream=str(d["stream"]), t_start=float(d["t_start"]), duration_s=float(d["duration_s"]))
+        except (TypeError, KeyError, ValueError):
+            return None
 
 
 def mean(values: Iterable[float | None]) -> float | None:
@@ -162,15 +185,24 @@ def stream_summary(rows: Sequence[SegmentRow]) -> QoeSummary:
 
 
 def summarize(
-    rows: Iterable[SegmentRow], *, startup_delay_s: float | None = None, threshold_s: float = 1.0
+    rows: Iterable[SegmentRow], *, startup_delay_s: float | None = None, threshold_s: float = 1.0,
+    stall_at_end: EndStall | None = None,
 ) -> dict[str, QoeSummary]:
     """``{"video": ..., "audio": ..., "session": ...}`` (streams that have rows)."""
     groups = by_stream(rows)
     result = {name: stream_summary(group) for name, group in groups.items()}
+    if stall_at_end is not None and stall_at_end.duration_s > 0 and result:
+        name = stall_at_end.stream if stall_at_end.stream in result else next(iter(result))
+        result[name] = _with_stall(result[name], stall_at_end.duration_s)
     every = [r for group in groups.values() for r in group]
     startup = startup_delay_s if startup_delay_s is not None else derive_startup_delay_s(groups, threshold_s)
     result["session"] = _session(result, every, groups, startup)
     return result
+
+
+def _with_stall(s: QoeSummary, stall_s: float) -> QoeSummary:
+    return replace(s, stall_count=s.stall_count + 1, stall_s=s.stall_s + stall_s,
+                   qoe=s.qoe - REBUFFER_PENALTY * stall_s)
 
 
 def _session(

@@ -42,6 +42,7 @@ from nest_experiments.dash.racing_log import RacingRow, read_racing
 from nest_experiments.dash.records import read_segments
 from nest_experiments.errors import ConfigError
 from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, ok
+from nest_experiments.results import stall_at_end
 from nest_experiments.rundir import read_manifest
 from nest_experiments.studies import racing_metrics as rm
 from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
@@ -133,13 +134,15 @@ def _segment_s(run_dir: Path) -> float:
 
 
 def session_numbers(transfers: Sequence[rm.Transfer], rows: Sequence[RacingRow], *, segment_s: float,
-                    t_end: float) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """A session's numbers and window series from its segments and racing events (pure)."""
+                    t_end: float, open_stall: tuple[float, float] | None = None,
+                    ) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """A session's numbers and window series from its segments and racing events (pure); ``open_stall``:
+    (start, seconds) of the stall the session stopped in (``qoe.json``'s ``stall_at_end``)."""
     video = sorted((t for t in transfers if t.stream == "video"), key=lambda t: t.index)
     bitrates = [v.bitrate_bps / 1e3 for v in video]
     series = {"rqvst": rm.rqvst_series(transfers, t_end), "B": rm.quality_drop_series(video, segment_s, t_end),
-              "S": rm.stall_series(transfers, t_end)}
-    metrics: dict[str, float] = {"stall": sum(t.stall_s for t in transfers),
+              "S": rm.stall_series(transfers, t_end, open_stall=open_stall)}
+    metrics: dict[str, float] = {"stall": sum(t.stall_s for t in transfers) + (open_stall[1] if open_stall else 0.0),
                                  "switches": float(rm.switches([r.protocol for r in rows if r.event == "won"]))}
     for key, value in (("rqvst", rm.rqvst(transfers)), ("bitrate", rm.mean_bitrate(bitrates)),
                        ("variation", rm.mean_variation(bitrates))):
@@ -164,7 +167,10 @@ def load_session(run_dir: Path) -> Session | None:
         return None
     rows = read_racing(run_dir / "racing.csv") if (run_dir / "racing.csv").exists() else []
     duration = _duration(config) or max(t.t_last_byte for t in transfers)
-    metrics, series = session_numbers(transfers, rows, segment_s=_segment_s(run_dir), t_end=duration)
+    app = next((name for name, a in (config.get("apps") or {}).items() if isinstance(a, dict) and a.get("kind") == "dash"), "")
+    end = stall_at_end(run_dir, app)
+    metrics, series = session_numbers(transfers, rows, segment_s=_segment_s(run_dir), t_end=duration,
+                                      open_stall=None if end is None else (end.t_start, end.duration_s))
     condition, pattern, firewall = condition_of(config)
     probes = {p: statistics.median(v) for p in ("quic", "tcp")
               if (v := [r.value for r in rows if r.event == "probe_rtt" and r.protocol == p and r.value is not None])}

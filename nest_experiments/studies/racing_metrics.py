@@ -12,7 +12,8 @@
   stayed dropped, where ``e`` is the level's rank from 1 (144p -> 1 ...)
   and ``q_prev`` the quality before the last switch (a rise counts 0);
 - :func:`stall_series`: S(t) per window, the stall seconds within it (each
-  stall ends when the segment that ended it arrived, ``stall_s`` before);
+  stall ends when the segment that ended it arrived, ``stall_s`` before; a
+  stall the session stopped in counts up to the stop);
 - :func:`max_cross_correlation`: the normalised cross-correlation of two
   window series over lags (eq. 1 and 2, Fig. 9): the largest coefficient
   and its lag (s; positive: the second series follows the first);
@@ -109,15 +110,18 @@ def quality_drop_series(video: Sequence[Transfer], segment_s: float, t_end: floa
     return out
 
 
-def stall_series(segments: Sequence[Transfer], t_end: float, window_s: float = WINDOW_S) -> list[float]:
-    """S(t): the stall seconds in each window (a stall ends at the arrival of the segment that ended it)."""
+def stall_series(segments: Sequence[Transfer], t_end: float, window_s: float = WINDOW_S,
+                 open_stall: tuple[float, float] | None = None) -> list[float]:
+    """S(t): the stall seconds in each window (a stall ends at the arrival of the segment that ended it;
+    ``open_stall``: (start, seconds) of the stall the session stopped in, which no segment ended)."""
     n = n_windows(t_end, window_s)
     out = [0.0] * n
-    for s in segments:
-        if s.stall_s > 0:
-            t1 = s.t_last_byte
-            for w in range(n):
-                out[w] += _overlap(t1 - s.stall_s, t1, w * window_s, (w + 1) * window_s)
+    spans = [(s.t_last_byte - s.stall_s, s.t_last_byte) for s in segments if s.stall_s > 0]
+    if open_stall is not None and open_stall[1] > 0:
+        spans.append((open_stall[0], open_stall[0] + open_stall[1]))
+    for t0, t1 in spans:
+        for w in range(n):
+            out[w] += _overlap(t0, t1, w * window_s, (w + 1) * window_s)
     return out
 
 

@@ -65,6 +65,11 @@ def test_stall_series_places_each_stall_before_the_arrival_that_ended_it() -> No
     assert stall_series(s, t_end=90) == pytest.approx([5.0, 5.0, 2.0])
 
 
+def test_stall_series_counts_the_stall_the_session_stopped_in_up_to_the_stop() -> None:
+    s = [seg(3, 0, 0, 35, stall=10.0)]
+    assert stall_series(s, t_end=90, open_stall=(50.0, 40.0)) == pytest.approx([5.0, 15.0, 30.0])
+
+
 def test_cross_correlation_finds_the_lag_of_a_shifted_copy() -> None:
     x = [0, 1, 0, 0, 2, 0, 1, 0, 0, 0]
     y = [0, 0, 0, 1, 0, 0, 2, 0, 1, 0]  # x two windows later

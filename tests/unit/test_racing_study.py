@@ -95,6 +95,15 @@ def test_session_numbers(tmp_path: Path) -> None:
     assert "corr_B" in s.metrics and "corr_S" in s.metrics
 
 
+def test_a_stall_the_session_stopped_in_counts_in_stall_and_s_t(tmp_path: Path) -> None:
+    d = make(tmp_path, Synth(policy="quic_only", stall_s=2.0))
+    (d / "qoe.json").write_text(json.dumps({"video": {"end_reason": "duration limit", "stall_at_end": {
+        "stream": "video", "t_start": 100.0, "duration_s": 20.0}}}))
+    s = rs.load_session(d)
+    assert s is not None and s.metrics["stall"] == pytest.approx(22.0)
+    assert s.series["S"][3] == pytest.approx(20.0)  # 100-120 s: the last window
+
+
 def test_runs_of_other_transports_are_not_sessions(tmp_path: Path) -> None:
     d = make(tmp_path, Synth(policy="chromium"))
     (d / "config.toml").write_text('[experiment]\nname = "x"\n[apps.video]\nkind = "dash"\ntransport = "h3"\n')

@@ -96,10 +96,18 @@ def test_a_stall_is_waiting_after_playing_and_is_written_on_the_segment_that_end
     assert s.ended
 
 
-def test_a_stall_that_never_ended_is_counted_but_not_timed() -> None:
-    events = [_frag(1.0, "video", 0, "1"), _ev(1.5, "playing"), _ev(3.0, "waiting")]
+def test_a_stall_that_never_ended_is_the_stall_at_the_end_up_to_the_last_event() -> None:
+    events = [_frag(1.0, "video", 0, "1"), _ev(1.5, "playing"), _ev(2.9, "buffer_empty", media_type="audio"),
+              _ev(3.0, "waiting"), _ev(7.5, "buffer_level", media_type="video", level=0.0)]
     s = dashjs.convert(events, [], _manifest(), to_run=_to_run, transport="tcp", abr="bola")
-    assert len(s.stalls) == 1 and s.stalls[0].end is None and s.segments[0].stall_s == 0
+    assert len(s.stalls) == 1 and s.stalls[0].end is None and s.segments[0].stall_s == 0  # no segment ended it
+    assert s.stall_at_end is not None and s.stall_at_end.stream == "audio"
+    assert (s.stall_at_end.t_start, s.stall_at_end.duration_s) == pytest.approx((3.0, 4.5))
+
+
+def test_a_session_that_ended_playing_has_no_stall_at_the_end() -> None:
+    events = [_frag(1.0, "video", 0, "1"), _ev(1.5, "playing"), _ev(3.0, "waiting"), _ev(4.0, "playing")]
+    assert dashjs.convert(events, [], _manifest(), to_run=_to_run, transport="tcp", abr="bola").stall_at_end is None
 
 
 def test_quality_requests_become_decisions() -> None:

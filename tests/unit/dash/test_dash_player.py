@@ -94,6 +94,27 @@ def test_outage_below_lowest_level_stalls_as_the_segment_timings_say() -> None:
     assert total == pytest.approx(sum(e.duration_s for e in s.stalls))
 
 
+def test_stopped_while_stalled_reports_the_open_stall() -> None:
+    s = session("grate", duration_s=60.0)
+    with pytest.raises(AssertionError, match="did not finish"):  # the outage outlasts the 30 s limit
+        run(s, SimLink(steps=[(0.0, 2e6), (3.0, 1e3)]), limit_s=30.0)
+    assert s.state == "stalled" and s.stall_start is not None
+    started, now = s.stall_start, s.clock_s  # the simulated link's last step went past the limit
+    s.stop(now, "duration limit")
+    end = s.report().stall_at_end
+    assert end is not None and end.t_start == started and end.stream in ("video", "audio")
+    assert end.duration_s == pytest.approx(now - started) and end.duration_s > 10.0
+    assert s.report().end_reason == "duration limit"
+
+
+def test_stopped_while_playing_has_no_open_stall() -> None:
+    s = session("grate", duration_s=60.0)
+    with pytest.raises(AssertionError, match="did not finish"):
+        run(s, SimLink(steps=[(0.0, 20e6)]), limit_s=10.0)
+    s.stop(s.clock_s, "duration limit")
+    assert s.state == "ended" and s.report().stall_at_end is None
+
+
 def test_no_stall_with_ample_bandwidth() -> None:
     s = simulate("throughput", [(0.0, 20e6)])
     assert s.stalls == [] and all(r.stall_s == 0 for r in s.segments)

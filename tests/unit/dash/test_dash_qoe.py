@@ -129,3 +129,19 @@ def test_csv_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
         header == "stream,index,level,bitrate_bps,bytes,t_request,t_first_byte,t_last_byte,buffer_s,stall_s,transport"
     )
     assert read_segments(path) == ROWS
+
+
+def test_a_stall_at_the_end_counts_on_its_stream_and_the_session() -> None:
+    end = qoe.EndStall(stream="audio", t_start=4.4, duration_s=3.0)
+    summary = qoe.summarize(ROWS, stall_at_end=end)
+    assert summary["audio"].stall_count == 1 and summary["audio"].stall_s == pytest.approx(3.0)
+    assert summary["audio"].qoe == pytest.approx(AUDIO["qoe"] - 4.3 * 3.0)
+    assert summary["video"].stall_s == pytest.approx(VIDEO["stall_s"])  # the video's own stall only
+    assert summary["session"].stall_count == 2 and summary["session"].stall_s == pytest.approx(5.0)
+    assert summary["session"].qoe == pytest.approx(SESSION["qoe"] - 4.3 * 3.0)
+
+
+def test_stall_at_end_round_trips_and_tolerates_absence() -> None:
+    end = qoe.EndStall(stream="video", t_start=1.5, duration_s=2.5)
+    assert qoe.EndStall.from_dict(end.as_dict()) == end
+    assert qoe.EndStall.from_dict(None) is None and qoe.EndStall.from_dict({"stream": "video"}) is None
