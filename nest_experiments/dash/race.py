@@ -45,7 +45,8 @@ class RaceFetcher(Fetcher):
         self.host, self.tcp_port, self.racer, self.opts = host, port, racer, opts
         p = racer.params
         self.quic_opts = dataclasses.replace(opts, connect_timeout=p.quic_handshake_timeout_s,
-                                             idle_timeout=p.stream_timeout_s or opts.idle_timeout)
+                                             idle_timeout=p.stream_timeout_s or opts.idle_timeout,
+                                             keep_waiting=self._keep_waiting if p.stream_timeout_s else None)
         self.quic_port: int | None = None
         self.conns: dict[str, _Conn] = {}
         self.serving = ""  # the protocol of the last request
@@ -109,6 +110,19 @@ class RaceFetcher(Fetcher):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, RunError):
                     await task
+
+    def _keep_waiting(self) -> bool:
+        """A QUIC request got no byte for ``stream_timeout``: cancel it (False: the fetch loop asks again, over a
+        race), unless TCP may not carry it (``quic_only``, ``dynamic`` deciding so): asking again on the same
+        connection would only queue the same bytes behind the ones on their way, so it waits on; under
+        ``dynamic`` the stall is the event that makes it compare the probes again (it may now allow racing)."""
+        if self.racer.tcp_allowed():
+            return False
+        quic = self.conns.get("quic")
+        self.racer.on_stream_error(self.opts.clock(), "quic", quic.conn_id if quic else "",
+                                   f"stream without a byte for {self.racer.params.stream_timeout_s:g} s: kept "
+                                   "waiting (TCP not allowed)")
+        return not self.racer.tcp_allowed()
 
     def _learn(self, result: FetchResult) -> None:
         port = h3_port(result.alt_svc) if result.alt_svc else None

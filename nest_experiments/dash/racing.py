@@ -83,7 +83,8 @@ class RacingParams:
     # A QUIC request without a byte of its own for this long is cancelled by the player (QUIC_STREAM_CANCELLED,
     # one of the errors the paper logged, Section VIII-B) and retried: a stream error, which marks QUIC broken
     # under chromium. 0: never (a browser alone has no such timeout; a player such as YouTube's abandons
-    # requests that stall: the experiment files set one segment's duration).
+    # requests that stall: the experiment files set one segment's duration). Where TCP may not carry the
+    # request (quic_only, dynamic deciding so) it is not cancelled: the stall is logged and it waits on.
     stream_timeout_s: float = 0.0
     # Firefox: network.http.http3.backup_timer_delay = 100 ms (the paper, Section IV)
     backup_delay_s: float = 0.1

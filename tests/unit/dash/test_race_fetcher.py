@@ -35,8 +35,8 @@ class Script:
 
 
 class FakeConn:
-    def __init__(self, kind: str, script: Script) -> None:
-        self.kind, self.script, self.closed = kind, script, False
+    def __init__(self, kind: str, script: Script, opts: Any = None) -> None:
+        self.kind, self.script, self.closed, self.opts = kind, script, False, opts
         self.protocol = SimpleNamespace(last_rx=-1.0)  # what the stall watchdog reads: nothing since t = -1
 
 
@@ -45,7 +45,9 @@ class FakeConn:
             await asyncio.sleep(3600)
         if self.kind == "quic" and self.script.quic_stream_timeouts > 0:
             self.script.quic_stream_timeouts -= 1
-            raise RunError("h3 https://x/: timed out (no answer in time)") from TimeoutError()
+            keep_waiting = getattr(self.opts, "keep_waiting", None)
+            if keep_waiting is None or not keep_waiting():  # as transports._wait_idle asks it
+                raise RunError("h3 https://x/: timed out (no answer in time)") from TimeoutError()
         if self.kind == "quic" and self.script.quic_fail_requests > 0:
             self.script.quic_fail_requests -= 1
             raise RunError("h3 https://x/: timed out (no answer in time)")
@@ -73,7 +75,7 @@ def install(monkeypatch: pytest.MonkeyPatch, script: Script) -> None:
         await asyncio.sleep(abs(delay))
         if delay < 0:
             raise RunError("h3 https://x/: timed out (no QUIC handshake within 1 s)")
-        script.conns.append(FakeConn("quic", script))
+        script.conns.append(FakeConn("quic", script, opts))
         return script.conns[-1]
 
     monkeypatch.setattr(race.H2Fetcher, "open", open_tcp)
@@ -157,15 +159,19 @@ def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monk
     assert len(errors) == 1 and "nothing received" in errors[0] and ("broken", "quic") in events(f)
 
 
-@pytest.mark.parametrize(("policy", "expect"), [("chromium", ["tcp", "tcp", "tcp"]), ("quic_only", ["tcp", "h3", "h3"])])
-def test_a_stalled_quic_stream_is_cancelled_and_retried_the_connection_kept(
-        monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str]) -> None:
+@pytest.mark.parametrize(("policy", "expect", "error"), [
+    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled after 5 s"),  # asked again over TCP, QUIC broken
+    ("quic_only", ["tcp", "h3", "h3"], "stream without a byte for 5 s: kept waiting"),  # no TCP: not asked again
+])
+def test_a_stalled_quic_stream_is_cancelled_or_waited_for_the_connection_kept(
+        monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str], error: str) -> None:
     script = Script(quic_stream_timeouts=1)
     install(monkeypatch, script)
     f = fetcher(policy, stream_timeout_s=5.0)
     assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
     errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
-    assert len(errors) == 1 and errors[0].startswith("stream cancelled after 5 s")
+    assert len(errors) == 1 and errors[0].startswith(error)
+    assert script.quic_stream_timeouts == 0
     assert len(script.conns) == 1  # one QUIC connection: a cancelled stream does not close it
     assert (("broken", "quic") in events(f)) == (policy == "chromium")
 
@@ -234,3 +240,26 @@ def test_three_failed_tcp_connections_fail_the_request(monkeypatch: pytest.Monke
     f = fetcher("chromium")
     with pytest.raises(RunError, match="3 TCP connections failed"):
         asyncio.run(fetch_all(f, 1))
+
+
+def test_wait_idle_fails_without_progress_unless_told_to_keep_waiting() -> None:
+    from nest_experiments.dash.transports import _Exchange, _Pending, _wait_idle
+
+    async def go(answers: list[bool]) -> list[bool]:
+        asked: list[bool] = []
+        p = _Pending(_Exchange("/seg"))
+
+        def keep_waiting() -> bool:
+            asked.append(answers.pop(0))
+            return asked[-1]
+
+        asyncio.get_running_loop().call_later(0.05, p.finish)
+        try:
+            await _wait_idle(p, 0.02, keep_waiting)
+        except TimeoutError:
+            asked.append(False)
+        return asked
+
+    waited = asyncio.run(go([True] * 10))  # finished after ~2 idle periods (fewer when the loop runs late)
+    assert 1 <= len(waited) <= 3 and all(waited)
+    assert asyncio.run(go([False])) == [False, False]  # told not to wait: the request fails
