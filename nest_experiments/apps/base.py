@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from nest_experiments.config import AppConfig
+from nest_experiments.dash import caddy, certs
 from nest_experiments.errors import RunError
 from nest_experiments.net import Network
 from nest_experiments.procs import check_run, popen_in_ns, stop, wait_exited
+from nest_experiments.rundir import write_json
 
 
 class App(abc.ABC):
@@ -81,6 +83,32 @@ class App(abc.ABC):
         proc = popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd, timer_slack_ns=timer_slack_ns)
         self.procs.append(proc)
         return proc
+
+    def start_caddy(self, *, node: str, root: Path, transport: str, ca: Path, port: int = caddy.PORT) -> None:
+        """Caddy serving ``root`` on ``node``'s ``port`` (:func:`nest_experiments.dash.caddy.config`), ready (TCP,
+        and UDP where it serves h3) when this returns.
+
+        Its configuration, certificates, home and storage lie in a private temporary folder of the run; its
+        access log (JSON) in ``raw/``; ``ca`` receives the CA of its certificate.
+        """
+        name = self.cfg.name
+        exe = caddy.binary()
+        self.versions[f"apps.{name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
+        home, addr = self.net.state.temp_dir("caddy"), self.net.addr(node)
+        files = certs.write_certs(home, [addr])
+        ca.write_bytes(files.ca.read_bytes())
+        conf = caddy.config(root=root, addr=addr, port=port, transport=transport,
+                            access_log=self.raw_dir / f"{name}.access.json", storage=home / "storage",
+                            chain=files.chain, key=files.key)  # fmt: skip
+        write_json(home / "caddy.json", conf)
+        # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
+        # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
+        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+        proc = self.spawn(node, ["env", *env, exe, "run", "--config", str(home / "caddy.json")],
+                          log=f"{name}.server.out", stderr_log=f"{name}.server.err")
+        self.wait_listening(node, port, proc=proc)
+        if transport in ("h3", "race"):
+            self.wait_listening(node, port, proto="udp", proc=proc)
 
     def wait_listening(self, node: str, port: int, *, proto: str = "tcp", timeout_s: float = 10.0,
                        proc: subprocess.Popen[bytes] | None = None) -> None:

@@ -33,11 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows, register, tool_version
+from nest_experiments.apps.base import App, last_line, read_rows, register
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import caddy, certs, encode, media, players, quicgo
+from nest_experiments.dash import caddy, encode, media, players, quicgo
 from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
@@ -52,7 +52,7 @@ BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namesp
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
 SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
-CADDY_PORT = 8443  # TCP and, for h3, UDP
+CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 
 
 def _version(package: str) -> str:
@@ -114,30 +114,9 @@ class Dash(App):
         self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
 
     def _start_caddy(self) -> None:
-        """Caddy on :data:`CADDY_PORT` with the configuration of :func:`nest_experiments.dash.caddy.config`.
-
-        Its configuration, certificates, home and storage lie in a private
-        temporary folder of the run; its access log (JSON) in ``raw/``.
-        """
         c = self.cfg
-        exe = caddy.binary()
-        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
-        home, addr = self.net.state.temp_dir("caddy"), self.net.addr(c.server)
-        files = certs.write_certs(home, [addr])
-        self.ca.write_bytes(files.ca.read_bytes())
-        conf = caddy.config(root=self.mpd.parent.resolve(), addr=addr, port=CADDY_PORT, transport=c.transport,
-                            access_log=self.raw_dir / f"{c.name}.access.json", storage=home / "storage",
-                            chain=files.chain, key=files.key)  # fmt: skip
-        write_json(home / "caddy.json", conf)
-        # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
-        # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
-        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
-        argv = ["env", *env, exe, "run", "--config", str(home / "caddy.json")]
-        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.start_caddy(node=c.server, root=self.mpd.parent.resolve(), transport=c.transport, ca=self.ca)
         self.port = CADDY_PORT
-        self.wait_listening(c.server, CADDY_PORT, proc=self.server)
-        if c.transport in ("h3", "race"):
-            self.wait_listening(c.server, CADDY_PORT, proto="udp", proc=self.server)
 
     def _setup_mptcp(self) -> None:
         c = self.cfg

@@ -22,14 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows, register, tool_version
+from nest_experiments.apps.base import App, last_line, read_rows, register
 from nest_experiments.config import ObjectsApp
-from nest_experiments.dash import caddy, certs, objects
+from nest_experiments.dash import caddy, objects
 from nest_experiments.errors import RunError
-from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0
-CADDY_PORT = 8443
+CADDY_PORT = caddy.PORT
 
 
 def design(c: ObjectsApp) -> objects.Design:
@@ -81,24 +80,9 @@ class Objects(App):
         raise RunError(f"apps.{self.cfg.name}: server on {self.cfg.server} did not start (see {self.raw_dir})")
 
     def _start_caddy(self) -> None:
-        """Caddy serving the objects (:func:`nest_experiments.dash.caddy.config`), its files in a temp folder."""
-        c = self.cfg
-        exe = caddy.binary()
-        self.versions[f"apps.{c.name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
-        home, addr = self.net.state.temp_dir("caddy"), self.net.addr(c.server)
-        files = certs.write_certs(home, [addr])
-        self.ca.write_bytes(files.ca.read_bytes())
-        conf = caddy.config(root=self.root, addr=addr, port=CADDY_PORT, transport=c.transport,
-                            access_log=self.raw_dir / f"{c.name}.access.json", storage=home / "storage",
-                            chain=files.chain, key=files.key)  # fmt: skip
-        write_json(home / "caddy.json", conf)
-        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
-        self.server = self.spawn(c.server, ["env", *env, exe, "run", "--config", str(home / "caddy.json")],
-                                 log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        """Caddy serving the objects."""
+        self.start_caddy(node=self.cfg.server, root=self.root, transport=self.cfg.transport, ca=self.ca)
         self.port = CADDY_PORT
-        self.wait_listening(c.server, CADDY_PORT, proc=self.server)
-        if c.transport == "h3":
-            self.wait_listening(c.server, CADDY_PORT, proto="udp", proc=self.server)
 
     @property
     def csv_path(self) -> Path:

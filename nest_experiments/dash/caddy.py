@@ -30,6 +30,7 @@ from typing import Any
 
 from nest_experiments.errors import MissingToolError
 
+PORT = 8443  # where our apps run it: TCP and, for h3, UDP
 TRANSPORTS = ("tcp", "h2", "h3", "race")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener); race as h3
 LOGGER = "http.log.access.dash"
 
