@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, Protocol, TextIO
 
 from nest_experiments import qdelay
 from nest_experiments.config import Experiment
@@ -110,7 +110,22 @@ def plan_no_offloads(spec: TopologySpec, targets: Sequence[EgressTarget]) -> lis
     return sorted(ends)
 
 
-def tcpdump_argv(tap: Tap, path: Path) -> list[str]:
+class TapLike(Protocol):
+    """What a tcpdump needs of a tap (:class:`Tap`, :class:`nest_experiments.collectors.wire.WireTap`)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def ns(self) -> str: ...
+    @property
+    def dev(self) -> str: ...
+    @property
+    def direction(self) -> str: ...
+    @property
+    def file(self) -> str: ...
+
+
+def tcpdump_argv(tap: TapLike, path: Path) -> list[str]:
     return ["tcpdump", "-n", "-i", tap.dev, "-Q", tap.direction, "-s", str(SNAPLEN), "--time-stamp-precision=nano",
             "-B", str(BUFFER_KIB), "-Z", "root", "-w", str(path), "ip"]
 
@@ -137,6 +152,51 @@ def parse_tcpdump_stats(text: str) -> dict[str, int]:
     return stats
 
 
+class Tcpdumps:
+    """One tcpdump per tap, each writing ``spool/<tap.file>`` (its stderr beside it, ``.log``)."""
+
+    def __init__(self, spool: Path, what: str) -> None:
+        self.spool, self.what = spool, what
+        self._procs: list[tuple[TapLike, subprocess.Popen[bytes], IO[bytes]]] = []
+
+    def start(self, taps: Sequence[TapLike]) -> None:
+        """Start every tcpdump and wait until each is capturing (on failure: all stopped, then the error)."""
+        try:
+            for tap in taps:
+                log = (self.spool / f"{tap.file}.log").open("wb")
+                argv = tcpdump_argv(tap, self.spool / tap.file)
+                self._procs.append((tap, popen_in_ns(tap.ns, argv, stdout=subprocess.DEVNULL, stderr=log), log))
+            for tap, proc, _ in self._procs:
+                self._wait_ready(tap, proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, tap: TapLike, proc: subprocess.Popen[bytes]) -> None:
+        log = self.spool / f"{tap.file}.log"
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while "listening on" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                lines = log.read_text(errors="replace").strip().splitlines()
+                why = lines[-1] if lines else f"exit {proc.returncode}" if proc.returncode is not None else "no answer"
+                raise RunError(f"{self.what} on {tap.node}/{tap.dev} ({tap.direction}) did not start: {why}")
+            time.sleep(0.05)
+
+    def stop(self) -> dict[str, dict[str, int]]:
+        """Stop them all; per file, the exit code and tcpdump's own counts."""
+        stats = {}
+        for tap, proc, log in self._procs:
+            code = stop(proc, timeout_s=10.0)
+            log.close()
+            text = (self.spool / f"{tap.file}.log").read_text(errors="replace")
+            stats[tap.file] = {"exit": code, **parse_tcpdump_stats(text)}
+        self._procs = []
+        return stats
+
+    def __bool__(self) -> bool:
+        return bool(self._procs)
+
+
 class PacketCapture:
     """The run's tcpdumps; does nothing when the experiment measures no queue delay."""
 
@@ -150,7 +210,7 @@ class PacketCapture:
         self._offloads_off = offloads_off
         self.no_offloads = plan_no_offloads(spec, self.targets) if spec else []
         self.spool: Path | None = None
-        self._procs: list[tuple[Tap, subprocess.Popen[bytes], IO[bytes]]] = []
+        self._dumps: Tcpdumps | None = None
         self._clock: list[tuple[float, float]] = []
         self._version = ""
 
@@ -169,42 +229,22 @@ class PacketCapture:
             if self._offloads_off:
                 self._offloads_off(node, dev)
         self.spool = self.state.temp_dir("capture")
+        self._dumps = Tcpdumps(self.spool, "capture")
         try:
-            for tap in self.taps:
-                log = (self.spool / f"{tap.file}.log").open("wb")
-                proc = popen_in_ns(tap.ns, tcpdump_argv(tap, self.spool / tap.file), stdout=subprocess.DEVNULL, stderr=log)
-                self._procs.append((tap, proc, log))
-            for tap, proc, _ in self._procs:
-                self._wait_ready(tap, proc)
+            self._dumps.start(self.taps)
         except BaseException:
             self.stop(t0=0.0, keep=False)
             raise
         self._clock.append(clock_pair())
 
-    def _wait_ready(self, tap: Tap, proc: subprocess.Popen[bytes]) -> None:
-        assert self.spool is not None
-        log = self.spool / f"{tap.file}.log"
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "listening on" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                lines = log.read_text(errors="replace").strip().splitlines()
-                why = lines[-1] if lines else f"exit {proc.returncode}" if proc.returncode is not None else "no answer"
-                raise RunError(f"capture on {tap.node}/{tap.dev} ({tap.direction}) did not start: {why}")
-            time.sleep(0.05)
-
     def stop(self, *, t0: float, keep: bool) -> None:
         """Stop the tcpdumps; with ``keep``, move the pcaps into ``<run>/captures/`` with ``capture.json``."""
         if self.spool is None:
             return
-        if keep and self._procs:
+        if keep and self._dumps:
             time.sleep(DRAIN_S)
         self._clock.append(clock_pair())
-        stats = {}
-        for tap, proc, log in self._procs:
-            code = stop(proc, timeout_s=10.0)
-            log.close()
-            stats[tap.file] = {"exit": code, **parse_tcpdump_stats((self.spool / f"{tap.file}.log").read_text(errors="replace"))}
-        self._procs = []
+        stats = self._dumps.stop() if self._dumps else {}
         try:
             if keep:
                 self._move(t0, stats)

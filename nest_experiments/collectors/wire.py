@@ -22,26 +22,22 @@ interfaces whose offloads went off. The pcaps are deleted unless
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from nest_experiments import wire
 from nest_experiments.collectors.capture import (
     CAPTURE_DIR,
     DRAIN_S,
-    READY_TIMEOUT_S,
     SNAPLEN,
-    parse_tcpdump_stats,
-    tcpdump_argv,
+    Tcpdumps,
 )
-from nest_experiments.collectors.capture import Tap as _CaptureTap
 from nest_experiments.config import Experiment
-from nest_experiments.errors import NestExpError, RunError
-from nest_experiments.procs import RunState, popen_in_ns, require_tool, stop
+from nest_experiments.errors import NestExpError
+from nest_experiments.procs import RunState, require_tool
 from nest_experiments.rundir import write_csv, write_json
 from nest_experiments.topology import TopologySpec
 
@@ -102,7 +98,7 @@ class WireCapture:
         self._offloads_off = offloads_off
         self.no_offloads = list(no_offloads)
         self.spool: Path | None = None
-        self._procs: list[tuple[WireTap, subprocess.Popen[bytes], IO[bytes]]] = []
+        self._dumps: Tcpdumps | None = None
         self.warnings: list[str] = []
 
     @classmethod
@@ -119,42 +115,20 @@ class WireCapture:
         for node, dev in self.no_offloads:
             self._offloads_off(node, dev)
         self.spool = self.state.temp_dir("wire")
+        self._dumps = Tcpdumps(self.spool, "wire capture")
         try:
-            for tap in self.taps:
-                log = (self.spool / f"{tap.file}.log").open("wb")
-                argv = tcpdump_argv(_CaptureTap(node=tap.node, ns=tap.ns, dev=tap.dev, direction=tap.direction),
-                                    self.spool / tap.file)
-                self._procs.append((tap, popen_in_ns(tap.ns, argv, stdout=subprocess.DEVNULL, stderr=log), log))
-            for tap, proc, _ in self._procs:
-                self._wait_ready(tap, proc)
+            self._dumps.start(self.taps)
         except BaseException:
             self.stop(keep=False)
             raise
-
-    def _wait_ready(self, tap: WireTap, proc: subprocess.Popen[bytes]) -> None:
-        assert self.spool is not None
-        log = self.spool / f"{tap.file}.log"
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "listening on" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                lines = log.read_text(errors="replace").strip().splitlines()
-                why = lines[-1] if lines else "no answer"
-                raise RunError(f"wire capture on {tap.node}/{tap.dev} ({tap.direction}) did not start: {why}")
-            time.sleep(0.05)
 
     def stop(self, *, keep: bool) -> None:
         """Stop the tcpdumps; with ``keep`` (the traffic finished), account them into ``wire.csv``."""
         if self.spool is None:
             return
-        if keep and self._procs:
+        if keep and self._dumps:
             time.sleep(DRAIN_S)
-        stats = {}
-        for tap, proc, log in self._procs:
-            code = stop(proc, timeout_s=10.0)
-            log.close()
-            stats[tap.file] = {"exit": code, **parse_tcpdump_stats((self.spool / f"{tap.file}.log").read_text(
-                errors="replace"))}
-        self._procs = []
+        stats = self._dumps.stop() if self._dumps else {}
         try:
             if keep:
                 self._account(stats)
