@@ -27,7 +27,7 @@ the key path (``links.bottleneck.qdisc.taget: unknown key (did you mean
     router = "r1"
     proto = "udp"
     port = 443                     # the server's port: packets to it and from it
-    rate = "64kbit"                # action = "limit" (default); or action = "drop" / "accept"
+    rate = "64kbit"                # action = "limit" (default, a policer); "shape" (a queue); "drop" / "accept"
 
     [sweep]                        # cartesian product, in this order
     "links.bottleneck.qdisc.kind" = ["pie", "fq_pie"]
@@ -179,18 +179,24 @@ class DashApp(AppConfig):
 
 
 FIREWALL_PROTOCOLS = ("udp", "tcp")
-FIREWALL_ACTIONS = ("limit", "drop", "accept")  # accept: count only (a control condition with the same counters)
+FIREWALL_ACTIONS = ("limit", "shape", "drop", "accept")  # accept: count only (a control condition with the same counters)
 FIREWALL_DIRECTIONS = ("both", "to_port", "from_port")
+FIREWALL_QUEUE_MAX = 10_000  # packets
 
 
 @dataclass(frozen=True, kw_only=True)
 class FirewallConfig:
-    """``[firewalls.NAME]``: packets of ``proto`` to and/or from ``port`` crossing ``router`` are rate-limited,
-    dropped or only counted (nftables, :mod:`nest_experiments.nftplan`).
+    """``[firewalls.NAME]``: packets of ``proto`` to and/or from ``port`` crossing ``router`` are rate-limited
+    (policed or shaped), dropped or only counted (nftables, :mod:`nest_experiments.nftplan`; the shaper:
+    :mod:`nest_experiments.fwshape`).
 
     ``direction``: ``to_port`` matches the destination port (client -> server), ``from_port`` the source port
-    (server -> client), ``both`` each with a limit of its own. ``rate`` is a policer's: what exceeds it is
-    dropped; ``burst`` (bytes) is added to its bucket of one second of ``rate`` (nftables' byte limit).
+    (server -> client), ``both`` each with a limit of its own. With ``action = "limit"``, ``rate`` is a policer's:
+    what exceeds it is dropped at once; ``burst`` (bytes) is added to its bucket of one second of ``rate``
+    (nftables' byte limit). With ``action = "shape"``, ``rate`` is a shaper's (a tc HTB class on an ifb device
+    in the router's namespace): what exceeds it waits in a FIFO of ``queue`` packets and only what finds the FIFO
+    full is dropped, so the matching flow's RTT grows by up to ``queue`` packets at ``rate`` (10 QUIC packets of
+    1252 bytes at 64 kbit/s: 10 x 1252 x 8 / 64000 = 1.6 s), as behind the racing paper's "qdisc" firewall.
     """
 
     name: str
@@ -199,8 +205,9 @@ class FirewallConfig:
     proto: str = "udp"
     direction: str = "both"
     action: str = "limit"
-    rate_bps: int | None = None  # required by action = "limit"; allowed (unused) with the others, for sweeps
-    burst_bytes: int = 0
+    rate_bps: int | None = None  # required by action = "limit" and "shape"; allowed (unused) with the others, for sweeps
+    burst_bytes: int = 0  # limit only
+    queue_pkts: int = 10  # shape only: the FIFO behind the shaper, in packets
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -350,16 +357,20 @@ def _parse_firewall(t: Table, name: str, spec: topo.TopologySpec) -> FirewallCon
         raise ConfigError(join(t.path, "router"), f"topology {spec.name!r} has no router to put a firewall on")
     action = t.get("action", one_of(FIREWALL_ACTIONS), "limit")
     rate = t.get("rate", _firewall_rate, None)
-    if action == "limit" and rate is None:
-        raise ConfigError(join(t.path, "rate"), "missing: action = 'limit' needs a rate, e.g. rate = '64kbit' "
+    if action in ("limit", "shape") and rate is None:
+        raise ConfigError(join(t.path, "rate"), f"missing: action = {action!r} needs a rate, e.g. rate = '64kbit' "
                                                 "(or action = 'drop' to block)")
     burst = t.get("burst", parse_size, 0)
     if burst and action != "limit":
         raise ConfigError(join(t.path, "burst"), f"applies to action = 'limit' only, not {action!r}: remove it")
+    queue = t.get("queue", _firewall_queue, 10)
+    if t.has("queue") and action != "shape":
+        raise ConfigError(join(t.path, "queue"), f"applies to action = 'shape' only, not {action!r}: remove it")
     fw = FirewallConfig(
         name=name, router=t.get("router", one_of(routers)), port=t.get("port", _port), action=action,
         proto=t.get("proto", one_of(FIREWALL_PROTOCOLS), "udp"),
-        direction=t.get("direction", one_of(FIREWALL_DIRECTIONS), "both"), rate_bps=rate, burst_bytes=burst)
+        direction=t.get("direction", one_of(FIREWALL_DIRECTIONS), "both"), rate_bps=rate, burst_bytes=burst,
+        queue_pkts=queue)
     t.done()
     return fw
 
@@ -367,6 +378,12 @@ def _parse_firewall(t: Table, name: str, spec: topo.TopologySpec) -> FirewallCon
 def _port(path: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ConfigError(path, f"expected a port number 1-65535, got {value!r}")
+    return value
+
+
+def _firewall_queue(path: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= FIREWALL_QUEUE_MAX:
+        raise ConfigError(path, f"expected 1-{FIREWALL_QUEUE_MAX} packets (the shaper's FIFO), got {value!r}")
     return value
 
 

@@ -31,6 +31,10 @@ FEATURES: dict[str, tuple[list[str], str]] = {
     "fq_codel": (_QDISC_PROBE + ["fq_codel"], "sch_fq_codel"),
     "codel": (_QDISC_PROBE + ["codel"], "sch_codel"),
     "mptcp": (["ip", "mptcp", "limits", "show"], "CONFIG_MPTCP"),
+    # firewalls with action = "shape" (nest_experiments.fwshape); its u32 filter and mirred action cannot be
+    # probed with one command: a kernel without them fails at the filter, naming it
+    "ifb": (["ip", "link", "add", "fwprobe", "type", "ifb"], "CONFIG_IFB (ifb)"),
+    "ingress": (["tc", "qdisc", "add", "dev", "lo", "handle", "ffff:", "ingress"], "sch_ingress"),
 }
 
 #: tool -> (executable, Debian/Ubuntu package, needed by): only programs the product runs
@@ -80,6 +84,10 @@ def features_needed(exp: Experiment) -> dict[str, str]:
                 need.setdefault("netem", f"{where}.delay")
             if e.qdisc is not None:
                 need.setdefault(e.qdisc.kind, f"{where}.qdisc.kind")
+    for fw in exp.firewalls:
+        if fw.action == "shape":
+            for feature in ("ifb", "ingress", "htb", "pfifo"):
+                need.setdefault(feature, f"firewalls.{fw.name}.action")
     for app in exp.apps:
         for feature in getattr(app, "kernel_features", ()):
             need.setdefault(feature, f"apps.{app.name}")

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments import nftplan, tcplan
+from nest_experiments import fwshape, nftplan, tcplan
 from nest_experiments import topology as topo
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
@@ -96,6 +96,7 @@ class Network:
         self.firewalls = firewalls
         self.egresses: list[Egress] = []
         self.firewall_plans: list[nftplan.FirewallPlan] = []
+        self.shape_plans: list[fwshape.ShapePlan] = []
 
     # ------------------------------------------------------------ names
 
@@ -251,6 +252,34 @@ class Network:
             if problems:
                 raise NetworkSetupError("firewall differs from the plan: " + "; ".join(problems))
         self.firewall_plans = plans
+        self._apply_shapers()
+
+    def _apply_shapers(self) -> None:
+        """The ``shape`` firewalls (:mod:`fwshape`): offloads off around the router, the ifbs with their HTB and
+        FIFO, the ingress qdiscs and filters that redirect to them; then all read back. The ifbs and ingress
+        qdiscs are the router namespace's own: they go with it."""
+        plans = fwshape.plan_shapers(self.firewalls, self.spec, self.ns)
+        for plan in plans:
+            for node, dev in plan.no_offloads:
+                self.offloads_off(node, dev)
+            _batch(["ip", "-n", plan.ns], plan.link_commands(), what=f"ifb on {plan.router}")
+            self.apply_plans(plan.ns, [s.egress for s in plan.shapers])
+            _tc_batch(plan.ns, plan.filter_commands())
+            problems = fwshape.compare_links(plan, json.loads(self._ip(plan.router, ["-j", "link", "show", "type", "ifb"])))
+            problems += fwshape.compare_ingress(plan, self._tc_json(plan.ns, ["qdisc", "show"]))
+            for dev in plan.devs:
+                problems += fwshape.compare_filters(plan, dev, self._tc_json(plan.ns, ["filter", "show", "dev", dev, "ingress"]))
+            if problems:
+                raise NetworkSetupError("firewall shaper differs from the plan: " + "; ".join(problems))
+        self.shape_plans = plans
+
+    @staticmethod
+    def _tc_json(ns: str, args: list[str], *, stats: bool = False) -> list[dict[str, Any]]:
+        text = check_run(["tc", "-n", ns, *(["-s"] if stats else []), "-j", *args], what="tc read-back")
+        try:
+            return fwshape.parse_tc_json(text)
+        except ValueError as exc:
+            raise NetworkSetupError(f"tc read-back in {ns}: not JSON: {exc}") from exc
 
     def nft_listing(self, ns: str) -> dict[str, Any]:
         """``nft -j list table`` of our firewall table in ``ns``, parsed."""
@@ -262,8 +291,16 @@ class Network:
             raise NetworkSetupError(f"nft read-back in {ns}: not JSON: {exc}") from exc
 
     def firewall_counters(self) -> list[dict[str, Any]]:
-        """Per firewall and direction, the packets and bytes matched and dropped so far (``firewall.csv``)."""
-        return [row for plan in self.firewall_plans for row in nftplan.counter_rows(plan, self.nft_listing(plan.ns))]
+        """Per firewall and direction, the packets and bytes matched and dropped so far (``firewall.csv``); a
+        ``shape`` firewall's from tc (its nft rule sits after the shaper: :mod:`fwshape`)."""
+        shaped = {(row["firewall"], row["direction"]): row for plan in self.shape_plans for row in self._shape_counters(plan)}
+        return [shaped.get((row["firewall"], row["direction"]), row) for plan in self.firewall_plans
+                for row in nftplan.counter_rows(plan, self.nft_listing(plan.ns))]
+
+    def _shape_counters(self, plan: fwshape.ShapePlan) -> list[dict[str, Any]]:
+        filters = {dev: self._tc_json(plan.ns, ["filter", "show", "dev", dev, "ingress"], stats=True) for dev in plan.devs}
+        return [fwshape.counter_row(plan, s, filters, self._tc_json(plan.ns, ["qdisc", "show", "dev", s.ifb], stats=True))
+                for s in plan.shapers]
 
     # ------------------------------------------------------------ traffic control
 

@@ -6,10 +6,15 @@ firewall gives, per direction it applies to (``to_port``: ``PROTO dport
 PORT``, ``from_port``: ``PROTO sport PORT``), two rules:
 
 - ``<name>:<direction>:matched``: a counter of every matching packet;
-- ``<name>:<direction>:dropped`` (``limit`` and ``drop`` only): for
+- ``<name>:<direction>:dropped`` (``limit`` and ``drop`` only, :data:`DROPPING`): for
   ``limit``, ``limit rate over R bytes/second [burst B bytes] counter drop``
   (a policer: what exceeds the rate is dropped; nftables' byte bucket holds one
   second of the rate plus the burst); for ``drop``, ``counter drop``.
+
+A ``shape`` firewall has the counting rule only: its queue is a tc shaper on
+the router's ingress (:mod:`nest_experiments.fwshape`), before this hook, so
+the rule counts what left the shaper, and ``firewall.csv`` takes that
+firewall's counters from tc instead.
 
 The comments name the rules, so that the read-back finds each one and the
 counters go into ``firewall.csv`` per firewall and direction.
@@ -30,13 +35,14 @@ TABLE = "nest_experiments"
 CHAIN = "forward"
 PORT_FIELD = {"to_port": "dport", "from_port": "sport"}
 BYTE_UNITS = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+DROPPING = ("limit", "drop")  # the actions with a dropping rule here
 COUNTER_FIELDS = ("firewall", "router", "direction", "proto", "port", "action", "rate_bps", "matched_pkts",
                   "matched_bytes", "dropped_pkts", "dropped_bytes")
 
 
 @dataclass(frozen=True, kw_only=True)
 class RulePlan:
-    """One direction of one firewall: its counting rule and (unless ``accept``) its dropping rule."""
+    """One direction of one firewall: its counting rule and (``limit``, ``drop``) its dropping rule."""
 
     firewall: str
     direction: str  # to_port | from_port
@@ -145,7 +151,7 @@ def compare(plan: FirewallPlan, listing: Mapping[str, Any]) -> list[str]:
         return [f"{where}: no chain {CHAIN} on the forward hook with policy accept"]
     listed, problems = listed_rules(listing), []
     for rule in plan.rules:
-        wanted = ["matched"] + (["dropped"] if rule.action != "accept" else [])
+        wanted = ["matched"] + (["dropped"] if rule.action in DROPPING else [])
         for what in wanted:
             expr = listed.get(rule.comment(what))
             if expr is None:
@@ -175,7 +181,7 @@ def counter_rows(plan: FirewallPlan, listing: Mapping[str, Any]) -> list[dict[st
     rows = []
     for rule in plan.rules:
         m_pkts, m_bytes = counter(rule.comment("matched"))
-        d_pkts, d_bytes = counter(rule.comment("dropped")) if rule.action != "accept" else (0, 0)
+        d_pkts, d_bytes = counter(rule.comment("dropped")) if rule.action in DROPPING else (0, 0)
         rows.append({"firewall": rule.firewall, "router": plan.router, "direction": rule.direction,
                      "proto": rule.proto, "port": rule.port, "action": rule.action,
                      "rate_bps": "" if rule.rate_bps is None else rule.rate_bps, "matched_pkts": m_pkts,

@@ -35,7 +35,7 @@ def test_doctor_lists_none_of_the_features_that_do_not_exist() -> None:
 
 
 def test_every_kernel_feature_is_one_an_experiment_can_need() -> None:
-    needed = {"veth", "htb", "netem", "mptcp", *qdisc_kinds()}
+    needed = {"veth", "htb", "netem", "mptcp", "ifb", "ingress", *qdisc_kinds()}  # ifb, ingress: firewalls' shape
     assert set(kernel.FEATURES) == needed
 
 

@@ -49,7 +49,7 @@ def test_the_key_loads_with_its_defaults() -> None:
     ({"rate": "64kbps"}, "firewalls.udp443.rate", "write bits"),
     ({"rate": "64kbit", "port": 70000}, "firewalls.udp443.port", "1-65535"),
     ({"rate": "64kbit", "proto": "icmp"}, "firewalls.udp443.proto", "not one of udp, tcp"),
-    ({"action": "block"}, "firewalls.udp443.action", "not one of limit, drop, accept"),
+    ({"action": "block"}, "firewalls.udp443.action", "not one of limit, shape, drop, accept"),
     ({"action": "drop", "burst": "3kb"}, "firewalls.udp443.burst", "action = 'limit' only"),
     ({"rate": "64kbit", "direction": "up"}, "firewalls.udp443.direction", "not one of both, to_port, from_port"),
     ({"rate": "64kbit", "dport": 443}, "firewalls.udp443.dport", "unknown key"),
