@@ -1,4 +1,4 @@
-"""Firewalls on the host kernel: nftables rules on a router, real UDP datagrams through it."""
+"""Firewalls on the host kernel: nftables rules and tc shapers on a router, real UDP datagrams through it."""
 
 from __future__ import annotations
 
@@ -105,6 +105,42 @@ def test_drop_blocks_udp_only(nest_network: Callable[..., TestNetwork]) -> None:
     server.wait(timeout=5)
 
 
+SHAPE_BPS = 200_000
+SHAPE_QUEUE = 50
+IP_PACKET = DATAGRAM + 28  # what HTB and the counters count (IP bytes)
+
+
+def _ifbs(ns: str) -> list[str]:
+    out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", "type", "ifb"], capture_output=True, text=True,
+                         check=False).stdout
+    return sorted(link["ifname"] for link in json.loads(out or "[]"))
+
+
+def test_a_shaped_udp_flow_queues_at_the_rate_and_is_counted_once(nest_network: Callable[..., TestNetwork]) -> None:
+    from nest_experiments import nftplan
+
+    net = nest_network("dumbbell", firewalls={"udp443": {"router": "r1", "port": 443, "action": "shape",
+                                                         "rate": "200kbit", "queue": SHAPE_QUEUE}})
+    assert _ifbs(net.ns("r1")) == ["fw0f", "fw0t"]  # applied and read back (a difference stops the build)
+    arrivals, sent, start = udp_flow(net, 443)
+    got = received_bps(arrivals, start, skip_s=1.0) * IP_PACKET / DATAGRAM
+    drained_s = arrivals[-1][0] - (start + SEND_S)
+    print(f"udp443 shaped to 200 kbit/s: {got / 1000:.1f} kbit/s of IP packets, {len(arrivals)} of "
+          f"{sent // DATAGRAM} datagrams arrived, the last {drained_s:.2f} s after the sender stopped")
+    assert SHAPE_BPS * 0.85 <= got <= SHAPE_BPS * 1.05, got
+    # a shaper, not a policer: the full queue drains at the rate after the sender stops (50 x 1028 B: 2.06 s)
+    full_queue_s = SHAPE_QUEUE * IP_PACKET * 8 / SHAPE_BPS
+    assert 0.8 * full_queue_s <= drained_s <= 1.2 * full_queue_s, drained_s
+    row = counters(net)[("udp443", "to_port")]
+    assert (row["action"], row["matched_pkts"], row["matched_bytes"]) == ("shape", sent // DATAGRAM, sent // DATAGRAM * IP_PACKET)
+    assert row["dropped_pkts"] == sent // DATAGRAM - len(arrivals) > 0  # the queue drained: what is not dropped arrived
+    # the nft rule after the shaper counts each packet that left it once (the ifb returns packets past tc ingress)
+    [plan] = net.net.firewall_plans
+    nft = {(r["firewall"], r["direction"]): r for r in nftplan.counter_rows(plan, net.net.nft_listing(plan.ns))}
+    assert nft[("udp443", "to_port")]["matched_pkts"] == len(arrivals)
+    assert counters(net)[("udp443", "from_port")]["matched_pkts"] == 0
+
+
 def _nft_tables(ns: str) -> str:
     return subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "tables"], capture_output=True, text=True,
                           check=False).stdout
@@ -127,6 +163,18 @@ def test_a_run_records_the_counters_and_leaves_no_table(no_leftovers: None, tmp_
     assert [(r["firewall"], r["direction"], r["rate_bps"]) for r in rows] == [("udp443", "to_port", "64000"),
                                                                              ("udp443", "from_port", "64000")]
     assert "nest_experiments" not in subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+
+
+def test_a_shaped_run_records_the_shapers_counters_and_leaves_no_ifb(no_leftovers: None, tmp_path: Path) -> None:
+    proc = cli("run", FIFO, "--set", "experiment.duration=3s", "--only", RUN, "--no-plot", "--results", str(tmp_path),
+               *FIREWALL, "--set", 'firewalls.udp443.action="shape"')
+    assert proc.returncode == 0, proc.stderr
+    with (tmp_path / "dumbbell_fifo" / RUN / "firewall.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["direction"], r["action"], r["dropped_bytes"]) for r in rows] == [("to_port", "shape", ""),
+                                                                                 ("from_port", "shape", "")]
+    root_ifbs = subprocess.run(["ip", "-j", "link", "show", "type", "ifb"], capture_output=True, text=True).stdout
+    assert not [link["ifname"] for link in json.loads(root_ifbs or "[]") if link["ifname"].startswith("fw")]
 
 
 def test_the_next_run_removes_the_table_of_a_killed_run(tmp_path: Path) -> None:
