@@ -4,8 +4,8 @@ Reads run folders only (``experiments/racing_patterns.toml`` and
 ``racing_firewall.toml``). One *session* per run: the DASH app's racing
 policy (``config.toml``), its *condition* (the bandwidth pattern: ``dh``,
 ``dl``, ``dvl``, ``real`` for a mobility trace or trace file, or the fixed
-rate; ``+firewall`` when a ``[firewalls]`` rule limits, ``+blocked`` when it
-drops) and, from ``segments.csv`` and ``racing.csv``
+rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
+``+blocked`` when it drops) and, from ``segments.csv`` and ``racing.csv``
 (:mod:`.racing_metrics`):
 
 - ``rqvst``: the share of TCP bytes (Section III; Fig. 14);
@@ -96,7 +96,7 @@ def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
     else:
         pattern, label = "rate", str(forward.get("rate", "unshaped"))
     actions = {str(f.get("action", "limit")) for f in (config.get("firewalls") or {}).values() if isinstance(f, dict)}
-    firewall = "blocked" if "drop" in actions else "firewall" if "limit" in actions else ""
+    firewall = "blocked" if "drop" in actions else "firewall" if actions & {"limit", "shape"} else ""
     return (f"{label}+{firewall}" if firewall else label), pattern, firewall
 
 

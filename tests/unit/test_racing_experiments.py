@@ -56,19 +56,19 @@ def test_patterns_paper_is_real_speed_paper_probes_and_firefox() -> None:
     assert dvl.link("bottleneck").forward.trace.period_s == 8 * 60  # Table II: 64..256 by 64, 60 s each, and back
 
 
-def test_firewall_default_poor_network_vs_64kbit_udp_limit() -> None:
+def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
     runs = expand(read_toml(FIREWALL))
     assert len(runs) == 2 * 2 * 3 and sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 45 * 60
     seen = set()
     for r in runs:
         (fw,) = r.experiment.firewalls
-        assert (fw.proto, fw.port, fw.rate_bps, fw.router) == ("udp", 8443, 64_000, "r1")
+        assert (fw.proto, fw.port, fw.rate_bps, fw.router, fw.queue_pkts) == ("udp", 8443, 64_000, "r1", 10)
         seen.add((generator(r.experiment), fw.action, dash(r.experiment).racing))
         assert r.experiment.runtime == "host"
-    assert seen == {(g, a, p) for g in ("dvl", "rate") for a in ("accept", "limit")
+    assert seen == {(g, a, p) for g in ("dvl", "rate") for a in ("accept", "shape")
                     for p in ("chromium", "quic_only", "dynamic")}
     paper = expand(apply_paper(read_toml(FIREWALL)))
-    assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "limit", "drop"} and len(paper) == 90
+    assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "shape", "drop"} and len(paper) == 90
 
 
 def test_both_files_get_the_racing_study() -> None:

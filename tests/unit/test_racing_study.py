@@ -76,6 +76,7 @@ def test_conditions_name_the_pattern_and_the_firewall() -> None:
     assert cond({"trace": {"generator": "hsdpa", "seed": 3}}) == ("real", "real", "")
     assert cond({"trace": "traces/bus.mahi"}) == ("real", "real", "")
     assert cond({"rate": "2mbit"}, {"u": {"action": "limit"}}) == ("2mbit+firewall", "rate", "firewall")
+    assert cond({"rate": "2mbit"}, {"u": {"action": "shape"}}) == ("2mbit+firewall", "rate", "firewall")
     assert cond({"rate": "2mbit"}, {"u": {"action": "drop"}}) == ("2mbit+blocked", "rate", "blocked")
     assert cond({"trace": {"generator": "dvl"}}, {"u": {"action": "accept"}}) == ("dvl", "dvl", "")
     assert rs.condition_of({"links": {"bottleneck": {"rate": "3mbit"}}}) == ("3mbit", "rate", "")  # both ways
