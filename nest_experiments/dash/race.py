@@ -259,6 +259,7 @@ class RaceFetcher(Fetcher):
         while True:
             if self.racer.probe_due(self.opts.clock()):
                 await asyncio.gather(self._probe("quic"), self._probe("tcp"))
+                self.racer.on_probe_round(self.opts.clock())
             await asyncio.sleep(0.5)
 
     async def _probe(self, protocol: str) -> None:

@@ -34,7 +34,8 @@ Policies (``racing``):
     QUIC disabled (the paper's Q_DIS browser): TCP only.
 ``dynamic``
     The paper's proposal (Section X-A): an RTT probe over each protocol every
-    ``probe_interval_s``; when a QUIC stream error or timeout happens, the
+    ``probe_interval_s``; after each round of probes, and when a QUIC
+    stream error or timeout happens (the paper's event-driven trigger), the
     medians of the last ``probe_window`` probes of each protocol are
     compared: racing (``chromium`` behaviour) is allowed only when the QUIC
     median is at least ``rtt_ratio`` times the TCP one, else the session
@@ -194,6 +195,17 @@ class Racer:
         window.append(rtt_s)
         del window[: -self.params.probe_window]
 
+    def on_probe_round(self, now: float) -> None:
+        """Both protocols were probed (dynamic): compare the windows again once each holds ``min_probes``;
+        a decision is logged when it changes (the stream-error trigger logs each one)."""
+        if self.policy != "dynamic" or self.rtt_ratio() is None:
+            return
+        before = self.racing_allowed
+        ratio = self.rtt_ratio()
+        assert ratio is not None
+        if before is None or (ratio >= self.params.rtt_ratio) != before:
+            self._decide(now)
+
     def probe_due(self, now: float) -> bool:
         """Should a probe round start now (dynamic only, once the h3 alternative is known)?"""
         if self.policy != "dynamic" or not self.alt_svc:
@@ -256,7 +268,7 @@ class Racer:
         return "quic_only" if self.racing_allowed is False else "chromium"
 
     def _decide(self, now: float) -> None:
-        """dynamic: compare the probes (event-driven: on a QUIC error or timeout) and log the decision."""
+        """dynamic: compare the probes (after a probe round, or on a QUIC error or timeout) and log the decision."""
         ratio = self.rtt_ratio()
         if ratio is None:
             self._log(now, "decision", detail="race (too few probes)")

@@ -223,3 +223,28 @@ def test_unknown_policy_and_bad_params() -> None:
     with pytest.raises(ValueError, match="idle_timeout: unknown racing parameter"):
         params_from({"idle_timeout": 29})
     assert params_from({"probe_window": 5.0, "min_probes": 2}).probe_window == 5
+
+
+def test_dynamic_decides_after_each_probe_round_and_logs_changes_only() -> None:
+    # behind a queueing UDP shaper QUIC keeps delivering (no stream error), so the probe rounds must decide
+    r = racer("dynamic", min_probes=2, probe_window=2, rtt_ratio=3.0)
+    r.on_alt_svc(0.0, 'h3=":8443"')
+    r.on_probe(1.0, "quic", 1.5), r.on_probe(1.0, "tcp", 0.01)
+    r.on_probe_round(1.0)
+    assert r.racing_allowed is None and not events(r, "decision")  # one probe each: too few, no decision
+    for t in (16.0, 31.0):
+        r.on_probe(t, "quic", 1.4), r.on_probe(t, "tcp", 0.01)
+        r.on_probe_round(t)
+    assert r.racing_allowed is True and [d for _, d in events(r, "decision")] == ["race"]  # logged once
+    for t in (46.0, 61.0):
+        r.on_probe(t, "quic", 0.02), r.on_probe(t, "tcp", 0.01)
+        r.on_probe_round(t)
+    assert r.racing_allowed is False and [d for _, d in events(r, "decision")] == ["race", "quic_only"]
+    assert not r.tcp_allowed()
+
+
+def test_probe_rounds_decide_nothing_for_other_policies() -> None:
+    r = racer("chromium", min_probes=1)
+    r.on_probe(1.0, "quic", 5.0), r.on_probe(1.0, "tcp", 0.01)
+    r.on_probe_round(1.0)
+    assert r.racing_allowed is None and not events(r, "decision")
