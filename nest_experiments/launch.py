@@ -36,10 +36,12 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
         raise NestExpError("--reps must be at least 1")
     runs = expand(raw, repetitions=args.reps)
     if args.only:
-        unknown = sorted(set(args.only) - {r.name for r in runs})
+        prefix = f"{runs[0].experiment.name}/" if runs else ""  # as `--check` lists them: EXPERIMENT/RUN
+        only = {o.removeprefix(prefix) for o in args.only}
+        unknown = sorted(only - {r.name for r in runs})
         if unknown:
             raise NestExpError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(r.name for r in runs)}")
-        runs = [r for r in runs if r.name in args.only]
+        runs = [r for r in runs if r.name in only]
     return raw, runs
 
 

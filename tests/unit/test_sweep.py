@@ -164,3 +164,21 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
     executed.clear()
     runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO(), warmup_s=30)
     assert executed[0][:2] == (f"warmup-{runs[0].name}", 30.0)
+
+
+def test_only_takes_run_names_as_check_lists_them_with_or_without_the_experiment() -> None:
+    import argparse
+
+    from nest_experiments.errors import NestExpError
+    from nest_experiments.launch import load_runs
+
+    root = Path(__file__).resolve().parents[2]
+    args = argparse.Namespace(experiment=root / "experiments" / "racing_firewall.toml", paper=False, set=[],
+                              reps=None, only=["racing_firewall/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",
+                                               "forward-dvl-0.25-pfifo-60_action-accept_racing-chromium_r1"])
+    _, runs = load_runs(args)
+    assert sorted(r.name for r in runs) == ["forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",
+                                            "forward-dvl-0.25-pfifo-60_action-accept_racing-chromium_r1"]
+    args.only = ["other_experiment/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1"]
+    with pytest.raises(NestExpError, match="--only: no run named other_experiment/"):
+        load_runs(args)
