@@ -70,11 +70,10 @@ class RaceFetcher(Fetcher):
                 else:
                     result = await conn.fetcher.fetch(stream, path)
             except RunError as exc:
-                if conn.protocol == "quic" and self.racer.params.stream_timeout_s and \
-                        isinstance(exc.__cause__, TimeoutError):  # this stream stalled: cancelled, not the connection
-                    self.racer.on_stream_error(self.opts.clock(), "quic", conn.conn_id,
-                                               f"stream cancelled after {self.racer.params.stream_timeout_s:g} s "
-                                               f"without a byte: {exc}")
+                if conn.protocol == "quic" and isinstance(exc.__cause__, TimeoutError) and \
+                        (self.racer.params.stream_timeout_s or self.racer.params.request_timeout_s):
+                    # this stream stalled or took too long: cancelled (not the connection) and asked again
+                    self.racer.on_stream_error(self.opts.clock(), "quic", conn.conn_id, f"stream cancelled: {exc}")
                     continue
                 self._lost(conn, str(exc))
                 tcp_failures += conn.protocol == "tcp"
@@ -94,34 +93,42 @@ class RaceFetcher(Fetcher):
         other streams' data is not failed while the connection makes progress.
         """
         stall, t_start = self.racer.params.quic_stall_timeout_s, self.opts.clock()
+        deadline, waiting = self.racer.params.request_timeout_s, False
         task = asyncio.ensure_future(conn.fetcher.fetch(stream, path))
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=min(0.5, stall))
                 if done:
                     return task.result()
+                now = self.opts.clock()
                 last_rx = getattr(getattr(conn.fetcher, "protocol", None), "last_rx", math.inf)
-                idle = self.opts.clock() - max(last_rx, t_start)
+                idle = now - max(last_rx, t_start)
                 if idle >= stall:
                     raise RunError(f"h3 {self.host}:{self.quic_port}: nothing received for {idle:.1f} s "
                                    f"(too many RTOs: quic_stall_timeout {stall:g} s)")
+                if deadline and now - t_start >= deadline and not waiting:
+                    waiting = self._keep_waiting(f"not complete after {deadline:g} s (request_timeout)")
+                    if not waiting:
+                        raise RunError(f"h3 {self.host}:{self.quic_port}{path}: not complete after "
+                                       f"{now - t_start:.1f} s (request_timeout {deadline:g} s)") from TimeoutError()
         finally:
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, RunError):
                     await task
 
-    def _keep_waiting(self) -> bool:
-        """A QUIC request got no byte for ``stream_timeout``: cancel it (False: the fetch loop asks again, over a
-        race), unless TCP may not carry it (``quic_only``, ``dynamic`` deciding so): asking again on the same
-        connection would only queue the same bytes behind the ones on their way, so it waits on; under
-        ``dynamic`` the stall is the event that makes it compare the probes again (it may now allow racing)."""
+    def _keep_waiting(self, why: str = "") -> bool:
+        """A QUIC request got no byte for ``stream_timeout`` (or is not complete after ``request_timeout``):
+        cancel it (False: the fetch loop asks again, over a race), unless TCP may not carry it (``quic_only``,
+        ``dynamic`` deciding so): asking again on the same connection would only queue the same bytes behind
+        the ones on their way, so it waits on; under ``dynamic`` the stall is the event that makes it compare
+        the probes again (it may now allow racing)."""
         if self.racer.tcp_allowed():
             return False
         quic = self.conns.get("quic")
+        why = why or f"without a byte for {self.racer.params.stream_timeout_s:g} s"
         self.racer.on_stream_error(self.opts.clock(), "quic", quic.conn_id if quic else "",
-                                   f"stream without a byte for {self.racer.params.stream_timeout_s:g} s: kept "
-                                   "waiting (TCP not allowed)")
+                                   f"stream {why}: kept waiting (TCP not allowed)")
         return not self.racer.tcp_allowed()
 
     def _learn(self, result: FetchResult) -> None:

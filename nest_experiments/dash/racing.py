@@ -87,6 +87,12 @@ class RacingParams:
     # requests that stall: the experiment files set one segment's duration). Where TCP may not carry the
     # request (quic_only, dynamic deciding so) it is not cancelled: the stall is logged and it waits on.
     stream_timeout_s: float = 0.0
+    # A QUIC request not complete after this long is abandoned by the player and asked again, as dash.js's
+    # AbandonRequestsRule abandons a segment whose download would take more than abandonDurationMultiplier =
+    # 1.8 segment durations (dash.js 5.2.1 settings): QUIC_STREAM_CANCELLED, a stream error like the above,
+    # with the same exception where TCP may not carry the request. It catches what stream_timeout does not: a
+    # request whose bytes trickle in behind a full queue. 0: never; the racing experiments set 1.8 segments.
+    request_timeout_s: float = 0.0
     # Firefox: network.http.http3.backup_timer_delay = 100 ms (the paper, Section IV)
     backup_delay_s: float = 0.1
     # dynamic (the paper, Section X-A): a probe every 15 s, medians over a sliding window of 10, X >= 3

@@ -30,6 +30,7 @@ class Script:
     quic_fail_requests: int = 0  # the first N QUIC requests fail (a stall)
     quic_hang: bool = False  # QUIC requests never answer and the connection receives nothing
     quic_stream_timeouts: int = 0  # the first N QUIC requests time out (no byte of their own), the connection lives
+    quic_slow_s: float = 0.0  # the first QUIC request answers after this long (its bytes trickling in meanwhile)
     conns: list[FakeConn] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
 
@@ -43,6 +44,12 @@ class FakeConn:
     async def fetch(self, stream: str, path: str) -> FetchResult:
         if self.kind == "quic" and self.script.quic_hang:
             await asyncio.sleep(3600)
+        if self.kind == "quic" and self.script.quic_slow_s > 0:
+            slow, self.script.quic_slow_s = self.script.quic_slow_s, 0.0
+            t_end = time.monotonic() + slow
+            while time.monotonic() < t_end:
+                self.protocol.last_rx = time.monotonic() - T0  # the connection keeps receiving
+                await asyncio.sleep(0.01)
         if self.kind == "quic" and self.script.quic_stream_timeouts > 0:
             self.script.quic_stream_timeouts -= 1
             keep_waiting = getattr(self.opts, "keep_waiting", None)
@@ -82,11 +89,13 @@ def install(monkeypatch: pytest.MonkeyPatch, script: Script) -> None:
     monkeypatch.setattr(race.H3Fetcher, "open", open_quic)
 
 
+T0 = time.monotonic()
+
+
 def fetcher(policy: str, **params: float) -> race.RaceFetcher:
-    t0 = time.monotonic()
     racer = Racer(policy=policy, params=RacingParams(**{"main_job_delay_s": 0.1, **params}))  # type: ignore[arg-type]
     return race.RaceFetcher(host="10.0.0.1", port=8443, racer=racer,
-                            opts=FetcherOptions(clock=lambda: time.monotonic() - t0))
+                            opts=FetcherOptions(clock=lambda: time.monotonic() - T0))
 
 
 def events(f: race.RaceFetcher) -> list[tuple[str, str]]:
@@ -160,7 +169,7 @@ def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monk
 
 
 @pytest.mark.parametrize(("policy", "expect", "error"), [
-    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled after 5 s"),  # asked again over TCP, QUIC broken
+    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled"),  # asked again over TCP, QUIC broken
     ("quic_only", ["tcp", "h3", "h3"], "stream without a byte for 5 s: kept waiting"),  # no TCP: not asked again
 ])
 def test_a_stalled_quic_stream_is_cancelled_or_waited_for_the_connection_kept(
@@ -263,3 +272,21 @@ def test_wait_idle_fails_without_progress_unless_told_to_keep_waiting() -> None:
     waited = asyncio.run(go([True] * 10))  # finished after ~2 idle periods (fewer when the loop runs late)
     assert 1 <= len(waited) <= 3 and all(waited)
     assert asyncio.run(go([False])) == [False, False]  # told not to wait: the request fails
+
+
+@pytest.mark.parametrize(("policy", "expect", "error"), [
+    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled: h3 10.0.0.1:8443/seg2: not complete after"),
+    ("quic_only", ["tcp", "h3", "h3"], "stream not complete after 0.3 s (request_timeout): kept waiting"),
+])
+def test_a_request_that_trickles_past_request_timeout_is_abandoned_where_tcp_may_carry_it(
+        monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str], error: str) -> None:
+    script = Script(quic_slow_s=0.8)  # bytes keep arriving: neither stream_timeout nor the stall watchdog fires
+    install(monkeypatch, script)
+    f = fetcher(policy, request_timeout_s=0.3)
+    t0 = time.monotonic()
+    assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
+    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
+    assert len(errors) == 1 and errors[0].startswith(error), errors
+    assert (("broken", "quic") in events(f)) == (policy == "chromium")
+    if policy == "quic_only":
+        assert time.monotonic() - t0 >= 0.8  # waited for the slow answer instead of asking again
