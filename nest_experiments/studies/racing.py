@@ -52,7 +52,8 @@ from nest_experiments.units import parse_time
 EXPERIMENTS = ("racing_patterns", "racing_firewall")
 REPORT_FILE = "racing.md"
 ALPHA = 0.05
-POLICY_ORDER = ("chromium", "firefox", "quic_only", "dynamic", "tcp_only")
+BROWSER = "chromium_browser"  # dash.js in Chromium over `race`: the browser's racing, from its NetLog
+POLICY_ORDER = ("chromium", BROWSER, "firefox", "quic_only", "dynamic", "tcp_only")
 PATTERNS = ("dh", "dl", "dvl", "real")  # Fig. 14's scenarios (Real: the mobility traces)
 PATTERN_OF_GENERATOR = {"dh": "dh", "dl": "dl", "dvl": "dvl", "hsdpa": "real", "fcc": "real"}
 POOR = "dvl"  # the paper's "poor network"
@@ -105,6 +106,8 @@ def _policy(config: dict[str, Any]) -> str | None:
     app = next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), None)
     if app is None or app.get("transport") != "race":
         return None
+    if app.get("player") == "dashjs":
+        return BROWSER  # Chromium's own racing: the reference for our `chromium`
     return str(app.get("racing", "chromium"))
 
 

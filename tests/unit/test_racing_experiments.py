@@ -74,3 +74,22 @@ def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
 def test_both_files_get_the_racing_study() -> None:
     names = {read_toml(f)["experiment"]["name"] for f in (PATTERNS, FIREWALL)}
     assert names <= set(STUDIES["racing"].experiments)
+
+
+def test_chromium_reference_plays_the_firewall_files_conditions_in_the_browser() -> None:
+    chromium = expand(read_toml(EXPERIMENTS / "racing_chromium.toml"))
+    ours = expand(read_toml(FIREWALL))
+
+    def condition(e: Experiment) -> tuple[str, str]:
+        return generator(e), e.firewalls[0].action
+
+    assert {condition(r.experiment) for r in chromium} == {condition(r.experiment) for r in ours}
+    assert len(chromium) == 4
+    for r in chromium:
+        app = next(a for a in r.experiment.apps if a.kind == "dash")
+        assert isinstance(app, DashApp) and (app.player, app.transport, app.http_server) == ("dashjs", "race", "caddy")
+        assert r.experiment.firewalls[0].port == 8443 and r.experiment.runtime == "host"
+        mine = next(o.experiment for o in ours if condition(o.experiment) == condition(r.experiment))
+        assert r.experiment.link("bottleneck") == mine.link("bottleneck")
+    assert {condition(r.experiment)[1] for r in expand(apply_paper(read_toml(EXPERIMENTS / "racing_chromium.toml")))} \
+        == {"accept", "shape", "drop"}

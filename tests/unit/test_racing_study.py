@@ -179,3 +179,11 @@ def test_plot_writes_the_study_report(tmp_path: Path) -> None:
     md = (tmp_path / "report" / "racing.md").read_text()
     assert "| paper | ours | agree? |" in md and "![Fig. 14](fig14_rqvst_ccdf.png)" in md
     assert "Q_ENB (chromium) vs Q_DIS (tcp_only), dl" in md
+
+
+def test_a_dashjs_session_over_race_is_the_browsers_policy(tmp_path: Path) -> None:
+    d = make(tmp_path, Synth(policy="chromium"))
+    text = (d / "config.toml").read_text().replace('[apps.video]\n', '[apps.video]\nplayer = "dashjs"\n', 1)
+    (d / "config.toml").write_text(text)
+    s = rs.load_session(d)
+    assert s is not None and s.policy == rs.BROWSER
