@@ -1,0 +1,217 @@
+"""App kind ``dash``: a DASH session (origin, player, transport, media, ABR, racing policy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nest_experiments import toollimits
+from nest_experiments import topology as topo
+from nest_experiments.config.core import (
+    AppConfig,
+    register_app_kind,
+    start_time,
+    two_nodes,
+)
+from nest_experiments.errors import ConfigError
+from nest_experiments.tomlread import Table, as_str, join, one_of, positive_int
+from nest_experiments.units import format_rate, parse_rate, parse_time
+
+DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3", "race")  # race: QUIC/TCP connection racing (alt-svc from Caddy)
+MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
+DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
+CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listener
+MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
+DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
+
+
+@dataclass(frozen=True, kw_only=True)
+class DashApp(AppConfig):
+    """A DASH session: our server on ``server``, our player on ``client``, over ``transport``."""
+
+    server: str
+    client: str
+    transport: str = "tcp"
+    ladder: str = "eldorado_av1"
+    clip_s: float | None = None  # None: the ladder's whole duration
+    abr: str = "grate"
+    abr_audio: str = "grate"
+    level: int = 0  # abr = "fixed": the video level (0-based index into the ladder)
+    max_buffer_s: float = 10.0
+    threshold_s: float = 1.0
+    vbr: float = 0.0
+    mptcp_endpoints: str = "fullmesh"
+    mptcp_subflows: int = 2
+    # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
+    mptcp_add_addr_timeout_s: int | None = None
+    http_server: str = "nest"  # the origin's software: "nest" (dash/server.py) or "caddy"
+    h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
+    player: str = "nest"  # dash.players.PLAYERS: ours, dash.js in headless Chromium, GPAC
+    media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)
+    codec: str = "h264"  # encoded media: dash.encode.CODECS
+    source: str | None = None  # encoded media: a video file (None: a test pattern and a tone)
+    racing: str = "chromium"  # transport "race", our player: the policy (dash.racing.POLICIES)
+    racing_params: tuple[tuple[str, float], ...] = ()  # (dash.racing.RacingParams field, value) set in the file
+
+    @property
+    def kernel_features(self) -> tuple[str, ...]:
+        return ("mptcp",) if self.transport == "mptcp" else ()
+
+
+
+@register_app_kind("dash")
+def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
+    from nest_experiments.dash import abr, media, players  # pure modules; loaded only when a dash app is used
+
+    server, client = two_nodes(t, spec, "server", "client")
+    ladder = t.get("ladder", one_of(tuple(media.available_ladders())), "eldorado_av1")
+    clip = t.get("clip", lambda p, v: parse_time(p, v, allow_zero=False), None)
+    length = media.load_ladder(ladder).duration_s
+    if clip is not None and clip > length:
+        raise ConfigError(join(t.path, "clip"), f"{clip:g} s is longer than ladder {ladder!r} ({length:g} s)")
+    player_name = t.get("player", one_of(players.PLAYERS), "nest")
+    algorithms = one_of(players.abr_names(player_name, tuple(abr.available_abrs())))
+    video_abr = t.get("abr", algorithms, players.default_abr(player_name))
+    max_buffer = t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0)
+    threshold = t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0)
+    if threshold > max_buffer:
+        raise ConfigError(join(t.path, "threshold"), f"{threshold:g} s exceeds max_buffer ({max_buffer:g} s)")
+
+    def add_addr_timeout(path: str, value: object) -> int:
+        return int(toollimits.DASH["mptcp_add_addr_timeout"].check(path, parse_time(path, value, allow_zero=False)))
+
+    def vbr(path: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2:
+            raise ConfigError(path, f"expected a log-normal sigma in [0, 2), got {value!r}")
+        return float(value)
+
+    transport = t.get("transport", one_of(DASH_TRANSPORTS), "tcp")
+    player, media_kind, codec, source = _dash_player_and_media(t, transport, video_abr)
+    http_server = t.get("http_server", one_of(DASH_HTTP_SERVERS), "nest")
+    if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
+        raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
+                                                       f"not {transport!r}: use http_server = 'nest' for it")
+    if player == "dashjs" and transport == "race" and http_server != "caddy":
+        raise ConfigError(join(t.path, "http_server"), "dash.js over race needs http_server = 'caddy' (its alt-svc "
+                                                       "header is how Chromium discovers QUIC)")
+    return DashApp(
+        name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
+        transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
+        player=player, media=media_kind, codec=codec, source=source,
+        ladder=ladder, clip_s=clip, abr=video_abr, abr_audio=_abr_audio(t, player, algorithms, video_abr),
+        level=_fixed_level(t, video_abr, media.load_ladder(ladder)),
+        max_buffer_s=max_buffer, threshold_s=threshold, vbr=t.get("vbr", vbr, 0.0),
+        mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
+        mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
+        mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
+        **_racing(t, transport, player),
+    )
+
+
+def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
+    """``racing`` and ``racing_params`` of a dash app: our player over ``race`` only.
+
+    ``racing_params`` keys are :class:`nest_experiments.dash.racing.RacingParams` fields; a time
+    (``idle_timeout = "29s"``) drops the field's ``_s``, counts and ratios are numbers.
+    """
+    from nest_experiments.dash import racing
+
+    for key in ("racing", "racing_params"):
+        if t.has(key) and (transport != "race" or player != "nest"):
+            raise ConfigError(join(t.path, key), "applies to our player (player = 'nest') over transport = 'race' "
+                                                 "only: remove it or set transport = 'race'")
+    if transport == "race" and player == "nest" and t.data.get("h3_client") == "quic-go":
+        raise ConfigError(join(t.path, "h3_client"), "the race transport runs QUIC in the player's process: "
+                                                     "h3_client = 'qh3' or 'aioquic', not 'quic-go'")
+    policy = t.get("racing", one_of(racing.POLICIES), "chromium")
+    p = t.table("racing_params")
+    values: dict[str, float] = {}
+    for name in racing.PARAM_NAMES:
+        if name in racing.INT_PARAMS:
+            values[name] = p.get(name, positive_int, None)
+        elif name.endswith("_s"):
+            values[name] = p.get(name[:-2], parse_time, None)
+        else:
+            values[name] = p.get(name, _positive_number, None)
+    p.done()
+    chosen = {k: v for k, v in values.items() if v is not None}
+    try:
+        racing.params_from(chosen)
+    except ValueError as exc:
+        key, _, why = str(exc).partition(": ")
+        raise ConfigError(join(p.path, key.removesuffix("_s")), why) from None
+    return {"racing": policy, "racing_params": tuple(sorted(chosen.items()))}
+
+
+def _positive_number(path: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(path, f"expected a number > 0, got {value!r}")
+    return float(value)
+
+
+def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[str, str, str, str | None]:
+    """``player``, ``media``, ``codec``, ``source`` of a dash app; a player missing here is refused now."""
+    from nest_experiments.dash import encode, players
+
+    player = t.get("player", one_of(players.PLAYERS), "nest")
+    if transport not in players.TRANSPORTS[player]:
+        raise ConfigError(join(t.path, "transport"), f"player {player!r} plays over "
+                                                     f"{', '.join(players.TRANSPORTS[player])}, not {transport!r}")
+    decodes = player in players.DECODING
+    kind = t.get("media", one_of(MEDIA_KINDS), "encoded" if decodes else "generated")
+    if decodes and kind != "encoded":
+        raise ConfigError(join(t.path, "media"), f"player {player!r} decodes: it needs media = 'encoded'")
+    if kind == "generated":
+        for key in ("codec", "source"):
+            if t.has(key):
+                raise ConfigError(join(t.path, key), "applies to media = 'encoded' only")
+    elif t.has("vbr"):
+        raise ConfigError(join(t.path, "vbr"), "applies to media = 'generated' only (encodes are CBR)")
+    codec = t.get("codec", one_of(encode.CODECS), encode.DEFAULT_CODEC)
+    source = t.get("source", as_str, None)
+    if source is not None and not Path(source).is_file():
+        raise ConfigError(join(t.path, "source"), f"{source}: no such video file (a path relative to the "
+                                                  "experiment file, or absolute)")
+    if player == "gpac" and t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0) >= \
+            t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0):
+        raise ConfigError(join(t.path, "threshold"), "GPAC rebuffers only with a threshold below max_buffer")
+    why = players.missing(player, transport)
+    if why is not None:
+        raise ConfigError(join(t.path, "player"), why)
+    return player, kind, codec, source
+
+
+def _fixed_level(t: Table, video_abr: str, ladder: Any) -> int:
+    """``level`` of ``abr = "fixed"``: an index into the video ladder, or one of its bitrates (``"1600kbit"``,
+    so that one sweep axis can set the level and a link's rate together)."""
+    rates = [lv.bitrate_bps for lv in ladder.video.levels]
+    listed = ", ".join(format_rate(r) for r in rates)
+
+    def conv(path: str, value: object) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value < len(rates):
+                raise ConfigError(path, f"level {value} is not in ladder {ladder.name!r}: 0..{len(rates) - 1}")
+            return value
+        bps = parse_rate(path, value)
+        if bps not in rates:
+            raise ConfigError(path, f"{value!r} is not a video bitrate of ladder {ladder.name!r} ({listed}): "
+                                    "give one of them or a level index")
+        return rates.index(bps)
+
+    if video_abr != "fixed":
+        if t.has("level"):
+            raise ConfigError(join(t.path, "level"), "applies to abr = 'fixed' only")
+        return 0
+    return t.get("level", conv, 0)
+
+
+def _abr_audio(t: Table, player: str, algorithms: Callable[[str, object], str], video_abr: str) -> str:
+    if player != "nest" and t.has("abr_audio"):
+        raise ConfigError(join(t.path, "abr_audio"), f"player {player!r} adapts audio with its own rules: "
+                                                     "remove abr_audio")
+    return t.get("abr_audio", algorithms, video_abr)
+
+
