@@ -136,16 +136,25 @@ def _even(value: float) -> int:
     return max(2, int(value / 2 + 0.5) * 2)
 
 
+def display_aspect(params: EncodeParams) -> str:
+    """``W/H``: the display aspect ratio of every level, the ladder's top level's (16/9 if unset). ffmpeg's DASH
+    muxer refuses an adaptation set whose levels differ in it, as even sizes such as 426x240 next to
+    1280x720 would."""
+    top = params.ladder.video.levels[-1]
+    return f"{top.width}/{top.height}" if top.width and top.height else "16/9"
+
+
 def video_argv(params: EncodeParams, level: Level, out: Path) -> list[str]:
     """ffmpeg argv encoding one video level (no audio) into ``out`` (MP4)."""
     width, height = level_size(level, params.max_height)
     fps, gop, rate = params.frame_rate, params.gop_frames, str(level.bitrate_bps)
+    dar = display_aspect(params)
     if params.source is None:
         inp = ["-f", "lavfi", "-i", f"testsrc=size={width}x{height}:rate={fps}:duration={params.duration_s:g}"]
-        vf = "format=yuv420p"
+        vf = f"setdar={dar},format=yuv420p"
     else:
         inp = ["-stream_loop", "-1", "-i", params.source, "-t", f"{params.duration_s:g}"]
-        vf = f"scale={width}:{height},setsar=1,fps={fps},format=yuv420p"
+        vf = f"scale={width}:{height},setdar={dar},fps={fps},format=yuv420p"
     return [*NICE, "ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", *inp, "-map", "0:v:0",
             "-vf", vf, "-an", *_codec_args(params.codec, rate, gop), "-f", "mp4", str(out)]
 

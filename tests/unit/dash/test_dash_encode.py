@@ -125,3 +125,13 @@ def test_a_tiny_real_encode_is_decodable_at_the_ladders_rates_and_cached(tmp_pat
     assert encode.encode(ladder, tmp_path) == mpd  # cached: not encoded again
     assert (mpd.parent / media.COMPLETE_MARKER).stat().st_mtime_ns == stamp
     assert json.loads((mpd.parent / media.COMPLETE_MARKER).read_text())["codec"] == "h264"
+
+
+def test_every_level_gets_the_ladders_display_aspect_ratio() -> None:
+    # youtube_racing: 426x240 is not exactly 16:9 next to 1280x720; ffmpeg's DASH muxer refused such a set
+    ladder = media.load_ladder("youtube_racing")
+    params = encode.make_params(ladder, duration_s=10)
+    assert encode.display_aspect(params) == "1280/720"
+    for level in ladder.video.levels:
+        argv = encode.video_argv(params, level, Path("v.mp4"))
+        assert "setdar=1280/720" in argv[argv.index("-vf") + 1]
