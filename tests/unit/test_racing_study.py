@@ -187,3 +187,13 @@ def test_a_dashjs_session_over_race_is_the_browsers_policy(tmp_path: Path) -> No
     (d / "config.toml").write_text(text)
     s = rs.load_session(d)
     assert s is not None and s.policy == rs.BROWSER
+
+
+def test_section_ix_leaves_out_the_firewall_conditions(tmp_path: Path) -> None:
+    for seed in range(1, 5):
+        make(tmp_path, Synth(policy="quic_only", seed=seed, pattern="dvl"))
+        make(tmp_path, Synth(policy="chromium", seed=seed, pattern="dvl"))
+        make(tmp_path, Synth(policy="quic_only", seed=seed, pattern="2mbit", firewall="shape", stall_s=50.0))
+        make(tmp_path, Synth(policy="chromium", seed=seed, pattern="2mbit", firewall="shape"))
+    c = next(c for c in rs.comparisons(rs.load_sessions(tmp_path)) if c.label == rs.MB_VS_OB and c.metric == "stall")
+    assert len(c.a) == len(c.b) == 4 and 50.0 not in c.a
