@@ -54,6 +54,13 @@ def test_the_key_loads_with_its_defaults() -> None:
     ({"rate": "64kbit", "direction": "up"}, "firewalls.udp443.direction", "not one of both, to_port, from_port"),
     ({"rate": "64kbit", "dport": 443}, "firewalls.udp443.dport", "unknown key"),
     ({"rate": "4bit"}, "firewalls.udp443.rate", ">= 8bit"),
+    ({"action": "shape"}, "firewalls.udp443.rate", "action = 'shape' needs a rate"),
+    ({"action": "shape", "rate": "64kbit", "queue": 0}, "firewalls.udp443.queue", "expected 1-10000 packets"),
+    ({"action": "shape", "rate": "64kbit", "queue": 10_001}, "firewalls.udp443.queue", "expected 1-10000 packets"),
+    ({"action": "shape", "rate": "64kbit", "queue": "10"}, "firewalls.udp443.queue", "expected 1-10000 packets"),
+    ({"action": "limit", "rate": "64kbit", "queue": 20}, "firewalls.udp443.queue", "action = 'shape' only"),
+    ({"action": "shape", "rate": "64kbit", "burst": "3kb"}, "firewalls.udp443.burst", "action = 'limit' only"),
+    ({"action": "shaper"}, "firewalls.udp443.action", "did you mean 'shape'"),
 ])
 def test_bad_values_name_their_key_in_one_line(firewall: dict[str, Any], key: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -63,9 +70,9 @@ def test_bad_values_name_their_key_in_one_line(firewall: dict[str, Any], key: st
 
 def test_a_sweep_may_vary_the_action_with_the_rate_set() -> None:
     doc = raw(rate="64kbit")
-    doc["sweep"] = {"firewalls.udp443.action": ["accept", "limit", "drop"]}
+    doc["sweep"] = {"firewalls.udp443.action": ["accept", "limit", "drop", "shape"]}
     assert [r.experiment.firewalls[0].action for r in sorted(expand(doc), key=lambda r: r.name)] == \
-        ["accept", "drop", "limit"]
+        ["accept", "drop", "limit", "shape"]
 
 
 def test_the_script_has_a_counter_and_a_policer_per_direction() -> None:

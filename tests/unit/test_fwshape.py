@@ -8,13 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from nest_experiments import fwshape, kernel, nftplan
 from nest_experiments.config import FirewallConfig, parse_experiment
-from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import expand
 from nest_experiments.topology import load
+from tests.unit.test_firewall_config import raw
 
 DUMBBELL = load("topology", "dumbbell")
 DATA = Path(__file__).resolve().parents[1] / "data" / "tc"
@@ -22,11 +19,6 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "tc"
 STORED = [FirewallConfig(name="udp443", router="r1", port=443, action="shape", rate_bps=200_000, queue_pkts=50),
           FirewallConfig(name="tcp80", router="r1", port=8080, proto="tcp", direction="to_port", action="shape",
                          rate_bps=1_000_000)]
-
-
-def raw(**firewall: Any) -> dict[str, Any]:
-    return {"experiment": {"name": "fw", "topology": "dumbbell", "duration": "10s"},
-            "firewalls": {"udp443": {"router": "r1", "port": 443, **firewall}}}
 
 
 def stored_plan() -> fwshape.ShapePlan:
@@ -45,27 +37,6 @@ def test_shape_loads_with_a_queue_of_ten_by_default() -> None:
     [fw] = parse_experiment(raw(action="shape", rate="64kbit")).firewalls
     assert (fw.action, fw.rate_bps, fw.queue_pkts) == ("shape", 64_000, 10)
     assert parse_experiment(raw(action="shape", rate="64kbit", queue=10_000)).firewalls[0].queue_pkts == 10_000
-
-
-@pytest.mark.parametrize(("firewall", "key", "words"), [
-    ({"action": "shape"}, "firewalls.udp443.rate", "action = 'shape' needs a rate"),
-    ({"action": "shape", "rate": "64kbit", "queue": 0}, "firewalls.udp443.queue", "expected 1-10000 packets"),
-    ({"action": "shape", "rate": "64kbit", "queue": 10_001}, "firewalls.udp443.queue", "expected 1-10000 packets"),
-    ({"action": "shape", "rate": "64kbit", "queue": "10"}, "firewalls.udp443.queue", "expected 1-10000 packets"),
-    ({"action": "limit", "rate": "64kbit", "queue": 20}, "firewalls.udp443.queue", "action = 'shape' only"),
-    ({"action": "shape", "rate": "64kbit", "burst": "3kb"}, "firewalls.udp443.burst", "action = 'limit' only"),
-    ({"action": "shaper"}, "firewalls.udp443.action", "did you mean 'shape'"),
-])
-def test_bad_shape_keys_name_their_key_in_one_line(firewall: dict[str, Any], key: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_experiment(raw(**firewall))
-    assert info.value.path == key and words in str(info.value) and "\n" not in str(info.value)
-
-
-def test_a_sweep_may_vary_accept_and_shape_with_the_rate_set() -> None:
-    doc = raw(rate="64kbit")
-    doc["sweep"] = {"firewalls.udp443.action": ["accept", "shape"]}
-    assert sorted(r.experiment.firewalls[0].action for r in expand(doc)) == ["accept", "shape"]
 
 
 def test_a_shape_firewall_needs_ifb_and_ingress_from_the_kernel() -> None:
