@@ -36,7 +36,7 @@ rule (as before): ``cpu_mean``, ``cpu_max`` (busy fraction of all CPUs),
 ``app`` is the app whose process it is or descends from, ``"runner"`` for
 the run's own process, null for the others (capture tools, tc, ip).
 ``process_max`` is the busiest process in any window, saturated or not (null
-without windows). A host window joins ``saturated_t`` unless it ends within
+when no process used any CPU). A host window joins ``saturated_t`` unless it ends within
 half a window of a guest one already there.
 """
 
@@ -109,7 +109,7 @@ def thread_cpu_s() -> dict[str, float]:
 # --------------------------------------------------------------------------- per-process windows (pure)
 
 ProcKey = tuple[int, int]  # (pid or tid, start time in clock ticks): a reused pid is another process
-IDLE = 0.05  # shares below this (of one CPU) are not kept per window
+IDLE = 0.05  # shares below this (of one CPU) are not kept per window, but for the window's busiest process
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,8 @@ def window_shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, Pro
 
 @dataclass(frozen=True)
 class ProcWindow:
-    """One 1 s window: its end (run clock) and the share of one CPU of each process that used >= IDLE."""
+    """One 1 s window: its end (run clock) and the share of one CPU of each process that used >= IDLE (and of
+    the busiest one in any case)."""
 
     t: float
     shares: Mapping[ProcKey, float]
@@ -172,7 +173,8 @@ class ProcName:
 
 
 def proc_window(t: float, shares: Mapping[ProcKey, float]) -> ProcWindow:
-    return ProcWindow(t=t, shares={k: round(s, 3) for k, s in shares.items() if s >= IDLE})
+    top = max(shares, key=lambda k: shares[k], default=None)
+    return ProcWindow(t=t, shares={k: round(s, 3) for k, s in shares.items() if s >= IDLE or (k == top and s > 0)})
 
 
 def _named(key: ProcKey, names: Mapping[ProcKey, ProcName], *, id_field: str) -> dict[str, Any]:

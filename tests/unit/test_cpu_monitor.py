@@ -174,6 +174,8 @@ def test_the_record_counts_windows_by_rule_and_names_the_process() -> None:
                                      "peak": 0.99}],
                       "process_max": {"comm": "python3", "pid": 4242, "app": "player", "t": 4.0, "share": 0.99}}
     assert procs[0].shares == {PLAYER: 0.3}  # an idle process is not kept
+    assert proc_window(1.0, {PLAYER: 0.02, SERVER: 0.01}).shares == {PLAYER: 0.02}  # but the busiest is
+    assert proc_window(1.0, {PLAYER: 0.0}).shares == {}
 
 
 def test_a_quiet_run_has_no_saturated_window_and_still_its_busiest_process() -> None:
