@@ -106,7 +106,7 @@ def thread_cpu_s() -> dict[str, float]:
     return out
 
 
-# --------------------------------------------------------------------------- per-process windows (pure)
+# --------------------------------------------------------------------------- per-process windows
 
 ProcKey = tuple[int, int]  # (pid or tid, start time in clock ticks): a reused pid is another process
 IDLE = 0.05  # shares below this (of one CPU) are not kept per window, but for the window's busiest process
@@ -135,6 +135,8 @@ def proc_reading(tid: int, path: str, *, thread: bool = False) -> tuple[ProcKey,
     except (ValueError, IndexError):  # a stat file read while the process went away
         return None
 
+
+# --------------------------------------------------------------------------- per-process windows (pure)
 
 def window_shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReading],
                   span_s: float) -> dict[ProcKey, float]:

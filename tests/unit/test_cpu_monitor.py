@@ -257,12 +257,12 @@ def test_a_process_pegging_one_cpu_saturates_its_windows_and_is_named() -> None:
                                                    "while time.monotonic() < end: pass"],
                             start_new_session=True, preexec_fn=_spin_at_high_priority)
     try:
-        comm = Path(f"/proc/{spin.pid}/comm").read_text().strip()
         t0 = time.monotonic()
         mon = CpuMonitor(lambda: time.monotonic() - t0, pids_by_app=lambda: {"spinner": [spin.pid]})
         mon.start()
         time.sleep(4.3)
         mon.stop()
+        comm = Path(f"/proc/{spin.pid}/comm").read_text().strip()  # its program's name (exec'd by now)
     finally:
         spin.kill()
         spin.wait()
