@@ -242,13 +242,14 @@ def add_thread_rule(record: Mapping[str, Any], windows: Sequence[ProcWindow],
 
 
 def hot_warning(what: str, hot: Sequence[Mapping[str, Any]], windows: int, *, id_field: str = "pid") -> str:
-    """The warning that names the processes (threads) of one rule."""
+    """The warning that names the processes (threads) of one rule; it starts as the machine rule's does ("CPU
+    saturated"), which readers of the warnings match."""
     n = len({t for row in hot for t in row["windows"]})
     who = "; ".join(f"{row['comm']} ({id_field} {row[id_field]}"
                     + (f", app {row['app']}" if row.get("app") else "")
-                    + f", {len(row['windows'])} windows, peak {row['peak']:.0%})" for row in hot[:3])
+                    + f", {len(row['windows'])} s saturated, peak {row['peak']:.0%})" for row in hot[:3])
     more = f" and {len(hot) - 3} more" if len(hot) > 3 else ""
-    return (f"{what} used >= {SATURATED:.0%} of one CPU in {n} of {windows} 1 s windows: {who}{more}: "
+    return (f"CPU saturated by {what} (>= {SATURATED:.0%} of one CPU) in {n} of {windows} 1 s windows: {who}{more}: "
             "the emulation, not the network, may have shaped the result")
 
 

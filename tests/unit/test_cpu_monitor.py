@@ -190,8 +190,8 @@ def test_the_warning_names_the_processes() -> None:
     hot = guard_record([(1.0, 0.5), (2.0, 0.5)], _windows((1.0, {PLAYER: 1.0}), (2.0, {SERVER: 0.97})),
                        NAMES)["processes"]
     text = hot_warning("one process of the run", hot, 2)
-    assert text.startswith("one process of the run used >= 95% of one CPU in 2 of 2 1 s windows: "
-                           "python3 (pid 4242, app player, 1 windows, peak 100%); caddy (pid 4300, app server, ")
+    assert text.startswith("CPU saturated by one process of the run (>= 95% of one CPU) in 2 of 2 1 s windows: "
+                           "python3 (pid 4242, app player, 1 s saturated, peak 100%); caddy (pid 4300, app server, ")
 
 
 def test_the_host_s_qemu_threads_are_a_third_rule_merged_with_the_guest_s_windows() -> None:

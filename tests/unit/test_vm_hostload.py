@@ -85,6 +85,6 @@ def test_annotate_adds_the_qemu_thread_rule() -> None:
     cpu = m["cpu"]
     assert isinstance(cpu, dict) and cpu["saturated_by"] == {"qemu_thread": 4} and cpu["saturated_windows"] == 4
     assert [(r["comm"], r["tid"]) for r in cpu["qemu_threads"]] == [("CPU 0/TCG", 900)]
-    assert m["warnings"] == ["a thread of qemu on the host used >= 95% of one CPU in 4 of 4 1 s windows: "
-                             "CPU 0/TCG (tid 900, 4 windows, peak 99%): the emulation, not the network, may have "
+    assert m["warnings"] == ["CPU saturated by a thread of qemu on the host (>= 95% of one CPU) in 4 of 4 1 s windows: "
+                             "CPU 0/TCG (tid 900, 4 s saturated, peak 99%): the emulation, not the network, may have "
                              "shaped the result"]
