@@ -1,16 +1,54 @@
-"""CPU load of the machine (or the VM) during a run, per 1 s window.
+"""CPU load during a run, per 1 s window: of the machine (or the VM), and of each process of the run.
 
 On 2 cores, a busy-polling tool or the emulator itself can saturate the CPU;
-then the emulation, not the network, may have shaped the result. The runner
-puts the figures and a warning into the manifest.
+then the emulation, not the network, may have shaped the result. A window is
+saturated by either of two rules:
+
+- *machine*: the machine (the VM, inside it) was >= :data:`SATURATED` busy
+  over all its CPUs;
+- *process*: one process of the run used >= :data:`SATURATED` of one CPU: a
+  single-threaded client pegging one of two CPUs is only ~50 % machine-wide.
+  The run's processes are the runner's own and all its descendants (apps,
+  servers, players and their fetchers, capture tools, tc); a process's share
+  is its utime + stime in the window per wall second, plus what the children
+  it reaped in the window used in the window (a child seen at the window's
+  start counts there only with what it used after it). Threads count with
+  their process. In the VM runtime the host adds a third rule (vm.hostload):
+- *qemu_thread*: one thread of qemu on the host (a vCPU, or its I/O loop)
+  used >= :data:`SATURATED` of one CPU; counted per thread, not per process.
+
+The runner puts the figures and a warning per rule into the manifest. Machine
+rule (as before): ``cpu_mean``, ``cpu_max`` (busy fraction of all CPUs),
+``cpu_saturated_windows``. All rules, under ``cpu``::
+
+    "cpu": {
+      "windows": 30,                  # 1 s windows measured
+      "saturated_windows": 3,         # windows saturated by any rule: 0 = a clean run (what the analysis reads)
+      "saturated_by": {"machine": 0, "process": 3},  # windows per rule (+ "qemu_thread" in the VM runtime)
+      "saturated_t": [4.0, 5.0, 6.0],  # end times (run clock) of those windows, each covers (t - 1, t]
+      "processes": [                  # each process that saturated a window, busiest first
+        {"comm": "python3", "pid": 4242, "app": "player", "windows": [4.0, 5.0, 6.0], "peak": 1.0}],
+      "process_max": {"comm": "python3", "pid": 4242, "app": "player", "t": 5.0, "share": 1.0},
+      "qemu_threads": [...],          # VM runtime: as "processes", per qemu thread on the host ("tid", no "app")
+      "qemu_thread_max": {...}        # VM runtime: as "process_max"
+    }
+
+``app`` is the app whose process it is or descends from, ``"runner"`` for
+the run's own process, null for the others (capture tools, tc, ip).
+``process_max`` is the busiest process in any window, saturated or not (null
+when no process used any CPU). A host window joins ``saturated_t`` unless it ends within
+half a window of a guest one already there.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SATURATED = 0.95
 
@@ -68,6 +106,208 @@ def thread_cpu_s() -> dict[str, float]:
     return out
 
 
+# --------------------------------------------------------------------------- per-process windows
+
+ProcKey = tuple[int, int]  # (pid or tid, start time in clock ticks): a reused pid is another process
+IDLE = 0.05  # shares below this (of one CPU) are not kept per window, but for the window's busiest process
+
+
+@dataclass(frozen=True)
+class ProcReading:
+    """One process (or thread) at one instant, from its ``stat``."""
+
+    comm: str
+    ppid: int
+    cpu_s: float  # utime + stime
+    reaped_s: float = 0.0  # cutime + cstime: what the children it reaped used
+
+
+def proc_reading(tid: int, path: str, *, thread: bool = False) -> tuple[ProcKey, ProcReading] | None:
+    """Process (or ``thread``) ``tid``'s reading from its ``stat`` file at ``path``; None once it is gone.
+    A thread's reaped children are its process's: not its own."""
+    try:
+        stat = read_stat_fields(path)
+        if stat is None:
+            return None
+        comm, f = stat
+        reaped = 0.0 if thread else stat_cpu_s(f, children=True) - stat_cpu_s(f)
+        return (tid, int(f[19])), ProcReading(comm=comm, ppid=int(f[1]), cpu_s=stat_cpu_s(f), reaped_s=reaped)
+    except (ValueError, IndexError):  # a stat file read while the process went away
+        return None
+
+
+# --------------------------------------------------------------------------- per-process windows (pure)
+
+def window_shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReading],
+                  span_s: float) -> dict[ProcKey, float]:
+    """Share of one CPU each process of ``cur`` used since ``prev``, ``span_s`` wall seconds before.
+
+    A process not in ``prev`` started in between: all its time counts. A
+    process's reaped children count with it only for what they used in the
+    window: a child in ``prev`` that is gone now takes its reading there off
+    the growth of its parent's ``reaped_s``.
+    """
+    seen_gone: dict[int, float] = {}  # ppid -> what its children gone since prev had used up to prev
+    for key, p in prev.items():
+        if key not in cur:
+            seen_gone[p.ppid] = seen_gone.get(p.ppid, 0.0) + p.cpu_s + p.reaped_s
+    out = {}
+    for key, c in cur.items():
+        p = prev.get(key, ProcReading(comm=c.comm, ppid=c.ppid, cpu_s=0.0))
+        reaped = c.reaped_s - p.reaped_s - seen_gone.get(key[0], 0.0)
+        out[key] = (max(0.0, c.cpu_s - p.cpu_s) + max(0.0, reaped)) / span_s
+    return out
+
+
+@dataclass(frozen=True)
+class ProcWindow:
+    """One 1 s window: its end (run clock) and the share of one CPU of each process that used >= IDLE (and of
+    the busiest one in any case)."""
+
+    t: float
+    shares: Mapping[ProcKey, float]
+
+
+@dataclass(frozen=True)
+class ProcName:
+    comm: str
+    app: str | None = None  # the app it belongs to, "runner" for the run's own process
+
+
+def proc_window(t: float, shares: Mapping[ProcKey, float]) -> ProcWindow:
+    top = max(shares, key=lambda k: shares[k], default=None)
+    return ProcWindow(t=t, shares={k: round(s, 3) for k, s in shares.items() if s >= IDLE or (k == top and s > 0)})
+
+
+def _named(key: ProcKey, names: Mapping[ProcKey, ProcName], *, id_field: str) -> dict[str, Any]:
+    name = names.get(key, ProcName(comm="?"))
+    out: dict[str, Any] = {"comm": name.comm, id_field: key[0]}
+    if id_field == "pid":
+        out["app"] = name.app
+    return out
+
+
+def hot_processes(windows: Sequence[ProcWindow], names: Mapping[ProcKey, ProcName], *,
+                  id_field: str = "pid") -> list[dict[str, Any]]:
+    """Each process that used >= SATURATED of one CPU in some window: its name, the windows, its peak share;
+    busiest first."""
+    hot: dict[ProcKey, list[tuple[float, float]]] = {}
+    for w in windows:
+        for key, share in w.shares.items():
+            if share >= SATURATED:
+                hot.setdefault(key, []).append((w.t, share))
+    rows = [_named(key, names, id_field=id_field) | {"windows": [t for t, _ in ts], "peak": max(s for _, s in ts)}
+            for key, ts in hot.items()]
+    return sorted(rows, key=lambda r: (-len(r["windows"]), -r["peak"], r[id_field]))
+
+
+def busiest(windows: Sequence[ProcWindow], names: Mapping[ProcKey, ProcName], *,
+            id_field: str = "pid") -> dict[str, Any] | None:
+    """The busiest process in any window (None if none used >= IDLE of a CPU)."""
+    best = max(((s, w.t, key) for w in windows for key, s in w.shares.items()), default=None)
+    if best is None:
+        return None
+    share, t, key = best
+    return _named(key, names, id_field=id_field) | {"t": t, "share": share}
+
+
+def guard_record(machine: Sequence[tuple[float, float]], windows: Sequence[ProcWindow],
+                 names: Mapping[ProcKey, ProcName]) -> dict[str, Any]:
+    """The manifest's ``cpu`` record (module docstring) from the machine's busy fraction and the processes'
+    shares per window (both ending at the same run-clock times)."""
+    machine_t = {t for t, load in machine if load >= SATURATED}
+    hot = hot_processes(windows, names)
+    process_t = {t for row in hot for t in row["windows"]}
+    saturated = sorted(machine_t | process_t)
+    return {"windows": len(machine), "saturated_windows": len(saturated),
+            "saturated_by": {"machine": len(machine_t), "process": len(process_t)},
+            "saturated_t": saturated, "processes": hot, "process_max": busiest(windows, names)}
+
+
+def add_thread_rule(record: Mapping[str, Any], windows: Sequence[ProcWindow],
+                    names: Mapping[ProcKey, ProcName], *, interval_s: float = 1.0) -> dict[str, Any]:
+    """``record`` (the guest's ``cpu``, or empty) with the host's qemu threads as a third rule: a host window
+    that ends within half a window of a saturated guest window is that one, any other is one more."""
+    hot = hot_processes(windows, names, id_field="tid")
+    thread_t = sorted({t for row in hot for t in row["windows"]})
+    saturated = list(record.get("saturated_t", []))
+    for t in thread_t:
+        if all(abs(t - s) >= interval_s / 2 for s in saturated):
+            saturated.append(t)
+    saturated.sort()
+    return {**record, "windows": record.get("windows", len(windows)), "saturated_windows": len(saturated),
+            "saturated_by": {**record.get("saturated_by", {}), "qemu_thread": len(thread_t)},
+            "saturated_t": saturated, "qemu_threads": hot,
+            "qemu_thread_max": busiest(windows, names, id_field="tid")}
+
+
+def hot_warning(what: str, hot: Sequence[Mapping[str, Any]], windows: int, *, id_field: str = "pid") -> str:
+    """The warning that names the processes (threads) of one rule; it starts as the machine rule's does ("CPU
+    saturated"), which readers of the warnings match."""
+    n = len({t for row in hot for t in row["windows"]})
+    who = "; ".join(f"{row['comm']} ({id_field} {row[id_field]}"
+                    + (f", app {row['app']}" if row.get("app") else "")
+                    + f", {len(row['windows'])} s saturated, peak {row['peak']:.0%})" for row in hot[:3])
+    more = f" and {len(hot) - 3} more" if len(hot) > 3 else ""
+    return (f"CPU saturated by {what} (>= {SATURATED:.0%} of one CPU) in {n} of {windows} 1 s windows: {who}{more}: "
+            "the emulation, not the network, may have shaped the result")
+
+
+# --------------------------------------------------------------------------- the run's processes (I/O)
+
+
+class ProcessTree:
+    """Process ``root`` and all its descendants, zombies included (their times are final), read from /proc.
+
+    Only /proc's listing and the ``stat`` of new pids and of the tree are read
+    each time: a process outside the tree never enters it (a parent that dies
+    hands its children to init), so the pids found outside are remembered
+    while they live.
+    """
+
+    def __init__(self, root: int, proc: str = "/proc") -> None:
+        self.root = root
+        self.proc = proc
+        self._outside: set[int] = set()
+
+    def read(self) -> dict[ProcKey, ProcReading]:
+        pids = {int(e.name) for e in os.scandir(self.proc) if e.name.isdigit()}
+        self._outside &= pids
+        read = {}
+        for pid in pids - self._outside:
+            got = proc_reading(pid, f"{self.proc}/{pid}/stat")
+            if got is not None:
+                read[pid] = got
+        tree = _descendants(self.root, {pid: r.ppid for pid, (_, r) in read.items()})
+        self._outside |= set(read) - tree
+        return dict(read[pid] for pid in tree)
+
+
+def _descendants(root: int, ppid: Mapping[int, int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, parent in ppid.items():
+        children.setdefault(parent, []).append(pid)
+    out, todo = set(), [root] if root in ppid else []
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def app_of(pid: int, ppid: Mapping[int, int], app_pids: Mapping[int, str], root: int) -> str | None:
+    """The app whose process ``pid`` is or descends from; "runner" for ``root`` itself."""
+    if pid == root:
+        return "runner"
+    for _ in range(64):  # a chain, not a loop: bounded all the same
+        if pid in app_pids:
+            return app_pids[pid]
+        if pid == root or pid not in ppid:
+            return None
+        pid = ppid[pid]
+    return None
+
+
 def _cpu_split() -> list[int]:
     return cpu_jiffies()[:7]
 
@@ -80,16 +320,23 @@ class CpuMonitor:
     minus what each had used before the run's start (a server started in the
     app's prepare step, e.g. a player that imported its modules, counts only
     from t = 0).
+
+    Each window also gets the share of one CPU of each process of the run:
+    ``root_pid`` (default: this process, the runner) and its descendants.
     """
 
     def __init__(self, clock: Callable[[], float], interval_s: float = 1.0,
-                 pids_by_app: Callable[[], dict[str, list[int]]] | None = None) -> None:
+                 pids_by_app: Callable[[], dict[str, list[int]]] | None = None, root_pid: int | None = None) -> None:
         self.clock = clock
         self.interval_s = interval_s
         self.pids_by_app = pids_by_app
         self._proc_cpu: dict[tuple[str, int], float] = {}
         self._proc_cpu0: dict[tuple[str, int], float] = {}
         self.samples: list[tuple[float, float]] = []  # (t, busy fraction 0..1)
+        self.windows: list[ProcWindow] = []  # the same windows: each process's share of one CPU
+        self.names: dict[ProcKey, ProcName] = {}
+        self._tree = ProcessTree(os.getpid() if root_pid is None else root_pid)
+        self._app_pids: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-monitor", daemon=True)
 
@@ -100,22 +347,35 @@ class CpuMonitor:
         self._threads0 = thread_cpu_s()
         self._procs0 = all_processes_cpu()
         self._split0 = _cpu_split()
+        self._procs_prev, self._procs_prev_t = self._tree.read(), time.monotonic()
         self._thread.start()
 
     def _loop(self) -> None:
         busy0, total0 = _read_stat()
         while not self._stop.wait(self.interval_s):
             busy1, total1 = _read_stat()
+            t = round(self.clock(), 3)
+            self._read_apps()  # first: a process of an app started in this window gets the app's name
             if total1 > total0:
-                self.samples.append((round(self.clock(), 3), (busy1 - busy0) / (total1 - total0)))
+                self.samples.append((t, (busy1 - busy0) / (total1 - total0)))
+                self._read_processes(t)
             busy0, total0 = busy1, total1
-            self._read_apps()
+
+    def _read_processes(self, t: float) -> None:
+        now, procs = time.monotonic(), self._tree.read()
+        window = proc_window(t, window_shares(self._procs_prev, procs, now - self._procs_prev_t))
+        self.windows.append(window)
+        ppid = {pid: r.ppid for (pid, _), r in procs.items()}
+        for key in window.shares:
+            self.names[key] = ProcName(comm=procs[key].comm, app=app_of(key[0], ppid, self._app_pids, self._tree.root))
+        self._procs_prev, self._procs_prev_t = procs, now
 
     def _read_apps(self) -> None:
         if self.pids_by_app is None:
             return
         for app, pids in self.pids_by_app().items():
             for pid in pids:
+                self._app_pids[pid] = app
                 cpu = process_cpu_s(pid)
                 if cpu is not None:
                     self._proc_cpu[(app, pid)] = cpu
@@ -166,16 +426,21 @@ class CpuMonitor:
                 "runner_threads_cpu_s": {name: round(cpu - self._threads0.get(name, 0.0), 2)
                                          for name, cpu in sorted(self._threads1.items())}}
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, Any]:
+        """The machine rule's figures and the ``cpu`` record of all rules (module docstring)."""
         loads = [load for _, load in self.samples]
         if not loads:
             return {}
         return {"cpu_mean": round(sum(loads) / len(loads), 3), "cpu_max": round(max(loads), 3),
-                "cpu_saturated_windows": sum(1 for x in loads if x >= SATURATED)}
+                "cpu_saturated_windows": sum(1 for x in loads if x >= SATURATED),
+                "cpu": guard_record(self.samples, self.windows, self.names)}
 
     def warnings(self) -> list[str]:
-        n = self.summary().get("cpu_saturated_windows", 0)
-        if not n:
-            return []
-        return [f"CPU saturated (>= {SATURATED:.0%}) in {n} of {len(self.samples)} 1 s windows: "
-                "the emulation, not the network, may have shaped the result"]
+        summary = self.summary()
+        out = []
+        if n := summary.get("cpu_saturated_windows", 0):
+            out.append(f"CPU saturated (>= {SATURATED:.0%}) in {n} of {len(self.samples)} 1 s windows: "
+                       "the emulation, not the network, may have shaped the result")
+        if hot := summary.get("cpu", {}).get("processes"):
+            out.append(hot_warning("one process of the run", hot, len(self.samples)))
+        return out

@@ -40,6 +40,10 @@ def test_run_folder_follows_the_contract(default_run: Path) -> None:
     for key in ("started", "finished", "seed", "warnings", "versions"):
         assert key in manifest
     assert "iperf3" in manifest["versions"]
+    cpu = manifest["cpu"]  # the CPU guard's record (collectors.cpu): both rules over the same 1 s windows
+    assert cpu["windows"] >= 7 and cpu["saturated_by"]["machine"] == manifest["cpu_saturated_windows"]
+    assert cpu["saturated_windows"] == len(cpu["saturated_t"]) >= max(cpu["saturated_by"].values())
+    assert cpu["process_max"]["share"] > 0 and cpu["process_max"]["comm"]  # iperf3 or the runner used some CPU
     q = pd.read_csv(default_run / "qdisc.csv")
     assert {"t", "node", "dev", "kind", "backlog_bytes", "backlog_pkts", "drops", "sent_pkts", "delay_ms",
             "prob"} <= set(q.columns)

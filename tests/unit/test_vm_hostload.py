@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.collectors.cpu import CLK_TCK
+from nest_experiments.collectors.cpu import CLK_TCK, ProcReading
 from nest_experiments.vm.hostload import HostLoad, HostSample, annotate, read_sample, window
 
 T0 = datetime(2026, 11, 22, 8, 0, 0, tzinfo=UTC)
@@ -28,6 +28,15 @@ def test_read_sample_parses_proc(tmp_path: Path) -> None:
     s = read_sample(42, proc=tmp_path)
     assert s is not None and (s.steal, s.total) == (70, 613) and s.qemu_s == pytest.approx(168 / CLK_TCK)
     assert read_sample(43, proc=tmp_path) is None  # gone
+    assert s.threads == ()  # no task folder: no threads
+    for tid, name in ((42, "qemu-system-x86"), (44, "CPU 0/TCG")):
+        (tmp_path / "42" / "task" / str(tid)).mkdir(parents=True)
+        (tmp_path / "42" / "task" / str(tid) / "stat").write_text(
+            f"{tid} ({name}) R 1 42 42 0 -1 4194560 10 0 0 0 {tid} 1 6 7 20 0 3 0 555 0\n")
+    threads = dict((read_sample(42, proc=tmp_path) or s).threads)
+    assert {k: (r.comm, r.reaped_s) for k, r in threads.items()} == {(42, 555): ("qemu-system-x86", 0.0),
+                                                                     (44, 555): ("CPU 0/TCG", 0.0)}
+    assert threads[(44, 555)].cpu_s == pytest.approx(45 / CLK_TCK)
 
 
 def test_window_steal_and_qemu_cpus() -> None:
@@ -59,3 +68,23 @@ def test_host_load_samples_a_live_process() -> None:
     assert len(samples) >= 3
     assert samples[-1].qemu_s > samples[0].qemu_s and samples[-1].total > samples[0].total
     assert HostLoad(2**22 + 12345, interval_s=0.01).start().stop() == []  # no such process: no samples
+
+
+def test_annotate_adds_the_qemu_thread_rule() -> None:
+    t0 = 1_800_000_000.0
+    tick = 1 / CLK_TCK
+
+    def sample(i: int) -> HostSample:
+        vcpu = ProcReading(comm="CPU 0/TCG", ppid=1, cpu_s=round(i * 0.99 * CLK_TCK) * tick)
+        io = ProcReading(comm="qemu-system-x86", ppid=1, cpu_s=round(i * 0.1 * CLK_TCK) * tick)
+        return HostSample(wall=t0 + i, steal=0, total=1000 * i, qemu_s=i * 1.1, threads=(((900, 1), vcpu), ((901, 1), io)))
+
+    m: dict[str, object] = {"t0_wall": datetime.fromtimestamp(t0, UTC).isoformat(), "duration_s": 4.0,
+                            "warnings": []}
+    assert annotate(m, [sample(i) for i in range(6)])
+    cpu = m["cpu"]
+    assert isinstance(cpu, dict) and cpu["saturated_by"] == {"qemu_thread": 4} and cpu["saturated_windows"] == 4
+    assert [(r["comm"], r["tid"]) for r in cpu["qemu_threads"]] == [("CPU 0/TCG", 900)]
+    assert m["warnings"] == ["CPU saturated by a thread of qemu on the host (>= 95% of one CPU) in 4 of 4 1 s windows: "
+                             "CPU 0/TCG (tid 900, 4 s saturated, peak 99%): the emulation, not the network, may have "
+                             "shaped the result"]
