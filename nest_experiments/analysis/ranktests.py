@@ -34,6 +34,7 @@ from scipy import stats
 
 EXACT_MAX_PAIRS = 400  # signed-rank: exact null up to this many pairs
 EXACT_MAX_MN = 10_000  # Mann-Whitney: exact null while m * n is at most this
+MAX_ESTIMATES = 5_000_000  # elementary estimates held in memory (2,000 pairs; 2,000 x 2,500 sessions)
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,14 @@ def rank_sum_pmf(m: int, n: int) -> np.ndarray:
     return row[n]
 
 
+def _check_size(count: int, what: str) -> None:
+    if count > MAX_ESTIMATES:
+        raise ValueError(f"{what}: {count} elementary estimates, more than the {MAX_ESTIMATES} these exact rank "
+                         "tests hold in memory")
+
+
 def walsh_averages(d: np.ndarray) -> np.ndarray:
+    _check_size(len(d) * (len(d) + 1) // 2, f"{len(d)} pairs")
     i, j = np.triu_indices(len(d))
     return np.sort((d[i] + d[j]) / 2)
 
@@ -176,6 +184,7 @@ def rank_sum(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
     """Mann-Whitney U on two independent samples; the shift is a - b."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     m, n = len(a), len(b)
+    _check_size(m * n, f"{m} x {n} sessions")
     values = np.sort(np.subtract.outer(a, b).ravel())
     if m * n <= EXACT_MAX_MN:
         null: Null = ExactNull(rank_sum_pmf(m, n))
@@ -187,6 +196,7 @@ def rank_sum(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
 def stratified_rank_sum(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> ShiftTest:
     """van Elteren's stratified U test: the U statistics of the strata (each a - b pair compared only within its
     stratum), weighted 1 / (N_s + 1), with the normal null. Strata where an arm is empty carry no information."""
+    _check_size(sum(len(a) * len(b) for a, b in groups), "the strata's sessions")
     values, weights, mean, var = [], [], 0.0, 0.0
     for a, b in groups:
         m, n = len(a), len(b)

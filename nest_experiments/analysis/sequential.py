@@ -19,8 +19,11 @@ on a budget), the tests are rank tests with exact small-sample nulls, and
 cells gain sessions unevenly; a confidence sequence would do, but it is wider
 than a rank test at the sample sizes we reach. The price is conservatism:
 alpha_1 = 0.0304, alpha_2 = 0.0076, alpha_3 = 0.0034 ... for alpha = 0.05, so
-early looks decide only clear effects, and the union bound is loose (the
-simulated error rates in tests/unit/test_sequential.py are well below alpha).
+early looks decide only clear effects, and the union bound is loose: 5 looks
+spend 0.0445 of 0.05, and 1000 simulated experiments of 5 looks with no effect
+decided falsely 3.6-3.9 % of the time (paired, unpaired, stratified,
+equivalence at its margin; tests/unit/test_sequential.py), against 13-17 %
+with 0.05 at every look.
 
 At look k, with alpha_k (the verdict records it):
 
