@@ -139,7 +139,7 @@ def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
 
 def claims_from_tables(tables: Iterable[Mapping[str, Any]], path: str = "claims") -> tuple[Claim, ...]:
     """Claims from a TOML array of tables (``[[claims]]``); the ids must be unique."""
-    out = tuple(claim_from_table(t, f"{path}[{i}]") for i, t in enumerate(tables))
+    out = tuple(claim_from_table(t, path) for t in tables)
     ids = [c.id for c in out]
     dup = next((i for i in ids if ids.count(i) > 1), None)
     if dup is not None:

@@ -4,6 +4,7 @@ with known truth (seeded): power as stated, false decisions over repeated looks 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from scipy import stats
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import Claim, Sample, judge
 from nest_experiments.analysis.ranktests import (
+    ShiftTest,
     rank_sum,
     rank_sum_pmf,
     signed_rank,
@@ -66,7 +68,7 @@ def test_p_values_are_scipys_exact_ones(seed: int) -> None:
                                   lambda r: rank_sum(r.normal(1, 1, 8), r.normal(0, 1, 11)),
                                   lambda r: stratified_rank_sum([(r.normal(1, 1, 5), r.normal(0, 1, 6)),
                                                                  (r.normal(9, 1, 4), r.normal(8, 1, 7))])])
-def test_ci_is_the_inverted_test(make) -> None:  # type: ignore[no-untyped-def]
+def test_ci_is_the_inverted_test(make: Callable[[np.random.Generator], ShiftTest]) -> None:
     """Just inside the CI the two-sided test accepts the shift, just outside it rejects it."""
     t = make(np.random.default_rng(3))
     lo, hi = t.ci(0.05)
@@ -123,7 +125,7 @@ def paired_sample(d: np.ndarray) -> Sample:
     return Sample(np.zeros(len(d)), np.zeros(len(d)), d)
 
 
-def sequential_run(c: Claim, samples: list[Sample], alpha_at) -> str:  # type: ignore[no-untyped-def]
+def sequential_run(c: Claim, samples: list[Sample], alpha_at: Callable[[int], float]) -> str:
     """Look after each block until a decision; the decision, or undecided after the last look."""
     for k, s in enumerate(samples, start=1):
         v = judge(c, s, alpha=alpha_at(k), alpha_next=alpha_at(k + 1))
