@@ -214,6 +214,7 @@ class Verdict:
     n_pairs: int | None
     n_saturated_excluded: int
     more_needed: int | None
+    look: int | None = None  # the look of a sequential run this verdict comes from; None: a fixed-size analysis
     note: str = ""
 
     @property
@@ -223,11 +224,16 @@ class Verdict:
 
 def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,
              power: float = 0.8) -> list[Verdict]:
-    """Judge every claim on ``sessions`` (one row per session). ``look``: the number of this look in a
-    sequential run (1, 2, ...; alpha spent as in :mod:`.sequential`); None: one fixed-size analysis at ``alpha``."""
+    """Judge every claim on ``sessions`` (one row per session).
+
+    ``look``: in a sequential run, how many times the claims have been judged on the growing sessions, this time
+    included (1, 2, ...): alpha is spent as in :mod:`.sequential`. A report of a sequential run passes the last
+    look's number (or keeps the verdicts of :func:`.sequential.keep_decided`), never None: None is one
+    fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
     alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
     alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
-    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power) for c in claims]
+    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look)
+            for c in claims]
 
 
 def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
@@ -308,11 +314,13 @@ def _stratified(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.Dat
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
-def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: float = 0.8) -> Verdict:
+def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: float = 0.8,
+          look: int | None = None) -> Verdict:
     """The verdict of ``claim`` on its sample at level ``alpha`` (this look's); ``alpha_next`` sizes the sessions
     still needed (the next look's level)."""
     n_pairs = None if s.diffs is None else len(s.diffs)
-    counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated)
+    counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated,
+                                  look=look)
     test = _test(claim, s)
     if test is None:
         return Verdict(claim=claim, verdict=seq.NO_DATA, effect=None, ci=None, ci_level=_level(claim, alpha),
@@ -392,9 +400,14 @@ def verdict_table(verdicts: Sequence[Verdict]) -> str:
         p = "—" if v.p is None else f"{_num(v.p)} ({_num(v.alpha)})"
         more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
         cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_cell(c.b)}, {c.expect}" + _margin_text(c), paper,
-                 _ours(v), p, _n(v), v.verdict + (f" ({v.note})" if v.note else ""), more]
+                 _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _verdict_text(v: Verdict) -> str:
+    look = f" at look {v.look}" if v.look is not None else ""
+    return v.verdict + look + (f" ({v.note})" if v.note else "")
 
 
 def _cell(cell: Mapping[str, Value]) -> str:

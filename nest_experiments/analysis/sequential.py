@@ -169,6 +169,14 @@ def side_alpha(expect: str, alpha: float) -> float:
     return alpha if expect == EQUIVALENT else alpha / 2
 
 
+def keep_decided(previous: Sequence[Verdict], current: Sequence[Verdict]) -> list[Verdict]:
+    """The current verdicts, except that a claim decided at an earlier look keeps that decision: a sequential
+    run stops a claim at its first decision (the error bound covers "decided at some look"), and later looks, run
+    for other claims at a smaller alpha, neither undo nor re-decide it."""
+    decided = {v.claim.id: v for v in previous if v.verdict in DECIDED}
+    return [decided.get(v.claim.id, v) for v in current]
+
+
 @dataclass(frozen=True)
 class CellNeed:
     """A cell (arm x conditions: axis -> value, or the values it may take) that undecided claims need sessions in.

@@ -268,3 +268,15 @@ def test_claim_is_frozen_and_keyword_only() -> None:
         c.a["aqm"] = "x"  # type: ignore[index]
     with pytest.raises(TypeError):
         Claim("c", "s", "f", "m", {"aqm": "a"}, {"aqm": "b"}, "a < b")  # type: ignore[misc]
+
+
+def test_a_decided_claim_keeps_its_decision_over_later_looks() -> None:
+    """Look 1 (6 traces per family): the start-up claim agrees, the bitrate claim has too few pairs; look 2 on data
+    where no claim can be decided: the start-up claim keeps its look-1 decision, the bitrate claim takes look 2's."""
+    faster, same = loaded()
+    first = evaluate([faster, same], abr_sessions(traces=3), look=1)
+    later = evaluate([faster, same], abr_sessions(seed=1, traces=2, gain=1.0), look=2)
+    assert [v.verdict for v in first] == [seq.TOO_FEW, seq.AGREES] and "agrees at look 1" in verdict_table(first)
+    assert [v.verdict for v in later] == [seq.TOO_FEW, seq.TOO_FEW]
+    kept = seq.keep_decided(first, later)
+    assert kept[0] is later[0] and kept[1] is first[1]
