@@ -19,7 +19,12 @@ The null is exact (the distribution of ``W+`` or ``U`` under no shift, from
 the generating function / recursion, ties ignored) up to ``EXACT_MAX_*``, and
 normal beyond and for van Elteren (no continuity correction). Ties with
 ``delta`` count one half in ``S``; the exact p-value then rounds the
-statistic towards the null (conservative).
+statistic towards the null. With many ties (integer counts such as quality
+switches) the untied null is conservative: tied data vary less than it
+assumes. Measured: paired Poisson(2) counts with no effect, 5 looks, decided
+falsely 0.3 % of the time against the 3.7 % of continuous data
+(tests/unit/test_sequential.py), so count metrics lose power. A tie-aware
+(conditional) null, inverted for the CI, is the way to win it back.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ alpha_1 = 0.0304, alpha_2 = 0.0076, alpha_3 = 0.0034 ... for alpha = 0.05, so
 early looks decide only clear effects, and the union bound is loose: 5 looks
 spend 0.0445 of 0.05, and 1000 simulated experiments of 5 looks with no effect
 decided falsely 3.6-3.9 % of the time (paired, unpaired, stratified,
-equivalence at its margin; tests/unit/test_sequential.py), against 13-17 %
-with 0.05 at every look.
+equivalence at its margin; 0.3 % for integer counts with many ties;
+tests/unit/test_sequential.py), against 13-17 % with 0.05 at every look.
 
 At look k, with alpha_k (the verdict records it):
 

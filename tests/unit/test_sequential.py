@@ -153,6 +153,13 @@ def null_paired(rng: np.random.Generator, block: int, shift: float = 0.0) -> lis
     return [[paired_sample((a - b)[e, : block * k]) for k in range(1, LOOKS + 1)] for e in range(N_EXPERIMENTS)]
 
 
+def null_counts(rng: np.random.Generator, block: int) -> list[list[Sample]]:
+    """Integer counts per session (quality switches: Poisson(2)), so many ties and zero differences."""
+    n = block * LOOKS
+    d = rng.poisson(2, (N_EXPERIMENTS, n)).astype(float) - rng.poisson(2, (N_EXPERIMENTS, n))
+    return [[paired_sample(d[e, : block * k]) for k in range(1, LOOKS + 1)] for e in range(N_EXPERIMENTS)]
+
+
 def null_unpaired(rng: np.random.Generator, block: int) -> list[list[Sample]]:
     a, b = (rng.lognormal(0, 1, (N_EXPERIMENTS, block * LOOKS)) for _ in range(2))
     return [[Sample(a[e, : block * k], b[e, : block * k]) for k in range(1, LOOKS + 1)] for e in range(N_EXPERIMENTS)]
@@ -185,6 +192,7 @@ def test_no_effect_sequential_false_decisions_within_alpha() -> None:
             (claim(paired=False, strata=("s",)), null_stratified(rng, 4)),
         "equivalence, true shift = margin 0.5 (blocks of 8 pairs)":
             (claim(seq.EQUIVALENT, margin=0.5), null_paired(rng, 8, shift=0.5)),
+        "paired integer counts, many ties (blocks of 8 pairs)": (claim(), null_counts(rng, 8)),
     }
     naive_rates = []
     for name, (c, experiments) in cases.items():
