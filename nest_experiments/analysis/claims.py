@@ -424,6 +424,8 @@ def _ours(v: Verdict) -> str:
     if v.effect is None or v.ci is None:
         return "—"
     pre = "x" if v.claim.scale == "ratio" else ""
+    if v.verdict == seq.TOO_FEW:  # the CI is unbounded: no n this small can reject at this look's alpha
+        return f"{pre}{_num(v.effect)} (no {v.ci_level:.1%} CI at this n, {v.test})"
     lo, hi = (f"{pre}{_num(x)}" for x in v.ci)
     return f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
 

@@ -277,6 +277,7 @@ def test_a_decided_claim_keeps_its_decision_over_later_looks() -> None:
     first = evaluate([faster, same], abr_sessions(traces=3), look=1)
     later = evaluate([faster, same], abr_sessions(seed=1, traces=2, gain=1.0), look=2)
     assert [v.verdict for v in first] == [seq.TOO_FEW, seq.AGREES] and "agrees at look 1" in verdict_table(first)
+    assert "x1.1" in verdict_table(first) and "(no 97.0% CI at this n" in verdict_table(first)
     assert [v.verdict for v in later] == [seq.TOO_FEW, seq.TOO_FEW]
     kept = seq.keep_decided(first, later)
     assert kept[0] is later[0] and kept[1] is first[1]
