@@ -3,6 +3,8 @@ the cells still needing sessions."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from typing import Any
 
@@ -281,3 +283,13 @@ def test_a_decided_claim_keeps_its_decision_over_later_looks() -> None:
     assert [v.verdict for v in later] == [seq.TOO_FEW, seq.TOO_FEW]
     kept = seq.keep_decided(first, later)
     assert kept[0] is later[0] and kept[1] is first[1]
+
+
+def test_the_statistical_core_imports_no_system_module() -> None:
+    """claims, sequential and ranktests are pure: importing them loads nothing that touches the system."""
+    code = ("import sys, nest_experiments.analysis.claims; print(' '.join(m for m in sys.modules "
+            "if m.startswith('nest_experiments')))")
+    loaded_modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    banned = ("net", "procs", "vm", "apps", "collectors", "runner", "studies", "launch", "kernel")
+    assert not [m for m in loaded_modules.split() if m.split(".")[1:2] and m.split(".")[1] in banned]
+    assert "nest_experiments.analysis.sequential" in loaded_modules.split()
