@@ -30,7 +30,7 @@ scale). :func:`evaluate` turns a per-session DataFrame into one
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -98,13 +98,14 @@ def _check_claim(c: Claim) -> None:
         raise bad("b", f"the arms must name the same axes (a: {sorted(c.a)}, b: {sorted(c.b)})")
     if dict(c.a) == dict(c.b):
         raise bad("b", "the two arms are the same cell: give b another value on at least one axis")
-    clash = (set(c.conditions) | set(c.pair_by) | set(c.strata)) & set(c.a)
-    if clash:
-        raise bad("conditions", f"{sorted(clash)} is an arm axis: it cannot also be a condition, pair or stratum key")
+    for key in ("conditions", "pair_by", "strata"):
+        clash = set(getattr(c, key)) & set(c.a)
+        if clash:
+            raise bad(key, f"{sorted(clash)} is an arm axis: it cannot also be a condition, pair or stratum key")
     _check_margin(c, bad)
 
 
-def _check_margin(c: Claim, bad: Any) -> None:
+def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
     if c.expect != seq.EQUIVALENT:
         if c.margin is not None:
             raise bad("margin", f"only '{seq.EQUIVALENT}' takes a margin; remove it or change expect")
