@@ -157,7 +157,7 @@ def _field(where: str, key: str, value: Any) -> Any:
             raise ConfigError(f"{where}.{key}", "an arm is one cell: one value per axis (lists go in conditions)")
         return dict(value)
     if key in ("pair_by", "strata"):
-        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}.{key}", f"expected a list of column names, e.g. [\"trace\"], got {value!r}")
         return tuple(value)
     if not isinstance(value, str):

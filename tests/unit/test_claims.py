@@ -240,6 +240,7 @@ def base(**over: Any) -> dict[str, Any]:
     (base(a={"aqm": ["fq_pie", "pie"]}), "claims.c.a", "one value per axis"),
     (base(conditions={"aqm": "pie"}), "claims.c.conditions", "is an arm axis"),
     (base(pair_by="trace"), "claims.c.pair_by", "list of column names"),
+    (base(strata=3), "claims.c.strata", "list of column names"),
     (base(strata=["aqm"]), "claims.c.strata", "is an arm axis"),
     (base(pair_by=["trace", "aqm"]), "claims.c.pair_by", "is an arm axis"),
     (base(figure=4), "claims.c.figure", "expected a string"),
