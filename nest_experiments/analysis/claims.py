@@ -62,7 +62,8 @@ class Claim:
     expect: str  # one of sequential.EXPECTATIONS
     paper_value: str = ""  # the paper's number, where it gives one
     conditions: Mapping[str, Value | tuple[Value, ...]] = field(default_factory=dict)
-    pair_by: tuple[str, ...] = ()  # empty: unpaired
+    pair_by: tuple[str, ...] = ()  # empty: unpaired. Sequential runs: include "block" (or the seed), else the
+    # sessions a new block adds to a key already paired are averaged into that pair and n_pairs stops growing
     strata: tuple[str, ...] = ()
     margin: float | None = None
     margin_relative: bool = False
