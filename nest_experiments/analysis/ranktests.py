@@ -26,8 +26,10 @@ Poisson(2) vs Poisson(3) agreed in 0.42 of the experiments where a
 tie-corrected test rejected in 0.66. So paired differences with ties or zeros
 get :class:`TiedSignedRank`: at every shift, the exact sign-flip null given
 the tied sizes (Pratt), and the CI by bisection; it agrees as often as the
-tie-corrected test (tests/unit/test_sequential.py). The U tests keep the
-untied null: conservative with ties (to do: the same conditional null).
+tie-corrected test (tests/unit/test_sequential.py). Two samples with ties get
+:class:`TiedRankSum`, the permutation null of the rank sum given the ties
+(exact up to ``TIED_EXACT_MAX_SESSIONS``, normal with its exact variance
+beyond). van Elteren's stratified test keeps its untied normal null.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from scipy import stats
 
 EXACT_MAX_PAIRS = 400  # signed-rank: exact null up to this many pairs
 TIED_MAX_PAIRS = 300  # signed-rank with tied differences: the exact null given the ties up to this many pairs
+TIED_EXACT_MAX_SESSIONS = 60  # mann-whitney with ties: the exact null given the ties up to this many sessions,
+# normal beyond (with that null's mean and variance)
 EXACT_MAX_MN = 10_000  # Mann-Whitney: exact null while m * n is at most this
 MAX_ESTIMATES = 5_000_000  # elementary estimates held in memory (2,000 pairs; 2,000 x 2,500 sessions)
 
@@ -138,23 +142,22 @@ class ShiftTest:
 
 
 @dataclass(frozen=True)
-class TiedSignedRank(ShiftTest):
-    """The signed-rank test for differences with ties or zeros (counts: quality switches, stalls): at each shift
-    the exact sign-flip null given the tied |d - delta| (midranks, zeros kept in the ranking and given no sign:
-    Pratt), instead of the untied null, which is conservative there. The CI is the closure of the shifts the
-    two-sided test accepts, found by bisection over the Walsh averages and the midpoints between them (the
-    acceptance is taken as monotone in the shift, which it is up to the discreteness of the ties)."""
+class TiedShiftTest(ShiftTest):
+    """A rank test for data with ties (counts: quality switches, stalls): at each shift the exact permutation null
+    given the tied ranks, instead of the untied null, which is conservative there. The CI is the closure of the
+    shifts the two-sided test accepts, found by bisection over the elementary estimates and the midpoints between
+    them (the acceptance is taken as monotone in the shift, which it is up to the discreteness of the ties)."""
 
-    d: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    data: tuple[np.ndarray, ...] = ()
     _tails: dict[float, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)
+
+    def null_tails(self, delta: float) -> tuple[float, float]:
+        raise NotImplementedError
 
     def tails(self, delta: float) -> tuple[float, float]:
         """(p_above, p_below) at ``delta``, from one null."""
         if delta not in self._tails:
-            x = _snap(self.d - delta, self.d)
-            r2 = doubled_midranks(np.abs(x))
-            w, pmf = int(r2[x > 0].sum()), sign_flip_pmf(tuple(sorted(r2[x != 0].tolist())))
-            self._tails[delta] = float(min(1.0, pmf[w:].sum())), float(min(1.0, pmf[: w + 1].sum()))
+            self._tails[delta] = self.null_tails(delta)
         return self._tails[delta]
 
     def p_above(self, delta: float) -> float:
@@ -163,23 +166,55 @@ class TiedSignedRank(ShiftTest):
     def p_below(self, delta: float) -> float:
         return self.tails(delta)[1]
 
+    def snap(self, x: np.ndarray) -> np.ndarray:
+        return _snap(x, np.concatenate(self.data))
+
     def ci(self, alpha: float) -> tuple[float, float]:
-        _, first = np.unique(_snap(self.values, self.d), return_index=True)
-        walsh = self.values[first]  # the distinct Walsh averages (ties the arithmetic broke kept as one)
-        grid = np.sort(np.concatenate([walsh, (walsh[1:] + walsh[:-1]) / 2]))  # even index: a Walsh average
+        _, first = np.unique(self.snap(self.values), return_index=True)
+        distinct = self.values[first]  # ties the arithmetic broke kept as one
+        grid = np.sort(np.concatenate([distinct, (distinct[1:] + distinct[:-1]) / 2]))  # even index: an estimate
 
         def accepted(i: int) -> bool:
             return min(self.tails(float(grid[i]))) > alpha / 2
 
-        mid = int(np.searchsorted(grid, self.estimate))
-        mid = min(mid, len(grid) - 1)
+        mid = min(int(np.searchsorted(grid, self.estimate)), len(grid) - 1)
         if not accepted(mid):
             return self.estimate, self.estimate
-        below_all = self.p_above(float(grid[0]) - 1.0) > alpha / 2  # all signs positive is not rare enough
+        below_all = self.p_above(float(grid[0]) - 1.0) > alpha / 2  # the most extreme data are not rare enough
         above_all = self.p_below(float(grid[-1]) + 1.0) > alpha / 2
         lo = -math.inf if below_all else _closure(grid, _first_true(accepted, -1, mid), -1)
         hi = math.inf if above_all else _closure(grid, _first_true(accepted, len(grid), mid), +1)
         return lo, hi
+
+
+@dataclass(frozen=True)
+class TiedSignedRank(TiedShiftTest):
+    """Signed-rank with ties or zeros: the sign-flip null given the tied |d - delta| (midranks; zeros ranked and
+    unsigned: Pratt). ``data`` = (d,)."""
+
+    def null_tails(self, delta: float) -> tuple[float, float]:
+        x = self.snap(self.data[0] - delta)
+        r2 = doubled_midranks(np.abs(x))
+        w, pmf = int(r2[x > 0].sum()), sign_flip_pmf(tuple(sorted(r2[x != 0].tolist())))
+        return float(min(1.0, pmf[w:].sum())), float(min(1.0, pmf[: w + 1].sum()))
+
+
+@dataclass(frozen=True)
+class TiedRankSum(TiedShiftTest):
+    """Mann-Whitney with ties: the permutation null of a's rank sum given the tied ranks of a - delta and b
+    (midranks). ``data`` = (a, b)."""
+
+    def null_tails(self, delta: float) -> tuple[float, float]:
+        a, b = self.data
+        r2 = doubled_midranks(self.snap(np.concatenate([a - delta, b])))
+        w = int(r2[: len(a)].sum())
+        if len(r2) > TIED_EXACT_MAX_SESSIONS:  # normal, with the null's exact mean and variance given the ties
+            m, n = len(a), len(b)
+            sd = math.sqrt(m * n / (m + n) / (m + n - 1) * float(((r2 - r2.mean()) ** 2).sum()))
+            z = (w - m * float(r2.mean())) / sd if sd > 0 else 0.0
+            return float(stats.norm.sf(z)), float(stats.norm.cdf(z))
+        pmf, low = subset_sum_pmf(tuple(sorted(Counter(r2.tolist()).items())), len(a))
+        return float(min(1.0, pmf[w - low :].sum())), float(min(1.0, pmf[: w - low + 1].sum()))
 
 
 def doubled_midranks(x: np.ndarray) -> np.ndarray:
@@ -229,6 +264,23 @@ def sign_flip_pmf(weights: tuple[int, ...]) -> np.ndarray:
     return pmf
 
 
+@lru_cache(maxsize=256)
+def subset_sum_pmf(groups: tuple[tuple[int, int], ...], m: int) -> tuple[np.ndarray, int]:
+    """The pmf of the sum of m values drawn without replacement from the multiset ``groups`` ((value, count),
+    ...): the rank-sum null given the ties. Returns (pmf, the smallest sum) with pmf[s - smallest]."""
+    total = sum(v * g for v, g in groups)
+    ways = np.zeros((m + 1, total + 1))  # ways[k, s]: weighted count of choices of k values summing to s
+    ways[0, 0] = 1.0
+    for v, g in groups:
+        new = np.zeros_like(ways)
+        for j in range(min(g, m) + 1):
+            new[j:, j * v :] += math.comb(g, j) * ways[: m + 1 - j, : total + 1 - j * v]
+        ways = new
+    row = ways[m] / math.comb(sum(g for _, g in groups), m)
+    low = int(np.nonzero(row)[0][0])
+    return row[low:], low
+
+
 @lru_cache(maxsize=64)
 def signed_rank_pmf(n: int) -> np.ndarray:
     """The null pmf of the signed-rank statistic W+ for n pairs: the coefficients of prod (1 + q^i) / 2^n."""
@@ -264,10 +316,10 @@ def _check_size(count: int, what: str) -> None:
                          "tests hold in memory")
 
 
-def _tied(d: np.ndarray) -> bool:
-    """Zero differences, or ties among their sizes."""
-    size = np.abs(_snap(d, d))
-    return bool((size == 0).any() or len(np.unique(size)) < len(size))
+def _tied(x: np.ndarray, *, zeros: bool = False) -> bool:
+    """Ties among the values (or, with ``zeros``, a zero among them)."""
+    x = _snap(x, x)
+    return bool((zeros and (x == 0).any()) or len(np.unique(x)) < len(x))
 
 
 def walsh_averages(d: np.ndarray) -> np.ndarray:
@@ -281,9 +333,9 @@ def signed_rank(d: Sequence[float] | np.ndarray) -> ShiftTest:
     d = np.asarray(d, dtype=float)
     n = len(d)
     values = walsh_averages(d)
-    if n <= TIED_MAX_PAIRS and _tied(d):
+    if n <= TIED_MAX_PAIRS and _tied(np.abs(d), zeros=True):
         return TiedSignedRank("wilcoxon signed-rank (ties: Pratt, exact given the ties)", values,
-                              np.ones(len(values)), ExactNull(signed_rank_pmf(n)), n, d)
+                              np.ones(len(values)), ExactNull(signed_rank_pmf(n)), n, (d,))
     if n <= EXACT_MAX_PAIRS:
         null: Null = ExactNull(signed_rank_pmf(n))
     else:
@@ -297,6 +349,9 @@ def rank_sum(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -
     m, n = len(a), len(b)
     _check_size(m * n, f"{m} x {n} sessions")
     values = np.sort(np.subtract.outer(a, b).ravel())
+    if _tied(np.concatenate([a, b])):
+        return TiedRankSum("mann-whitney U (ties: exact given the ties)", values, np.ones(len(values)),
+                           ExactNull(rank_sum_pmf(m, n)), min(m, n), (a, b))
     if m * n <= EXACT_MAX_MN:
         null: Null = ExactNull(rank_sum_pmf(m, n))
     else:
