@@ -242,7 +242,7 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     """The claim's sessions from the per-session table: its conditions, its arms, saturated ones out."""
     _check_columns(claim, sessions)
     rows = sessions[_matches(sessions, claim.conditions)]
-    saturated = rows[SATURATED].astype(bool)
+    saturated = rows[SATURATED].eq(True)  # unknown (NaN) counts as not saturated
     n_saturated = int((saturated & (_matches(rows, claim.a) | _matches(rows, claim.b))).sum())
     rows = rows[~saturated]
     rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]

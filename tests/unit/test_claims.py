@@ -96,6 +96,10 @@ def test_saturated_sessions_are_excluded_and_counted() -> None:
     assert (v.n_a, v.n_b, v.n_pairs) == (17, 20, 17)
     assert v.verdict == seq.AGREES  # kept, the three 1 kbit/s sessions would pull the other way
     assert "3 saturated out" in verdict_table([v])
+    df = abr_sessions(saturated=3).astype({"saturated": object})
+    df.loc[df.index[df.transport == "tcp"][:2], "saturated"] = None  # not measured: kept, not counted
+    v = evaluate([faster], df)[0]
+    assert (v.n_saturated_excluded, v.n_b) == (3, 20)
 
 
 def test_pairing_never_crosses_strata() -> None:
