@@ -34,15 +34,19 @@ At look k, with alpha_k (the verdict records it):
   the opposite direction rejects and the CI lies on the other side. The p
   shown is two-sided (2 x the smaller one-sided p), to compare with alpha_k.
 - ``|a - b| < margin``: TOST at alpha_k, i.e. the 1 - 2 alpha_k CI. *agrees*
-  only when that CI lies inside (-margin, +margin) (then both one-sided tests
-  against the margins reject at alpha_k: the p shown is the larger of the two);
-  *contradicts* when it lies entirely outside the margin; never because a
+  only when both one-sided tests against the margins reject at alpha_k (the p
+  shown is the larger of the two) and that CI lies inside the margin;
+  *contradicts* when the CI lies entirely outside the margin; never because a
   difference test failed to reject.
 
+The tests decide; the CI check keeps the CI shown consistent with them (with
+tied data the CI is the closure of the accepted shifts, so a bound may touch
+the 0 or the margin the test rejects: "inside" and "on that side" include it).
 Whatever the truth, each look's chance of a false decision is then at most
 alpha_k (a directional claim with no effect: alpha_k / 2 each way; an
 equivalence claim: alpha_k, as only one of its two errors is possible for a
-given true effect).
+given true effect); exactly so for the exact nulls, approximately for the
+normal ones (van Elteren, large samples).
 
 Sessions still needed (power ``power`` at the next look's alpha, from the
 pilot's spread): with ``sd`` the standard deviation of the paired differences
