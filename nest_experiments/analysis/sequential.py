@@ -36,7 +36,8 @@ At look k, with alpha_k (the verdict records it):
 - ``|a - b| < margin``: TOST at alpha_k, i.e. the 1 - 2 alpha_k CI. *agrees*
   only when both one-sided tests against the margins reject at alpha_k (the p
   shown is the larger of the two) and that CI lies inside the margin;
-  *contradicts* when the CI lies entirely outside the margin; never because a
+  *contradicts* when the test that the effect is beyond one margin rejects at
+  alpha_k and the CI lies entirely outside the margin; never because a
   difference test failed to reject.
 
 The tests decide; the CI check keeps the CI shown consistent with them (with
@@ -128,7 +129,8 @@ def _decide_equivalent(test: ShiftTest, alpha: float, bounds: tuple[float, float
     lo, hi = test.ci(2 * alpha)
     p = max(test.p_above(bounds[0]), test.p_below(bounds[1]))
     inside = bounds[0] <= lo and hi <= bounds[1] and p <= alpha
-    outside = lo >= bounds[1] or hi <= bounds[0]
+    outside = (lo >= bounds[1] and test.p_above(bounds[1]) <= alpha) or \
+        (hi <= bounds[0] and test.p_below(bounds[0]) <= alpha)
     verdict = AGREES if inside else CONTRADICTS if outside else _open(lo, hi)
     return Decision(verdict, test.estimate, (lo, hi), 1 - 2 * alpha, p, alpha, f"TOST ({test.name}), CI inside margin")
 
