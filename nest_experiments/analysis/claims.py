@@ -1,0 +1,441 @@
+"""A paper's claims as data, judged on a table of sessions (pure: pandas, numpy and scipy only).
+
+A :class:`Claim` names the paper's statement, a metric with one value per
+*session* (the unit of replication), two arms (axis -> value), the conditions
+it holds under, how the design pairs sessions (``pair_by``) and blocks them
+(``strata``), the expectation (``a > b``, ``a < b`` or ``|a - b| < margin``)
+and the scale of the effect (a difference, or a ratio judged on the log
+scale). :func:`evaluate` turns a per-session DataFrame into one
+:class:`Verdict` per claim:
+
+- saturated sessions (the ``saturated`` column) are left out and counted;
+- paired (``pair_by`` given): sessions of the two arms with the same
+  ``strata + pair_by`` values form a pair (never across strata; several
+  sessions of one arm under one key are averaged first); the effect is the
+  Hodges-Lehmann estimate of the paired differences (the median of their
+  Walsh averages) and the test the Wilcoxon signed-rank test, on the
+  differences of all strata pooled (valid: the sign of each difference is
+  symmetric under no effect, whatever its stratum);
+- unpaired: the Hodges-Lehmann shift (the median of all a - b differences) and
+  the Mann-Whitney U test; with ``strata``, only differences within a stratum
+  count, with van Elteren's weights (normal null);
+- the CI is the distribution-free one that inverts the same test (exact
+  order statistics of the Walsh averages / differences), so test, CI and
+  verdict agree; ratio claims are judged on log(metric) and shown as exp;
+- the verdict follows the decision rule of :mod:`.sequential` at the look's
+  alpha (alpha spending over repeated looks), and for a claim still open says
+  how many more sessions would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.ranktests import ShiftTest, rank_sum, signed_rank, stratified_rank_sum
+from nest_experiments.errors import ConfigError
+
+Value = str | int | float | bool
+SCALES = ("diff", "ratio")
+SATURATED = "saturated"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One finding of a paper, as data (see the module docstring). ``margin``: for ``|a - b| < margin`` only;
+    absolute in the metric's unit, or with ``margin_relative`` a fraction of arm b's median (diff scale) or of
+    the ratio (ratio scale: a / b within [1 / (1 + margin), 1 + margin])."""
+
+    id: str
+    statement: str  # the paper's words
+    figure: str  # where the paper shows it: "Fig. 4", "Table 2"
+    metric: str  # a column of the per-session table
+    a: Mapping[str, Value]
+    b: Mapping[str, Value]
+    expect: str  # one of sequential.EXPECTATIONS
+    paper_value: str = ""  # the paper's number, where it gives one
+    conditions: Mapping[str, Value | tuple[Value, ...]] = field(default_factory=dict)
+    pair_by: tuple[str, ...] = ()  # empty: unpaired. Sequential runs: include "block" (or the seed), else the
+    # sessions a new block adds to a key already paired are averaged into that pair and n_pairs stops growing
+    strata: tuple[str, ...] = ()
+    margin: float | None = None
+    margin_relative: bool = False
+    scale: str = "diff"
+
+    def __post_init__(self) -> None:
+        for name in ("a", "b", "conditions"):
+            value = {k: tuple(v) if isinstance(v, list) else v for k, v in getattr(self, name).items()}
+            object.__setattr__(self, name, MappingProxyType(value))
+        for name in ("pair_by", "strata"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        _check_claim(self)
+
+    @property
+    def paired(self) -> bool:
+        return bool(self.pair_by)
+
+    def where(self, key: str) -> str:
+        return f"claims.{self.id}.{key}" if self.id else f"claims.{key}"
+
+
+def _check_claim(c: Claim) -> None:
+    def bad(key: str, message: str) -> ConfigError:
+        return ConfigError(c.where(key), message)
+
+    if not c.id or not c.metric:
+        raise bad("id" if not c.id else "metric", "must be a non-empty string")
+    if c.expect not in seq.EXPECTATIONS:
+        raise bad("expect", f"{c.expect!r} is not one of {', '.join(repr(e) for e in seq.EXPECTATIONS)}")
+    if c.scale not in SCALES:
+        raise bad("scale", f"{c.scale!r} is not 'diff' or 'ratio'")
+    if not c.a or set(c.a) != set(c.b):
+        raise bad("b", f"the arms must name the same axes (a: {sorted(c.a)}, b: {sorted(c.b)})")
+    if dict(c.a) == dict(c.b):
+        raise bad("b", "the two arms are the same cell: give b another value on at least one axis")
+    for key in ("conditions", "pair_by", "strata"):
+        clash = set(getattr(c, key)) & set(c.a)
+        if clash:
+            raise bad(key, f"{sorted(clash)} is an arm axis: it cannot also be a condition, pair or stratum key")
+    _check_margin(c, bad)
+
+
+def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
+    if c.expect != seq.EQUIVALENT:
+        if c.margin is not None:
+            raise bad("margin", f"only '{seq.EQUIVALENT}' takes a margin; remove it or change expect")
+        return
+    if c.margin is None or not c.margin > 0:
+        raise bad("margin", "'|a - b| < margin' needs margin > 0: a number in the metric's unit, or \"5%\" of b")
+    if c.scale == "ratio" and not c.margin_relative:
+        raise bad("margin", "a ratio claim needs a relative margin, e.g. margin = \"5%\"")
+
+
+CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative"}
+
+
+def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
+    """A claim from a plain dict / TOML table; errors are one line naming the key and the fix. ``margin`` is a
+    number (the metric's unit) or a string "N%" (relative)."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(path, f"expected a table (id = ..., metric = ..., a = {{...}}, ...), got {table!r}")
+    cid = table.get("id", "")
+    where = f"{path}.{cid}" if isinstance(cid, str) and cid else path
+    unknown = sorted(set(table) - CLAIM_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}", f"unknown key; the keys are {', '.join(sorted(CLAIM_KEYS))}")
+    missing = sorted(k for k in ("id", "statement", "figure", "metric", "a", "b", "expect") if k not in table)
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}", "missing: every claim names id, statement, figure, metric, a, b "
+                          "and expect")
+    kwargs = {k: _field(where, k, v) for k, v in table.items() if k != "margin"}
+    margin, relative = _margin(where, table.get("margin"))
+    return Claim(**kwargs, margin=margin, margin_relative=relative)
+
+
+def claims_from_tables(tables: Iterable[Mapping[str, Any]], path: str = "claims") -> tuple[Claim, ...]:
+    """Claims from a TOML array of tables (``[[claims]]``); the ids must be unique."""
+    out = tuple(claim_from_table(t, path) for t in tables)
+    ids = [c.id for c in out]
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup is not None:
+        raise ConfigError(f"{path}.{dup}.id", "used by two claims: give each claim its own id")
+    return out
+
+
+def _field(where: str, key: str, value: Any) -> Any:
+    if key in ("a", "b", "conditions"):
+        if not isinstance(value, Mapping) or not all(isinstance(v, Value | list | tuple) for v in value.values()):
+            raise ConfigError(f"{where}.{key}", f"expected a table axis = value, e.g. {{ aqm = \"pie\" }}, got "
+                              f"{value!r}")
+        if key != "conditions" and any(isinstance(v, list | tuple) for v in value.values()):
+            raise ConfigError(f"{where}.{key}", "an arm is one cell: one value per axis (lists go in conditions)")
+        return dict(value)
+    if key in ("pair_by", "strata"):
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}.{key}", f"expected a list of column names, e.g. [\"trace\"], got {value!r}")
+        return tuple(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}.{key}", f"expected a string, got {value!r}")
+    return value
+
+
+def _margin(where: str, value: Any) -> tuple[float | None, bool]:
+    if value is None:
+        return None, False
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(value.strip()[:-1]) / 100, True
+        except ValueError:
+            pass
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value), False
+    raise ConfigError(f"{where}.margin", f"expected a number (the metric's unit) or a percentage like \"5%\", got "
+                      f"{value!r}")
+
+
+# --- the data of one claim ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A claim's sessions on the analysis scale (log for ratio claims), saturated ones left out.
+    ``diffs``: the paired differences a - b (paired claims); ``groups``: (a, b) per stratum (unpaired)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    diffs: np.ndarray | None = None
+    groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    reference: float = math.nan  # arm b's median on the metric's scale (a relative margin's base)
+    n_saturated: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """A claim judged at one look. ``effect`` and ``ci`` are on the claim's scale (a difference, or a ratio a / b);
+    ``more_needed`` counts pairs (paired) or sessions per arm (unpaired) still to run, None when decided or when
+    the measured spread cannot say."""
+
+    claim: Claim
+    verdict: str
+    effect: float | None
+    ci: tuple[float, float] | None
+    ci_level: float
+    p: float | None
+    alpha: float
+    test: str
+    n_a: int
+    n_b: int
+    n_pairs: int | None
+    n_saturated_excluded: int
+    more_needed: int | None
+    look: int | None = None  # the look of a sequential run this verdict comes from; None: a fixed-size analysis
+    note: str = ""
+
+    @property
+    def more_unit(self) -> str:
+        return "pairs" if self.claim.paired else "sessions per arm"
+
+
+def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,
+             power: float = 0.8) -> list[Verdict]:
+    """Judge every claim on ``sessions`` (one row per session).
+
+    ``look``: in a sequential run, how many times the claims have been judged on the growing sessions, this time
+    included (1, 2, ...): alpha is spent as in :mod:`.sequential`. A report of a sequential run passes the last
+    look's number (or keeps the verdicts of :func:`.sequential.keep_decided`), never None: None is one
+    fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
+    alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
+    alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
+    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look)
+            for c in claims]
+
+
+def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
+    """The claim's sessions from the per-session table: its conditions, its arms, saturated ones out."""
+    _check_columns(claim, sessions)
+    rows = sessions[_matches(sessions, claim.conditions)]
+    saturated = rows[SATURATED].eq(True)  # unknown (NaN) counts as not saturated
+    n_saturated = int((saturated & (_matches(rows, claim.a) | _matches(rows, claim.b))).sum())
+    rows = rows[~saturated]
+    rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
+    note = _empty_note(claim, sessions, rows_a, rows_b)
+    values_a, values_b = _scaled(claim, rows_a), _scaled(claim, rows_b)
+    if values_a is None or values_b is None:
+        note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
+        return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note)
+    reference = float(rows_b[claim.metric].median()) if len(rows_b) else math.nan
+    base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note)
+    rows_a, rows_b = rows_a.loc[values_a.index].assign(_v=values_a), rows_b.loc[values_b.index].assign(_v=values_b)
+    if claim.paired:
+        return _paired(claim, base, rows_a, rows_b)
+    if claim.strata:
+        return _stratified(claim, base, rows_a, rows_b)
+    return base
+
+
+def _check_columns(claim: Claim, sessions: pd.DataFrame) -> None:
+    needed = [("metric", claim.metric), ("saturated", SATURATED)]
+    needed += [(key, col) for key in ("a", "conditions", "pair_by", "strata") for col in getattr(claim, key)]
+    for key, col in needed:
+        if col not in sessions.columns:
+            raise ConfigError(claim.where(key), f"the session table has no column {col!r} (it has "
+                              f"{', '.join(map(str, sessions.columns))})")
+
+
+def _matches(rows: pd.DataFrame, cell: Mapping[str, Value | tuple[Value, ...]]) -> pd.Series:
+    mask = pd.Series(True, index=rows.index)
+    for axis, value in cell.items():
+        mask &= rows[axis].isin(value if isinstance(value, tuple) else (value,))
+    return mask
+
+
+def _empty_note(claim: Claim, sessions: pd.DataFrame, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> str:
+    for arm, rows in (("a", rows_a), ("b", rows_b)):
+        if len(rows) == 0:
+            cell = getattr(claim, arm)
+            seen = {axis: sorted(map(str, sessions[axis].dropna().unique())) for axis in cell}
+            return f"no unsaturated session in arm {arm} {dict(cell)} under the conditions (values seen: {seen})"
+    return ""
+
+
+def _scaled(claim: Claim, rows: pd.DataFrame) -> pd.Series | None:
+    values = rows[claim.metric].astype(float).dropna()  # a session without the metric has no say
+    if claim.scale == "diff":
+        return values
+    return None if (values <= 0).any() else np.log(values)
+
+
+def _paired(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> Sample:
+    key = list(claim.strata + claim.pair_by)
+    mean_a = rows_a.groupby(key, dropna=False)["_v"].mean()
+    mean_b = rows_b.groupby(key, dropna=False)["_v"].mean()
+    both = mean_a.index.intersection(mean_b.index)
+    diffs = (mean_a.loc[both] - mean_b.loc[both]).to_numpy()
+    note = base.note
+    if len(mean_a) > len(both) or len(mean_b) > len(both):
+        note = note or f"{len(mean_a) - len(both)} keys of a, {len(mean_b) - len(both)} of b without a partner"
+    return Sample(base.a, base.b, diffs, (), base.reference, base.n_saturated, note)
+
+
+def _stratified(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> Sample:
+    strata = list(claim.strata)
+    by_a = {k: g["_v"].to_numpy() for k, g in rows_a.groupby(strata, dropna=False)}
+    by_b = {k: g["_v"].to_numpy() for k, g in rows_b.groupby(strata, dropna=False)}
+    groups = tuple((by_a[k], by_b[k]) for k in sorted(set(by_a) & set(by_b), key=str))
+    return Sample(base.a, base.b, None, groups, base.reference, base.n_saturated, base.note)
+
+
+# --- the verdict -------------------------------------------------------------------------------------------------
+
+
+def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: float = 0.8,
+          look: int | None = None) -> Verdict:
+    """The verdict of ``claim`` on its sample at level ``alpha`` (this look's); ``alpha_next`` sizes the sessions
+    still needed (the next look's level)."""
+    n_pairs = None if s.diffs is None else len(s.diffs)
+    counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated,
+                                  look=look)
+    test = _test(claim, s)
+    if test is None:
+        return Verdict(claim=claim, verdict=seq.NO_DATA, effect=None, ci=None, ci_level=_level(claim, alpha),
+                       p=None, alpha=alpha, test=_test_name(claim), more_needed=None, note=s.note, **counts)
+    bounds = _bounds(claim, s)
+    d = seq.decide(test, claim.expect, alpha, bounds)
+    more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power)
+    effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
+    return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
+                   test=d.test, more_needed=more, note=s.note, **counts)
+
+
+def _test(claim: Claim, s: Sample) -> ShiftTest | None:
+    if s.diffs is not None:
+        return signed_rank(s.diffs) if len(s.diffs) else None
+    if claim.strata:
+        groups = [(a, b) for a, b in s.groups if len(a) and len(b)]
+        if len(groups) > 1:
+            return stratified_rank_sum(groups)
+        return rank_sum(*groups[0]) if groups else None
+    return rank_sum(s.a, s.b) if len(s.a) and len(s.b) else None
+
+
+def _test_name(claim: Claim) -> str:
+    name = "wilcoxon signed-rank" if claim.paired else "mann-whitney U"
+    return f"TOST ({name}), CI inside margin" if claim.expect == seq.EQUIVALENT else name
+
+
+def _level(claim: Claim, alpha: float) -> float:
+    return 1 - 2 * alpha if claim.expect == seq.EQUIVALENT else 1 - alpha
+
+
+def _bounds(claim: Claim, s: Sample) -> tuple[float, float] | None:
+    """The equivalence margin on the analysis scale."""
+    if claim.expect != seq.EQUIVALENT:
+        return None
+    assert claim.margin is not None
+    if claim.scale == "ratio":
+        return -math.log1p(claim.margin), math.log1p(claim.margin)
+    m = claim.margin * abs(s.reference) if claim.margin_relative else claim.margin
+    return -m, m
+
+
+def _shown(claim: Claim, x: float) -> float:
+    return math.exp(x) if claim.scale == "ratio" else x
+
+
+def _more_needed(claim: Claim, s: Sample, d: seq.Decision, bounds: tuple[float, float] | None, alpha_next: float,
+                 power: float) -> int | None:
+    n_now = len(s.diffs) if s.diffs is not None else min(len(s.a), len(s.b))
+    n = seq.sessions_for_power(distance=seq.decision_distance(d.effect, claim.expect, bounds), sd=spread(s),
+                               alpha_side=seq.side_alpha(claim.expect, alpha_next), power=power,
+                               paired=s.diffs is not None)
+    return None if n is None else max(1, n - n_now)
+
+
+def spread(s: Sample) -> float:
+    """The pilot's SD: of the paired differences, or pooled within the arms (and strata)."""
+    if s.diffs is not None:
+        return float(np.std(s.diffs, ddof=1)) if len(s.diffs) > 1 else math.nan
+    groups = s.groups or ((s.a, s.b),)
+    parts = [x for g in groups for x in g if len(x) > 0]
+    dof = sum(len(x) - 1 for x in parts)
+    return math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in parts) / dof) if dof > 0 else math.nan
+
+
+# --- the table ---------------------------------------------------------------------------------------------------
+
+
+def verdict_table(verdicts: Sequence[Verdict]) -> str:
+    """The verdicts as a Markdown table: claim | paper | ours: effect [CI] | p | n | verdict | still needed."""
+    lines = ["| claim | paper | ours: effect [CI] | p (alpha) | n | verdict | sessions still needed |",
+             "|---|---|---|---|---|---|---|"]
+    for v in verdicts:
+        c = v.claim
+        paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
+        p = "—" if v.p is None else f"{_num(v.p)} ({_num(v.alpha)})"
+        more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
+        cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_cell(c.b)}, {c.expect}" + _margin_text(c), paper,
+                 _ours(v), p, _n(v), _verdict_text(v), more]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_text(v: Verdict) -> str:
+    look = f" at look {v.look}" if v.look is not None else ""
+    return v.verdict + look + (f" ({v.note})" if v.note else "")
+
+
+def _cell(cell: Mapping[str, Value]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def _margin_text(c: Claim) -> str:
+    if c.margin is None:
+        return ""
+    return f" (margin {c.margin:.0%})" if c.margin_relative else f" (margin {_num(c.margin)})"
+
+
+def _ours(v: Verdict) -> str:
+    if v.effect is None or v.ci is None:
+        return "—"
+    pre = "x" if v.claim.scale == "ratio" else ""
+    if v.verdict == seq.TOO_FEW:  # the CI is unbounded: no n this small can reject at this look's alpha
+        return f"{pre}{_num(v.effect)} (no {v.ci_level:.1%} CI at this n, {v.test})"
+    lo, hi = (f"{pre}{_num(x)}" for x in v.ci)
+    return f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
+
+
+def _n(v: Verdict) -> str:
+    n = f"{v.n_pairs} pairs ({v.n_a} / {v.n_b} sessions)" if v.n_pairs is not None else f"{v.n_a} / {v.n_b}"
+    return n + (f", {v.n_saturated_excluded} saturated out" if v.n_saturated_excluded else "")
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else ("inf" if x > 0 else "-inf")

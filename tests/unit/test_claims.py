@@ -1,0 +1,301 @@
+"""claims: declaring claims (dataclass and TOML), judging them on a per-session table, the Markdown verdict table and
+the cells still needing sessions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import Claim, claim_from_table, claims_from_tables, evaluate, verdict_table
+from nest_experiments.errors import ConfigError
+
+H3_FASTER = """
+[[claims]]
+id = "h3_higher_bitrate"
+statement = "QUIC streams a higher bitrate than TCP under BOLA"
+figure = "Fig. 5"
+paper_value = "+12 %"
+metric = "bitrate_kbps"
+a = { transport = "h3" }
+b = { transport = "tcp" }
+conditions = { abr = "bola", target = ["5ms", "15ms"] }
+pair_by = ["trace"]
+strata = ["trace_family"]
+expect = "a > b"
+scale = "ratio"
+
+[[claims]]
+id = "same_startup"
+statement = "start-up delay does not depend on the transport"
+figure = "Table 3"
+metric = "startup_s"
+a = { transport = "h3" }
+b = { transport = "tcp" }
+pair_by = ["trace"]
+strata = ["trace_family"]
+expect = "|a - b| < margin"
+margin = "10%"
+"""
+
+
+def abr_sessions(seed: int = 0, *, traces: int = 10, gain: float = 1.12, saturated: int = 0) -> pd.DataFrame:
+    """Both transports play the same traces of two families (each trace's own level), under BOLA and another ABR.
+    The first ``saturated`` h3 sessions are saturated and absurdly fast (they would mislead if kept)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for family in ("fcc", "hsdpa"):
+        for t in range(traces):
+            level = rng.lognormal(8, 0.5)
+            for abr in ("bola", "bba"):
+                for transport in ("tcp", "h3"):
+                    noise = rng.lognormal(0, 0.05)
+                    rows.append(dict(trace=f"t{t}", trace_family=family, abr=abr, target="5ms", transport=transport,
+                                     bitrate_kbps=level * noise * (gain if transport == "h3" else 1.0),
+                                     startup_s=2.0 + rng.normal(0, 0.02), saturated=False))
+    df = pd.DataFrame(rows)
+    idx = df.index[(df.transport == "h3") & (df.abr == "bola")][:saturated]
+    df.loc[idx, "saturated"] = True
+    df.loc[idx, "bitrate_kbps"] = 1.0  # the saturated sessions would contradict the claim
+    return df
+
+
+def loaded() -> tuple[Claim, ...]:
+    return claims_from_tables(tomllib.loads(H3_FASTER)["claims"])
+
+
+def test_toml_claims_load() -> None:
+    faster, same = loaded()
+    assert faster.id == "h3_higher_bitrate" and faster.paired and faster.scale == "ratio"
+    assert faster.conditions["target"] == ("5ms", "15ms") and faster.strata == ("trace_family",)
+    assert same.margin == pytest.approx(0.10) and same.margin_relative
+
+
+def test_paired_ratio_claim_agrees_with_the_true_gain() -> None:
+    faster, same = loaded()
+    v, w = evaluate([faster, same], abr_sessions())
+    assert v.verdict == seq.AGREES and v.test == "wilcoxon signed-rank"
+    assert v.n_pairs == 20 and (v.n_a, v.n_b) == (20, 20)  # bola only; 10 traces x 2 families
+    assert v.ci is not None and v.ci[0] < 1.12 < v.ci[1] and v.effect == pytest.approx(1.12, rel=0.03)
+    assert v.ci_level == pytest.approx(0.95) and v.more_needed is None
+    assert w.verdict == seq.AGREES and w.test.startswith("TOST") and w.ci_level == pytest.approx(0.90)
+    assert (w.n_a, w.n_pairs) == (40, 20)  # no condition: both ABRs, a trace's two sessions per arm averaged
+
+
+def test_saturated_sessions_are_excluded_and_counted() -> None:
+    faster, _ = loaded()
+    v = evaluate([faster], abr_sessions(saturated=3))[0]
+    assert v.n_saturated_excluded == 3
+    assert (v.n_a, v.n_b, v.n_pairs) == (17, 20, 17)
+    assert v.verdict == seq.AGREES  # kept, the three 1 kbit/s sessions would pull the other way
+    assert "3 saturated out" in verdict_table([v])
+    df = abr_sessions(saturated=3).astype({"saturated": object})
+    df.loc[df.index[df.transport == "tcp"][:2], "saturated"] = None  # not measured: kept, not counted
+    v = evaluate([faster], df)[0]
+    assert (v.n_saturated_excluded, v.n_b) == (3, 20)
+
+
+def test_pairing_never_crosses_strata() -> None:
+    """The same trace names in both families: h3 only played the fcc traces and tcp only the hsdpa ones, so no
+    session has a partner, although the pair key ("trace") alone would match them all."""
+    faster, _ = loaded()
+    df = abr_sessions()
+    df = df[((df.transport == "h3") & (df.trace_family == "fcc")) | ((df.transport == "tcp") &
+                                                                     (df.trace_family == "hsdpa"))]
+    v = evaluate([faster], df)[0]
+    assert v.n_pairs == 0 and v.verdict == seq.NO_DATA and (v.n_a, v.n_b) == (10, 10)
+    assert "without a partner" in v.note
+
+
+def test_pairs_are_formed_within_strata() -> None:
+    """Within each family the pairs are exact (h3 = 1.5 x tcp on the same trace), while the same trace name is 100x
+    lower in hsdpa, where h3 played only t0-t3: a pair key without the family would average h3's fcc session
+    against tcp's fcc and hsdpa ones for t4-t7 (a ratio of 15)."""
+    rows = [dict(trace=f"t{t}", trace_family=fam, transport=tr, abr="bola", target="5ms",
+                 bitrate_kbps=(100.0 if fam == "fcc" else 1.0) * (1 + t) * (1.5 if tr == "h3" else 1.0),
+                 startup_s=1.0, saturated=False)
+            for fam in ("fcc", "hsdpa") for t in range(8) for tr in ("h3", "tcp")
+            if not (fam == "hsdpa" and tr == "h3" and t >= 4)]
+    v = evaluate([loaded()[0]], pd.DataFrame(rows))[0]
+    assert v.n_pairs == 12 and v.effect == pytest.approx(1.5) and v.ci == pytest.approx((1.5, 1.5))
+
+
+def test_several_sessions_of_one_pair_key_are_averaged() -> None:
+    c = Claim(id="c", statement="s", figure="f", metric="m", a={"arm": "a"}, b={"arm": "b"}, expect="a > b",
+              pair_by=("seed",))
+    df = pd.DataFrame([dict(seed=s, arm=arm, m=s + (1.0 if arm == "a" else 0.0) + rep * 0.1, saturated=False)
+                       for s in range(8) for arm in ("a", "b") for rep in range(2 if arm == "a" else 1)])
+    v = evaluate([c], df)[0]
+    assert (v.n_a, v.n_b, v.n_pairs) == (16, 8, 8) and v.effect == pytest.approx(1.05)
+
+
+def test_unpaired_claim_is_mann_whitney_with_the_hodges_lehmann_shift() -> None:
+    c = Claim(id="c", statement="s", figure="f", metric="m", a={"aqm": "fq_pie"}, b={"aqm": "pie"}, expect="a < b")
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0, 1, 12), rng.normal(2, 1, 9)
+    df = pd.DataFrame([dict(aqm="fq_pie", m=x, saturated=False) for x in a] +
+                      [dict(aqm="pie", m=x, saturated=False) for x in b])
+    v = evaluate([c], df)[0]
+    assert v.test == "mann-whitney U" and v.n_pairs is None and v.verdict == seq.AGREES
+    assert v.effect == pytest.approx(float(np.median(np.subtract.outer(a, b))))
+    assert v.p == pytest.approx(2 * stats.mannwhitneyu(a, b, alternative="less", method="exact").pvalue)
+
+
+def test_equivalence_with_p_above_alpha_but_a_wide_ci_stays_undecided() -> None:
+    """8 pairs, no difference in truth: the signed-rank test is far from rejecting (p >= 0.05), yet the CI spans
+    beyond the 0.1 margin, so "no difference" is not shown: undecided, with the pairs still needed."""
+    c = Claim(id="c", statement="s", figure="f", metric="m", a={"arm": "a"}, b={"arm": "b"}, pair_by=("seed",),
+              expect="|a - b| < margin", margin=0.1)
+    rng = np.random.default_rng(4)
+    d = rng.normal(0, 0.5, 8)
+    df = pd.DataFrame([dict(seed=s, arm="a", m=10 + d[s], saturated=False) for s in range(8)] +
+                      [dict(seed=s, arm="b", m=10.0, saturated=False) for s in range(8)])
+    assert stats.wilcoxon(d).pvalue >= 0.05
+    v = evaluate([c], df)[0]
+    assert v.ci is not None and v.ci[0] < -0.1 and v.ci[1] > 0.1
+    assert v.verdict == seq.UNDECIDED and v.more_needed is not None and v.more_needed > 0
+    assert "pairs" in verdict_table([v])
+
+
+def test_relative_margin_on_the_difference_scale_is_a_fraction_of_bs_median() -> None:
+    c = Claim(id="c", statement="s", figure="f", metric="m", a={"arm": "a"}, b={"arm": "b"}, pair_by=("seed",),
+              expect="|a - b| < margin", margin=0.05, margin_relative=True)
+    rng = np.random.default_rng(6)
+    df = pd.DataFrame([dict(seed=s, arm=arm, m=100 + (3.0 if arm == "a" else 0.0) + rng.normal(0, 0.2),
+                            saturated=False) for s in range(30) for arm in ("a", "b")])
+    assert evaluate([c], df)[0].verdict == seq.AGREES  # 3 < 5 % of 100
+    df.loc[df.arm == "a", "m"] += 5.0  # now 8 > 5
+    assert evaluate([c], df)[0].verdict == seq.CONTRADICTS
+
+
+def test_look_spends_alpha_and_more_needed_counts_at_the_next_look() -> None:
+    faster, _ = loaded()
+    df = abr_sessions(traces=3, gain=1.02)
+    v1, v3 = evaluate([faster], df, look=1)[0], evaluate([faster], df, look=3)[0]
+    assert v1.alpha == pytest.approx(seq.look_alpha(1)) and v3.alpha == pytest.approx(seq.look_alpha(3))
+    assert v1.ci_level == pytest.approx(1 - seq.look_alpha(1))
+    assert v1.verdict not in seq.DECIDED
+    assert v3.more_needed is not None and v1.more_needed is not None and v3.more_needed > v1.more_needed
+
+
+def test_ratio_claim_with_nonpositive_values_has_no_data_and_says_why() -> None:
+    faster, _ = loaded()
+    df = abr_sessions()
+    df.loc[0, "bitrate_kbps"] = 0.0
+    v = evaluate([faster], df)[0]
+    assert v.verdict == seq.NO_DATA and 'scale = "diff"' in v.note
+
+
+def test_empty_arm_says_which_values_exist() -> None:
+    c = Claim(id="c", statement="s", figure="f", metric="bitrate_kbps", a={"transport": "h2"},
+              b={"transport": "tcp"}, expect="a > b")
+    v = evaluate([c], abr_sessions())[0]
+    assert v.verdict == seq.NO_DATA and "'h3'" in v.note and v.n_a == 0
+
+
+def test_cells_needed_lists_both_arms_of_undecided_claims_only() -> None:
+    faster, same = loaded()
+    df = abr_sessions(traces=2)
+    v_faster, v_same = evaluate([faster, same], df, look=2)
+    assert v_faster.verdict not in seq.DECIDED
+    cells = seq.cells_needed([v_faster, v_same])
+    undecided = [v.claim.id for v in (v_faster, v_same) if v.verdict not in seq.DECIDED]
+    assert {tuple(sorted(c.cell.items())) for c in cells} >= {
+        (("abr", "bola"), ("target", ("5ms", "15ms")), ("transport", t)) for t in ("h3", "tcp")}
+    assert all(set(c.claims) <= set(undecided) for c in cells)
+    decided = evaluate([faster], abr_sessions())
+    assert seq.cells_needed(decided) == []
+
+
+def test_verdict_table_renders_one_row_per_claim() -> None:
+    vs = evaluate(list(loaded()), abr_sessions())
+    table = verdict_table(vs)
+    lines = table.strip().splitlines()
+    assert len(lines) == 2 + len(vs)
+    assert "Fig. 5" in lines[2] and "+12 %" in lines[2] and "x1.1" in lines[2] and "agrees" in lines[2]
+    assert "\\|a - b\\| < margin (margin 10%)" in lines[3]
+    assert all(line.count(" | ") == 6 for line in lines[2:])  # the escaped | stays inside its cell
+
+
+def base(**over: Any) -> dict[str, Any]:
+    table = dict(id="c", statement="s", figure="Fig. 1", metric="m", a={"aqm": "fq_pie"}, b={"aqm": "pie"},
+                 expect="a < b")
+    return {**table, **over}
+
+
+@pytest.mark.parametrize("table, key, words", [
+    (base(colour="red"), "claims.c.colour", "unknown key"),
+    ({k: v for k, v in base().items() if k != "metric"}, "claims.c.metric", "missing"),
+    (base(expect="a >> b"), "claims.c.expect", "is not one of"),
+    (base(scale="log"), "claims.c.scale", "'diff' or 'ratio'"),
+    (base(margin=0.5), "claims.c.margin", "only '|a - b| < margin' takes a margin"),
+    (base(expect="|a - b| < margin"), "claims.c.margin", "needs margin > 0"),
+    (base(expect="|a - b| < margin", margin="5 percent"), "claims.c.margin", "percentage like"),
+    (base(expect="|a - b| < margin", margin=0.5, scale="ratio"), "claims.c.margin", "relative margin"),
+    (base(b={"transport": "tcp"}), "claims.c.b", "same axes"),
+    (base(b={"aqm": "fq_pie"}), "claims.c.b", "the same cell"),
+    (base(a={"aqm": ["fq_pie", "pie"]}), "claims.c.a", "one value per axis"),
+    (base(conditions={"aqm": "pie"}), "claims.c.conditions", "is an arm axis"),
+    (base(pair_by="trace"), "claims.c.pair_by", "list of column names"),
+    (base(strata=3), "claims.c.strata", "list of column names"),
+    (base(strata=["aqm"]), "claims.c.strata", "is an arm axis"),
+    (base(pair_by=["trace", "aqm"]), "claims.c.pair_by", "is an arm axis"),
+    (base(figure=4), "claims.c.figure", "expected a string"),
+    ("c", "claims", "expected a table"),
+])
+def test_bad_declarations_give_one_line_errors_naming_the_key(table: Any, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        claim_from_table(table)
+    assert err.value.path == key and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_duplicate_ids_and_missing_columns_are_errors() -> None:
+    with pytest.raises(ConfigError, match=r"claims\.c\.id: used by two claims"):
+        claims_from_tables([base(), base()])
+    with pytest.raises(ConfigError, match=r"^claims\.d\.colour: unknown key"):  # the same path as a single claim's
+        claims_from_tables([base(), base(id="d", colour="red")])
+    c = claim_from_table(base(metric="bitrate"))
+    with pytest.raises(ConfigError, match=r"claims\.c\.metric: the session table has no column 'bitrate'"):
+        evaluate([c], pd.DataFrame({"aqm": ["pie"], "m": [1.0], "saturated": [False]}))
+    with pytest.raises(ConfigError, match=r"claims\.c\.saturated: the session table has no column 'saturated'"):
+        evaluate([claim_from_table(base())], pd.DataFrame({"aqm": ["pie"], "m": [1.0]}))
+
+
+def test_claim_is_frozen_and_keyword_only() -> None:
+    c = claim_from_table(base())
+    with pytest.raises(AttributeError):
+        c.metric = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        c.a["aqm"] = "x"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        Claim("c", "s", "f", "m", {"aqm": "a"}, {"aqm": "b"}, "a < b")  # type: ignore[misc]
+
+
+def test_a_decided_claim_keeps_its_decision_over_later_looks() -> None:
+    """Look 1 (6 traces per family): the start-up claim agrees, the bitrate claim has too few pairs; look 2 on data
+    where no claim can be decided: the start-up claim keeps its look-1 decision, the bitrate claim takes look 2's."""
+    faster, same = loaded()
+    first = evaluate([faster, same], abr_sessions(traces=3), look=1)
+    later = evaluate([faster, same], abr_sessions(seed=1, traces=2, gain=1.0), look=2)
+    assert [v.verdict for v in first] == [seq.TOO_FEW, seq.AGREES] and "agrees at look 1" in verdict_table(first)
+    assert "x1.1" in verdict_table(first) and "(no 97.0% CI at this n" in verdict_table(first)
+    assert [v.verdict for v in later] == [seq.TOO_FEW, seq.TOO_FEW]
+    kept = seq.keep_decided(first, later)
+    assert kept[0] is later[0] and kept[1] is first[1]
+
+
+def test_the_statistical_core_imports_no_system_module() -> None:
+    """claims, sequential and ranktests are pure: importing them loads nothing that touches the system."""
+    code = ("import sys, nest_experiments.analysis.claims; print(' '.join(m for m in sys.modules "
+            "if m.startswith('nest_experiments')))")
+    loaded_modules = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    banned = ("net", "procs", "vm", "apps", "collectors", "runner", "studies", "launch", "kernel")
+    assert not [m for m in loaded_modules.split() if m.split(".")[1:2] and m.split(".")[1] in banned]
+    assert "nest_experiments.analysis.sequential" in loaded_modules.split()
