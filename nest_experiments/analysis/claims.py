@@ -389,6 +389,32 @@ def spread(s: Sample) -> float:
     return math.sqrt(sum(float(((x - x.mean()) ** 2).sum()) for x in parts) / dof) if dof > 0 else math.nan
 
 
+def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "block", alpha: float = 0.05,
+           power: float = 0.8) -> list[Verdict]:
+    """The verdicts of a sequential run (``run --until-decided``), recomputed from its sessions alone.
+
+    A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``. A claim's own look
+    count (its alpha, :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not
+    "too few" or "no data": at those no data could reject, so they spend nothing of its alpha); a claim decided at
+    a look keeps that decision (:func:`.sequential.keep_decided`). The same sessions give the same verdicts, so a
+    committed table of sessions regenerates the claim table."""
+    if block not in sessions.columns:
+        raise ConfigError(block, f"the sessions have no {block!r} column: a sequential run's sessions say their block")
+    looks = dict.fromkeys((c.id for c in claims), 1)
+    current: dict[str, Verdict] = {}
+    for k in sorted(sessions[block].dropna().unique()):
+        upto = sessions[sessions[block] <= k]
+        for c in claims:
+            if c.id in current and current[c.id].verdict in seq.DECIDED:
+                continue
+            current[c.id] = evaluate([c], upto, look=looks[c.id], alpha=alpha, power=power)[0]
+            if current[c.id].verdict not in (seq.TOO_FEW, seq.NO_DATA):
+                looks[c.id] += 1
+    if not current:
+        return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
+    return [current[c.id] for c in claims]
+
+
 # --- the table ---------------------------------------------------------------------------------------------------
 
 

@@ -14,7 +14,14 @@ import pytest
 from scipy import stats
 
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.claims import Claim, claim_from_table, claims_from_tables, evaluate, verdict_table
+from nest_experiments.analysis.claims import (
+    Claim,
+    claim_from_table,
+    claims_from_tables,
+    evaluate,
+    replay,
+    verdict_table,
+)
 from nest_experiments.errors import ConfigError
 
 H3_FASTER = """
@@ -299,3 +306,54 @@ def test_the_statistical_core_imports_no_system_module() -> None:
     banned = ("net", "procs", "vm", "apps", "collectors", "runner", "studies", "launch", "kernel")
     assert not [m for m in loaded_modules.split() if m.split(".")[1:2] and m.split(".")[1] in banned]
     assert "nest_experiments.analysis.sequential" in loaded_modules.split()
+
+
+# --- replay: a sequential run's verdicts from its sessions -------------------------------------------------------
+
+
+def blocked(d: np.ndarray, per_block: int) -> pd.DataFrame:
+    """Paired sessions (arm a = b + d) in blocks of ``per_block`` pairs."""
+    rows = []
+    for i, diff in enumerate(d):
+        for arm, value in (("a", 10.0 + diff), ("b", 10.0)):
+            rows.append(dict(arm=arm, pair=i, block=i // per_block + 1, m=value, saturated=False))
+    return pd.DataFrame(rows)
+
+
+def paired_claim(expect: str = seq.GREATER) -> Claim:
+    return Claim(id="c", statement="s", figure="Fig. 1", metric="m", a={"arm": "a"}, b={"arm": "b"}, expect=expect,
+                 pair_by=("pair",))
+
+
+def test_replay_spends_no_alpha_on_looks_that_could_not_decide() -> None:
+    """Blocks of one pair: the first looks have too few pairs to reject at any alpha; the first look that could
+    decide is the claim's look 1, at alpha_1, not at the alpha of the sixth block."""
+    sessions = blocked(np.arange(1.0, 13.0), per_block=1)
+    [v] = replay([paired_claim()], sessions)
+    assert v.verdict == seq.AGREES
+    assert v.look == 1 and v.alpha == pytest.approx(seq.look_alpha(1))
+    assert v.n_pairs == seq.fewest_decisive(seq.look_alpha(1) / 2, paired=True)
+
+
+def test_replay_keeps_the_first_decision_and_judges_each_look_on_the_blocks_so_far() -> None:
+    """Blocks of 4 pairs: block 1 is too few to decide, blocks 1-2 show a clear effect (agrees at the claim's look
+    1); blocks 3-12 reverse it: the claim stays decided as at its first decision, with that look's n."""
+    d = np.concatenate([np.linspace(1, 2, 8), -np.linspace(3, 4, 40)])
+    [v] = replay([paired_claim()], blocked(d, per_block=4))
+    assert v.verdict == seq.AGREES and v.n_pairs == 8 and v.look == 1
+    assert evaluate([paired_claim()], blocked(d, per_block=4), look=1)[0].verdict == seq.CONTRADICTS
+
+
+def test_replay_of_a_fixed_table_without_blocks_is_an_error_naming_the_column() -> None:
+    with pytest.raises(ConfigError, match="block"):
+        replay([paired_claim()], blocked(np.ones(8), 4).drop(columns="block"))
+
+
+def test_replay_with_no_effect_decides_falsely_at_most_alpha() -> None:
+    """300 simulated sequential runs of 6 blocks of 3 pairs with no effect, replayed: false decisions <= alpha."""
+    rng = np.random.default_rng(7)
+    c = paired_claim()
+    wrong = sum(replay([c], blocked(rng.normal(0, 1, 18), per_block=3))[0].verdict in seq.DECIDED
+                for _ in range(300))
+    print(f"replay, no effect: {wrong / 300:.3f} false decisions over 300 runs of 6 looks")
+    assert wrong / 300 <= 0.05
