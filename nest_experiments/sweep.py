@@ -19,6 +19,12 @@ same every time the same experiment is expanded, so resume keeps working.
 2``: the point's name is its run name without ``_rN``), e.g. an A/A pair that measures how far two identical
 runs differ (a noise floor) without repeating the whole sweep: such a point runs ``max(its count, the
 experiment's repetitions)`` times, its extra repetitions in the blocks after the others'.
+
+``[sweep_block]`` sets keys from the block (the repetition number): ``"links.bottleneck.forward.trace.seed" =
+"repetition"`` gives every run of block ``r`` the trace of seed ``r``, the same in every sweep point of the block,
+and a new one in the next block: sessions of one block are then paired by their trace (the ABR study's design,
+where each trace is one "video" played under every ABR and transport), and ``run --until-decided`` adds traces
+by adding blocks.
 """
 
 from __future__ import annotations
@@ -130,19 +136,40 @@ def parse_repeats(raw: dict[str, Any], names: list[str]) -> dict[str, int]:
     return out
 
 
+BLOCK_SOURCES = ("repetition",)
+
+
+def parse_block_keys(raw: dict[str, Any]) -> list[str]:
+    """``[sweep_block]``: the dotted keys that take the block's number (see the module docstring)."""
+    table = raw.get("sweep_block", {})
+    if not isinstance(table, dict):
+        raise ConfigError("sweep_block", 'expected a table of "dotted.key" = "repetition"')
+    for key, source in table.items():
+        if source not in BLOCK_SOURCES:
+            raise ConfigError(f"sweep_block.{key}", f'expected "repetition" (the block\'s number), got {source!r}')
+    return list(table)
+
+
+def _resolve(raw: dict[str, Any], axes: list[Axis], point: tuple[Any, ...], block_keys: list[str],
+             repetition: int) -> Experiment:
+    resolved = copy.deepcopy(raw)
+    for table in ("sweep", "sweep_repeat", "sweep_block"):
+        resolved.pop(table, None)
+    for axis, value in zip(axes, point, strict=False):
+        for key in axis.keys:
+            set_path(resolved, key, value, origin=f"sweep.{axis.key}")
+    for key in block_keys:
+        set_path(resolved, key, repetition, origin=f"sweep_block.{key}")
+    return parse_experiment(resolved)
+
+
 def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSpec]:
     """Every run of the experiment, validated, in the sweep's run order (blocks of repetitions, shuffled)."""
     axes = parse_axes(raw)
     labels = _labels(axes)
-    points = []
-    for point in itertools.product(*(axis.values for axis in axes)):
-        resolved = copy.deepcopy(raw)
-        resolved.pop("sweep", None)
-        resolved.pop("sweep_repeat", None)
-        for axis, value in zip(axes, point, strict=False):
-            for key in axis.keys:
-                set_path(resolved, key, value, origin=f"sweep.{axis.key}")
-        points.append((point, parse_experiment(resolved)))
+    block_keys = parse_block_keys(raw)
+    points = [(point, _resolve(raw, axes, point, block_keys, 1))
+              for point in itertools.product(*(axis.values for axis in axes))]
     repeats = parse_repeats(raw, [point_name(labels, point) for point, _ in points])
 
     def count(point: tuple[Any, ...], exp: Experiment) -> int:
@@ -153,6 +180,8 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
         block = [(point, exp) for point, exp in points if rep <= count(point, exp)]
         random.Random(f"{points[0][1].seed}/{rep}").shuffle(block)
         for point, exp in block:
+            if block_keys and rep > 1:
+                exp = _resolve(raw, axes, point, block_keys, rep)
             runs.append(RunSpec(name=run_name(labels, point, rep), repetition=rep, position=len(runs) + 1,
                                 point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
     return runs

@@ -121,6 +121,30 @@ def test_sweep_repeat_names_a_bad_point_or_count(table: dict[str, object], messa
         expand({**BASE, "sweep_repeat": table})
 
 
+TRACED = {
+    "experiment": {"name": "t", "duration": "5s", "repetitions": 3},
+    "links": {"bottleneck": {"forward": {"trace": {"generator": "fcc", "seed": 1}}}},
+    "sweep": {"links.bottleneck.forward.trace.generator": ["fcc", "hsdpa"], "experiment.tcp_congestion_control":
+              ["cubic", "reno"]},
+    "sweep_block": {"links.bottleneck.forward.trace.seed": "repetition"},
+}
+
+
+def test_sweep_block_gives_each_block_its_own_trace_shared_by_the_blocks_points() -> None:
+    runs = expand(TRACED)
+    source = {r.name: r.experiment.link("bottleneck").forward.trace.source for r in runs}  # type: ignore[union-attr]
+    assert source["generator-fcc_tcp_congestion_control-cubic_r1"] == "fcc(seed=1)"
+    assert source["generator-fcc_tcp_congestion_control-reno_r1"] == "fcc(seed=1)"  # paired within the block
+    assert source["generator-fcc_tcp_congestion_control-reno_r3"] == "fcc(seed=3)"
+    assert source["generator-hsdpa_tcp_congestion_control-cubic_r2"] == "hsdpa(seed=2)"
+    assert [r.name for r in expand(TRACED)] == [r.name for r in runs]
+
+
+def test_sweep_block_takes_only_the_repetition() -> None:
+    with pytest.raises(ConfigError, match=r"sweep_block\.links.*repetition"):
+        expand({**TRACED, "sweep_block": {"links.bottleneck.forward.trace.seed": "seed"}})
+
+
 def test_paper_sweep_table_replaces_axes() -> None:
     raw = {**BASE, "paper": {"experiment.repetitions": 1,
                              "sweep": {"links.bottleneck.qdisc.target": ["5ms", "10ms", "15ms"]}}}
