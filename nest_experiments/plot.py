@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 from nest_experiments.analysis import load_qdisc, run_dirs  # noqa: E402
 from nest_experiments.errors import NestExpError  # noqa: E402
-from nest_experiments.rundir import read_manifest  # noqa: E402
+from nest_experiments.rundir import IPERF3, MANIFEST, RunFolder, read_manifest  # noqa: E402
 
 
 def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) -> list[Path]:
@@ -28,7 +28,7 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
     """
     dirs = run_dirs(folder)
     runs = [d for d in dirs if (read_manifest(d) or {}).get("status") == "completed"]
-    sweep = bool(dirs) and not (folder / "manifest.json").exists()
+    sweep = bool(dirs) and not (folder / MANIFEST).exists()
     if not runs and not (sweep and report):
         raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here")
     out: list[Path] = []
@@ -51,8 +51,9 @@ def plot_run(run_dir: Path) -> list[Path]:
     q = load_qdisc(run_dir)
     if not q.empty:
         out.append(_qdisc_plot(run_dir, q))
-    if (run_dir / "iperf3.csv").exists():
-        out.append(_throughput_plot(run_dir, pd.read_csv(run_dir / "iperf3.csv")))
+    flows = RunFolder(run_dir).frame(IPERF3)
+    if flows is not None:
+        out.append(_throughput_plot(run_dir, flows))
     return out
 
 

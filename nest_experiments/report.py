@@ -48,7 +48,7 @@ from nest_experiments.results import (  # noqa: F401  (re-exported: the studies 
     DASH_METRICS,
     NOT_AQM,
     STREAMS,
-    Egress,
+    AqmEgress,
     Metric,
     Series,
     aqm_egresses,
@@ -61,7 +61,6 @@ from nest_experiments.results import (  # noqa: F401  (re-exported: the studies 
     run_dirs,
     steady_window,
 )
-from nest_experiments.results import read_frame as read_csv  # noqa: F401  (re-exported for report_checks)
 from nest_experiments.rundir import read_manifest
 from nest_experiments.units import parse_time
 
@@ -100,7 +99,7 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
     delay_metrics: tuple[Metric, ...] = ()
     series: tuple[Series, ...] = ()
-    egresses: tuple[Egress, ...] = ()
+    egresses: tuple[AqmEgress, ...] = ()
     checks: tuple[Check, ...] = ()
     notes: tuple[str, ...] = ()  # missing files and other gaps in the data
     warnings: tuple[str, ...] = ()
@@ -117,7 +116,7 @@ class RunInput:
     """What a run's sanity checks see: the folder, its AQM egresses and bottlenecks, its steady delay means."""
 
     run_dir: Path
-    egresses: tuple[Egress, ...]
+    egresses: tuple[AqmEgress, ...]
     bottlenecks: tuple[str, ...]  # links that carry the AQM (without one: the shaped links)
     delay_means: dict[Metric, float]
 
@@ -174,7 +173,7 @@ def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks) -> RunResu
                    series=tuple(series), egresses=tuple(egs), checks=tuple(done), notes=tuple(notes), window=window)
 
 
-def _egress_target(egs: Sequence[Egress]) -> str:
+def _egress_target(egs: Sequence[AqmEgress]) -> str:
     targets = sorted({e.target_ms for e in egs if e.target_ms is not None})
     return "+".join(f"{t:g}ms" for t in targets) if targets else "-"
 

@@ -22,8 +22,6 @@ the network.
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +30,8 @@ from typing import Any
 import pandas as pd
 
 from nest_experiments.dash import qoe
-from nest_experiments.dash.records import read_segments
-from nest_experiments.rundir import read_manifest
+from nest_experiments.rundir import LINKS, QDELAY, QDISC, SEGMENTS, RunFolder, read_manifest
+from nest_experiments.rundir import run_dirs as run_dirs  # re-exported: a sweep's run folders
 
 STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
 BIN_S = 1.0  # queue-delay time grid
@@ -42,13 +40,6 @@ STREAMS = ("video", "audio")
 
 
 # ---------------------------------------------------------------- run folders
-
-
-def run_dirs(folder: Path) -> list[Path]:
-    """A run folder itself, or every run folder below an experiment folder."""
-    if (folder / "manifest.json").exists():
-        return [folder]
-    return sorted(p.parent for p in folder.glob("*/manifest.json"))
 
 
 def steady_window(run_dir: Path) -> tuple[float, float]:
@@ -60,13 +51,11 @@ def steady_window(run_dir: Path) -> tuple[float, float]:
 
 
 def load_qdisc(run_dir: Path) -> pd.DataFrame:
-    path = run_dir / "qdisc.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+    return RunFolder(run_dir).qdisc()
 
 
-def egresses(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
-    path = run_dir / "links.json"
-    return json.loads(path.read_text())["egresses"] if path.exists() else []
+def egresses(run_dir: Path) -> list[dict[str, Any]]:
+    return RunFolder(run_dir).egresses()
 
 
 # ---------------------------------------------------------------- metrics
@@ -112,8 +101,9 @@ def delay_metric(egress: str, source: str) -> Metric:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Egress:
-    """A queue that carries the run's AQM (one direction of a link)."""
+class AqmEgress:
+    """A queue that carries the run's AQM (one direction of a link), as ``links.json`` records it (not
+    :class:`nest_experiments.net.Egress`, the live interface the runner configures)."""
 
     link: str
     node: str
@@ -161,39 +151,36 @@ def flatten(point: dict[str, Any]) -> dict[str, str]:
 
 
 def raw_egresses(run_dir: Path, notes: list[str]) -> list[dict[str, Any]]:
-    path = run_dir / "links.json"
-    if not path.exists():
-        notes.append("links.json absent: no queue figures, no bottleneck checks")
+    folder = RunFolder(run_dir)
+    if not folder.has(LINKS):
+        notes.append(f"{LINKS} absent: no queue figures, no bottleneck checks")
         return []
-    return list(json.loads(path.read_text()).get("egresses", []))
+    return folder.egresses()
 
 
-def aqm_egresses(raw: Sequence[dict[str, Any]], point: dict[str, str]) -> list[Egress]:
+def aqm_egresses(raw: Sequence[dict[str, Any]], point: dict[str, str]) -> list[AqmEgress]:
     """Egresses with the swept qdisc kind (without one: every non-FIFO qdisc)."""
     swept = {v for k, v in point.items() if k.endswith("qdisc.kind")}
     chosen = [e for e in raw if e.get("qdisc") and (e["qdisc"] in swept if swept else e["qdisc"] not in NOT_AQM)]
     return [egress_from(e) for e in chosen]
 
 
-def bottleneck_links(raw: Sequence[dict[str, Any]], egs: Sequence[Egress]) -> list[str]:
+def bottleneck_links(raw: Sequence[dict[str, Any]], egs: Sequence[AqmEgress]) -> list[str]:
     """Links that carry the AQM; without an AQM, the shaped links."""
     return sorted({e.link for e in egs} or {str(e["link"]) for e in raw if e.get("rate_bps")})
 
 
-def egress_from(e: dict[str, Any]) -> Egress:
+def egress_from(e: dict[str, Any]) -> AqmEgress:
     target = (e.get("qdisc_params") or {}).get("target")
-    return Egress(link=str(e["link"]), node=str(e["node"]), peer=str(e.get("peer", "?")), dev=str(e["dev"]),
+    return AqmEgress(link=str(e["link"]), node=str(e["node"]), peer=str(e.get("peer", "?")), dev=str(e["dev"]),
                   kind=str(e["qdisc"]), target_ms=float(target) * 1e3 if target is not None else None,
                   leaf_handle=e.get("leaf_handle"))
 
 
 def stall_at_end(run_dir: Path, app: str) -> qoe.EndStall | None:
     """The stall the DASH app ``app`` was in when it stopped (``qoe.json``; its only app when ``app`` is "")."""
-    try:
-        docs = json.loads((run_dir / "qoe.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(docs, dict):
+    docs = RunFolder(run_dir).qoe()
+    if docs is None:
         return None
     doc = docs.get(app) if app else next(iter(docs.values()), None) if len(docs) == 1 else None
     return qoe.EndStall.from_dict(doc.get("stall_at_end")) if isinstance(doc, dict) else None
@@ -201,19 +188,18 @@ def stall_at_end(run_dir: Path, app: str) -> qoe.EndStall | None:
 
 def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
     """Per-stream QoE of the run's DASH session (the first app when there are several)."""
-    path = run_dir / "segments.csv"
-    if not path.exists():
-        notes.append("segments.csv absent: no DASH metrics")
+    folder = RunFolder(run_dir)
+    if not folder.has(SEGMENTS):
+        notes.append(f"{SEGMENTS} absent: no DASH metrics")
         return {}
-    rows = read_segments(path)
-    with path.open(newline="") as fh:
-        apps = [d.get("app") or "" for d in csv.DictReader(fh)]
+    rows = folder.segments()
+    apps = [d.get("app") or "" for d in folder.rows(SEGMENTS)]
     names = sorted(set(apps))
     if len(names) > 1:
-        notes.append(f"segments.csv holds {len(names)} DASH apps ({', '.join(names)}): metrics of {names[0]!r}")
+        notes.append(f"{SEGMENTS} holds {len(names)} DASH apps ({', '.join(names)}): metrics of {names[0]!r}")
     rows = [r for r, a in zip(rows, apps, strict=True) if a == names[0]] if names else rows
     if not rows:
-        notes.append("segments.csv has no rows: no DASH metrics")
+        notes.append(f"{SEGMENTS} has no rows: no DASH metrics")
         return {}
     out: dict[str, float] = {}
     for stream, summary in qoe.summarize(rows, stall_at_end=stall_at_end(run_dir, names[0] if names else "")).items():
@@ -227,16 +213,7 @@ def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
 # ---------------------------------------------------------------- queue delay
 
 
-def read_frame(path: Path) -> pd.DataFrame | None:
-    if not path.exists():
-        return None
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
-def queue_delays(run_dir: Path, egs: Sequence[Egress], window: tuple[float, float],
+def queue_delays(run_dir: Path, egs: Sequence[AqmEgress], window: tuple[float, float],
                  notes: list[str]) -> tuple[list[Series], dict[Metric, float]]:
     """Binned series and steady-window means of every AQM egress, kernel and measured."""
     series: list[Series] = []
@@ -253,16 +230,16 @@ def queue_delays(run_dir: Path, egs: Sequence[Egress], window: tuple[float, floa
     return series, means
 
 
-def _delay_sources(run_dir: Path, egs: Sequence[Egress],
+def _delay_sources(run_dir: Path, egs: Sequence[AqmEgress],
                    notes: list[str]) -> Iterable[tuple[tuple[str, str], pd.DataFrame]]:
     if not egs:
         return
-    q = read_frame(run_dir / "qdisc.csv")
-    d = read_frame(run_dir / "qdelay.csv")
+    q = RunFolder(run_dir).frame(QDISC)
+    d = RunFolder(run_dir).frame(QDELAY)
     if q is None:
-        notes.append("qdisc.csv absent: no kernel queue delay")
+        notes.append(f"{QDISC} absent: no kernel queue delay")
     if d is None:
-        notes.append("qdelay.csv absent: no measured queue delay")
+        notes.append(f"{QDELAY} absent: no measured queue delay")
     for e in egs:
         if q is not None and {"node", "dev", "delay_ms", "t"} <= set(q.columns):
             yield (e.name, "kernel"), _egress_rows(q, e)
@@ -273,7 +250,7 @@ def _delay_sources(run_dir: Path, egs: Sequence[Egress],
                 yield (e.name, str(method)), rows[methods == method]
 
 
-def _egress_rows(q: pd.DataFrame, e: Egress) -> pd.DataFrame:
+def _egress_rows(q: pd.DataFrame, e: AqmEgress) -> pd.DataFrame:
     rows = q[(q.node == e.node) & (q.dev == e.dev)]
     if e.leaf_handle and "handle" in rows:
         return rows[rows.handle == e.leaf_handle]
@@ -319,8 +296,8 @@ def load(folder: str | Path) -> Results:
         rows.append({"run": d.name, **point, **manifest_fields(manifest)})
         if manifest.get("status") == "completed":
             metrics += [{"run": d.name, "metric": k, "value": v, "unit": u} for k, (v, u) in run_metrics(d).items()]
-            segments.append(_with_run(_frame(d / "segments.csv"), d.name))
-            qdisc.append(_with_run(_frame(d / "qdisc.csv"), d.name))
+            segments.append(_with_run(_frame(d, SEGMENTS), d.name))
+            qdisc.append(_with_run(_frame(d, QDISC), d.name))
     return Results(folder=folder, runs=pd.DataFrame(rows), swept=tuple(swept),
                    metrics=pd.DataFrame(metrics, columns=["run", "metric", "value", "unit"]),
                    segments=_concat(segments), qdisc=_concat(qdisc))
@@ -357,8 +334,8 @@ def run_metrics(run_dir: Path) -> dict[str, tuple[float, str]]:
     return out
 
 
-def _frame(path: Path) -> pd.DataFrame:
-    frame = read_frame(path)
+def _frame(run_dir: Path, name: str) -> pd.DataFrame:
+    frame = RunFolder(run_dir).frame(name)
     return frame if frame is not None else pd.DataFrame()
 
 

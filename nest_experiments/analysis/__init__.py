@@ -25,7 +25,7 @@ from nest_experiments.results import (  # noqa: F401  (run_dirs, STEADY_SKIP_S: 
     run_dirs,
     steady_window,
 )
-from nest_experiments.rundir import read_csv, read_manifest
+from nest_experiments.rundir import IPERF3_SUMMARY, RATES, RunFolder, read_manifest
 from nest_experiments.tracecheck import step_bits
 
 
@@ -65,8 +65,7 @@ def egress_figures(run_dir: Path) -> list[EgressFigures]:
 
 def applied_steps(run_dir: Path, link: str, node: str) -> list[tuple[float, float]]:
     """A traced egress's rates as applied: (t the change took effect, rate_bps), from ``rates.csv``."""
-    path = run_dir / "rates.csv"
-    rows = read_csv(path) if path.exists() else []
+    rows = RunFolder(run_dir).rows(RATES)
     return sorted((float(r["t"]), float(r["rate_bps"])) for r in rows if (r["link"], r["node"]) == (link, node))
 
 
@@ -93,10 +92,9 @@ def _mean_delay(rows: pd.DataFrame) -> float | None:
 
 
 def iperf3_goodput_bps(run_dir: Path) -> float | None:
-    path = run_dir / "iperf3_summary.csv"
-    if not path.exists():
+    s = RunFolder(run_dir).frame(IPERF3_SUMMARY)
+    if s is None:
         return None
-    s = pd.read_csv(path)
     return float(s.receiver_bits_per_second.sum()) if len(s) else None
 
 

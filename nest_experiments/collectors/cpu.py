@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-SATURATED = 0.95
+from nest_experiments.rundir import SATURATED
 
 
 def cpu_jiffies(path: str = "/proc/stat") -> list[int]:

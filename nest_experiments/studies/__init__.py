@@ -8,10 +8,9 @@ import the report machinery; the machinery imports only :func:`study_for`.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from nest_experiments.analysis import run_dirs
+from nest_experiments.rundir import RunFolder, run_dirs
 from nest_experiments.studies import abr_quic, generic, h2quic, nest, racing, under_hood
 from nest_experiments.studies.base import Claim, Study
 
@@ -25,8 +24,8 @@ def experiment_name(folder: Path) -> str:
     """The experiment of a sweep folder: its first readable run config's ``[experiment] name``, else the folder's."""
     for run_dir in run_dirs(folder):
         try:
-            name = tomllib.loads((run_dir / "config.toml").read_text())["experiment"]["name"]
-        except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+            name = RunFolder(run_dir).config()["experiment"]["name"]
+        except (KeyError, TypeError):
             continue
         return str(name)
     return folder.name

@@ -34,10 +34,8 @@ transport (else "too few"). The claim table checks every claim of section IV.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-import tomllib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,9 +46,8 @@ from scipy import stats
 
 from nest_experiments.analysis import run_dirs
 from nest_experiments.dash import qoe
-from nest_experiments.dash.records import read_segments
 from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
-from nest_experiments.rundir import read_manifest
+from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest
 from nest_experiments.studies.base import Claim, Study, table_metrics
 
 EXPERIMENT = "abr_quic_tcp"
@@ -114,10 +111,7 @@ def session_metrics(rows: Sequence[Any]) -> dict[str, float]:
 
 
 def _dash_app(run_dir: Path) -> dict[str, Any]:
-    try:
-        apps = tomllib.loads((run_dir / "config.toml").read_text()).get("apps", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+    apps = RunFolder(run_dir).config().get("apps", {})
     return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), {})
 
 
@@ -127,19 +121,16 @@ def _condition(point: dict[str, str]) -> str:
 
 
 def _complete(run_dir: Path) -> bool:
-    try:
-        docs = json.loads((run_dir / "qoe.json").read_text())
-    except (OSError, ValueError):
-        return False
+    docs = RunFolder(run_dir).qoe() or {}
     return bool(docs) and all(isinstance(d, dict) and d.get("end_reason") == "ended" for d in docs.values())
 
 
 def load_session(run_dir: Path) -> Session | None:
     """The session of a completed run folder (None: not completed, or no video segment)."""
     m = read_manifest(run_dir) or {}
-    if m.get("status") != "completed" or not (run_dir / "segments.csv").exists():
+    if m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
-    metrics = session_metrics(read_segments(run_dir / "segments.csv"))
+    metrics = session_metrics(RunFolder(run_dir).segments())
     if not metrics:
         return None
     app = _dash_app(run_dir)

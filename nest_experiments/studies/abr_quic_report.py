@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import bisect
-import csv
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
+from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.abr_quic import (  # noqa: E402
     ALPHA,
     METRICS,
@@ -60,13 +59,6 @@ class EstimatePoint:
         return self.estimate_bps / self.trace_bps if self.trace_bps else None
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def trace_schedule(rates: Sequence[dict[str, str]]) -> tuple[list[float], list[float], str]:
     """The applied rate steps (t, rate_bps) of the traced egress in ``rates.csv`` rows, and which egress.
 
@@ -91,9 +83,9 @@ def rate_at(times: Sequence[float], rates: Sequence[float], t: float) -> float |
 
 def estimates(run_dir: Path, stream: str = "video") -> list[EstimatePoint]:
     """Each decision of ``stream`` that had an estimate, with the trace's rate at its time."""
-    times, rates, _ = trace_schedule(_rows(run_dir / "rates.csv"))
+    times, rates, _ = trace_schedule(RunFolder(run_dir).rows(RATES))
     out = []
-    for d in _rows(run_dir / "abr_decisions.csv"):
+    for d in RunFolder(run_dir).rows(DECISIONS):
         if d.get("stream") != stream or not d.get("throughput_bps"):
             continue
         t = float(d["t"])
@@ -138,10 +130,10 @@ def box_plot(report: StudyReport, metric: SessionMetric, path: Path) -> Path:
 
 
 def estimate_figure(run_dir: Path, path: Path) -> Path:
-    times, rates, label = trace_schedule(_rows(run_dir / "rates.csv"))
+    times, rates, label = trace_schedule(RunFolder(run_dir).rows(RATES))
     fig, ax = plt.subplots(figsize=(8, 3.6))
     points = estimates(run_dir)
-    segs = [r for r in _rows(run_dir / "segments.csv") if r.get("stream") == "video" and r.get("t_last_byte")
+    segs = [r for r in RunFolder(run_dir).rows(SEGMENTS) if r.get("stream") == "video" and r.get("t_last_byte")
             and r.get("t_first_byte") and float(r["t_last_byte"]) > float(r["t_first_byte"])]
     if times:
         end = max([times[-1], *(p.t for p in points), *(float(r["t_last_byte"]) for r in segs)])

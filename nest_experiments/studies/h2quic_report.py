@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
+from nest_experiments.rundir import DECISIONS, RATES, RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.h2quic import (  # noqa: E402
     NAMES,
     PROTOCOLS,
@@ -33,7 +33,6 @@ from nest_experiments.studies.h2quic import (  # noqa: E402
     Adaptation,
     Overhead,
     RunInfo,
-    _csv,
     adaptations,
     claim_table,
     kbit,
@@ -106,12 +105,12 @@ def utilization_figure(cells: dict[tuple[str, float, float], float], path: Path,
 
 def adaptation_figure(run: RunInfo, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    times, rates = trace_steps(_csv(run.path / "rates.csv"))
+    times, rates = trace_steps(RunFolder(run.path).rows(RATES))
     if times:
         end = max([times[-1]] + [s.t_last_byte or 0.0 for s in run.video])
         ax.step([*times, end], [r / 1e6 for r in [*rates, rates[-1]]], where="post", color="black",
                 label="available bandwidth")
-    est = [(float(d["t"]), float(d["throughput_bps"])) for d in _csv(run.path / "abr_decisions.csv")
+    est = [(float(d["t"]), float(d["throughput_bps"])) for d in RunFolder(run.path).rows(DECISIONS)
            if d.get("stream") == "video" and d.get("throughput_bps")]
     if est:
         ax.plot([t for t, _ in est], [b / 1e6 for _, b in est], ".-", color="#1f77b4", label="measured bandwidth")

@@ -29,21 +29,18 @@ per session): Q_ENB (``chromium``) vs Q_DIS (``tcp_only``) per pattern
 
 from __future__ import annotations
 
-import json
 import statistics
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from nest_experiments.analysis import run_dirs
-from nest_experiments.dash.racing_log import RacingRow, read_racing
-from nest_experiments.dash.records import read_segments
+from nest_experiments.dash.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, ok
 from nest_experiments.results import stall_at_end
-from nest_experiments.rundir import read_manifest
+from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest
 from nest_experiments.studies import racing_metrics as rm
 from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
 from nest_experiments.studies.base import Claim, Study, table_metrics
@@ -77,13 +74,6 @@ class Session:
     decision: str  # the dynamic policy's last decision ("" without one)
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads((run_dir / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
 def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
     """``(condition, pattern, firewall)`` of a run's resolved config."""
     bottleneck = (config.get("links") or {}).get("bottleneck") or {}
@@ -115,7 +105,7 @@ def read_transfers(run_dir: Path) -> list[rm.Transfer]:
     return [rm.Transfer(stream=r.stream, index=r.index, level=r.level or 0, bytes=r.bytes,
                         t_first_byte=r.t_first_byte or 0.0, t_last_byte=r.t_last_byte or 0.0, stall_s=r.stall_s,
                         transport=r.transport, bitrate_bps=float(r.bitrate_bps or 0))
-            for r in read_segments(run_dir / "segments.csv")]
+            for r in RunFolder(run_dir).segments()]
 
 
 def _duration(config: dict[str, Any]) -> float | None:
@@ -128,7 +118,7 @@ def _duration(config: dict[str, Any]) -> float | None:
 def _segment_s(run_dir: Path) -> float:
     from nest_experiments.dash import media
 
-    app = next((a for a in (_config(run_dir).get("apps") or {}).values()
+    app = next((a for a in (RunFolder(run_dir).config().get("apps") or {}).values()
                 if isinstance(a, dict) and a.get("kind") == "dash"), {})
     try:
         return media.load_ladder(str(app.get("ladder", "youtube_racing"))).segment_duration_s
@@ -161,14 +151,14 @@ def session_numbers(transfers: Sequence[rm.Transfer], rows: Sequence[RacingRow],
 def load_session(run_dir: Path) -> Session | None:
     """The session of a completed ``race`` run (None: another transport, not completed, no segment)."""
     m = read_manifest(run_dir) or {}
-    config = _config(run_dir)
+    config = RunFolder(run_dir).config()
     policy = _policy(config)
-    if policy is None or m.get("status") != "completed" or not (run_dir / "segments.csv").exists():
+    if policy is None or m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
     transfers = read_transfers(run_dir)
     if not transfers:
         return None
-    rows = read_racing(run_dir / "racing.csv") if (run_dir / "racing.csv").exists() else []
+    rows = RunFolder(run_dir).racing()
     duration = _duration(config) or max(t.t_last_byte for t in transfers)
     app = next((name for name, a in (config.get("apps") or {}).items() if isinstance(a, dict) and a.get("kind") == "dash"), "")
     end = stall_at_end(run_dir, app)
@@ -388,16 +378,16 @@ def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
 
 def run_checks(run: RunInput) -> list[Check]:
     """Each run: the player raced (``racing.csv``) and played a segment; its qoe.json says how it ended."""
-    d = run.run_dir
-    rows = read_racing(d / "racing.csv") if (d / "racing.csv").exists() else []
+    d = RunFolder(run.run_dir)
+    rows = d.racing()
     try:
-        ended = {a: doc.get("end_reason") for a, doc in json.loads((d / "qoe.json").read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+        ended = {a: doc.get("end_reason") for a, doc in (d.qoe() or {}).items()}
+    except AttributeError:
         ended = {}
-    return [Check(name="racing events logged", subject="racing.csv", status=ok(bool(rows)),
-                  detail=f"{len(rows)} events" if rows else "no racing.csv rows"),
-            Check(name="session ended", subject="qoe.json", status=ok(bool(ended)),
-                  detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or "no qoe.json")]
+    return [Check(name="racing events logged", subject=RACING, status=ok(bool(rows)),
+                  detail=f"{len(rows)} events" if rows else f"no {RACING} rows"),
+            Check(name="session ended", subject=QOE, status=ok(bool(ended)),
+                  detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or f"no {QOE}")]
 
 
 def write_outputs(folder: Path, out_dir: Path) -> list[Path]:

@@ -20,9 +20,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.dash.racing_log import read_racing  # noqa: E402
 from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
+from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies import racing_metrics as rm  # noqa: E402
 from nest_experiments.studies.abr_quic import fmt, fmt_p  # noqa: E402
 from nest_experiments.studies.racing import (  # noqa: E402
@@ -110,7 +109,7 @@ def fig19(sessions: Sequence[Session], path: Path) -> Path:
 
 
 def timeline(s: Session, path: Path) -> Path:
-    rows = read_racing(s.path / "racing.csv") if (s.path / "racing.csv").exists() else []
+    rows = RunFolder(s.path).racing()
     transfers = read_transfers(s.path)
     n = len(s.series["rqvst"])
     quic, tcp = [0.0] * n, [0.0] * n

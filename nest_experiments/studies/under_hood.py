@@ -27,11 +27,9 @@ the paper's claims with those numbers (:func:`claims`).
 
 from __future__ import annotations
 
-import csv
 import math
 import random
 import statistics
-import tomllib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,11 +38,11 @@ from typing import Any
 
 from scipy import stats
 
+from nest_experiments import rundir
 from nest_experiments.analysis import run_dirs
-from nest_experiments.collectors.cpu import SATURATED
 from nest_experiments.dash.objects import jain_index
 from nest_experiments.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.rundir import read_manifest
+from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, read_manifest
 from nest_experiments.studies.base import Claim, Study
 from nest_experiments.units import parse_time
 
@@ -78,10 +76,7 @@ class Sample:
 
 
 def _app(run_dir: Path) -> dict[str, Any]:
-    try:
-        apps = tomllib.loads((run_dir / "config.toml").read_text()).get("apps", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+    apps = RunFolder(run_dir).config().get("apps", {})
     return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") in ("objects", "dash")), {})
 
 
@@ -94,11 +89,6 @@ def _pause_s(app: dict[str, Any]) -> float | None:
         return None
 
 
-def _csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
@@ -109,7 +99,7 @@ def _object_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
                    session=f"{run_dir.name}/{r['session']}", pause_s=pause,
                    throughput_bps=_float(r["throughput_bps"]), latency_s=float(r["latency_s"]),
                    t_request=float(r["t_request"]), t_last_byte=float(r["t_last_byte"]))
-            for r in _csv(run_dir / "objects.csv")]
+            for r in RunFolder(run_dir).rows(rundir.OBJECTS)]
 
 
 def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
@@ -125,7 +115,7 @@ def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
 
 def _segment_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
     server = str(app.get("http_server", "nest"))
-    out = (segment_sample(run_dir.name, server, r) for r in _csv(run_dir / "segments.csv"))
+    out = (segment_sample(run_dir.name, server, r) for r in RunFolder(run_dir).rows(SEGMENTS))
     return [s for s in out if s is not None]
 
 
@@ -138,8 +128,7 @@ class Loaded:
 
 def saturated_seconds(run_dir: Path) -> list[float]:
     """End times of the run's CPU-saturated 1 s windows (``cpu.csv``; each covers (t - 1, t])."""
-    path = run_dir / "cpu.csv"
-    return [float(r["t"]) for r in _csv(path) if float(r["busy"]) >= SATURATED] if path.exists() else []
+    return [float(r["t"]) for r in RunFolder(run_dir).rows(CPU) if float(r["busy"]) >= SATURATED]
 
 
 def clean(samples: Sequence[Sample], saturated: Sequence[float]) -> list[Sample]:
@@ -149,9 +138,9 @@ def clean(samples: Sequence[Sample], saturated: Sequence[float]) -> list[Sample]
 
 def _run_samples(run_dir: Path) -> list[Sample] | None:
     app = _app(run_dir)
-    if (run_dir / "objects.csv").exists():
+    if RunFolder(run_dir).has(rundir.OBJECTS):
         return _object_samples(run_dir, app)
-    if (run_dir / "segments.csv").exists():
+    if RunFolder(run_dir).has(SEGMENTS):
         return _segment_samples(run_dir, app)
     return None
 
