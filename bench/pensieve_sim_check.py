@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nest_experiments import traces  # noqa: E402
-from nest_experiments.analysis import run_dirs  # noqa: E402
 from nest_experiments.dash import qoe  # noqa: E402
 from nest_experiments.dash.learned import sim  # noqa: E402
 from nest_experiments.dash.records import SegmentRow, read_segments  # noqa: E402
+from nest_experiments.rundir import run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 BITRATE_TOLERANCE = (0.85, 1.15)

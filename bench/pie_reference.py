@@ -37,7 +37,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps  # noqa: E402
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps  # noqa: E402
 from nest_experiments.config import read_toml  # noqa: E402
 from nest_experiments.rundir import dump_toml  # noqa: E402
 

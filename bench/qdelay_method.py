@@ -47,7 +47,7 @@ def sweep(tmp: Path, *, duration: str, reps: int, capture: bool) -> tuple[Path, 
 
 
 def goodput(run_dir: Path) -> float | None:
-    from nest_experiments.analysis import iperf3_goodput_bps
+    from nest_experiments.analysis.utilization import iperf3_goodput_bps
 
     return iperf3_goodput_bps(run_dir)
 

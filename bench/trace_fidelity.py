@@ -38,9 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nest_experiments import traces  # noqa: E402
-from nest_experiments.analysis import run_dirs  # noqa: E402
-from nest_experiments.rundir import read_csv  # noqa: E402
-from nest_experiments.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
+from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
+from nest_experiments.rundir import read_csv, run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 PATTERNS = ("dh", "dl", "dvl", "h2eval")

@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps  # noqa: E402
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps  # noqa: E402
 
 FIGURES = ("runner_cpu_s", "app_cpu_s", "saturated", "traffic_s", "util_bn1", "util_bn2", "iperf3_mbps",
            "pie_delay_x_target", "host_qemu_cpus", "host_steal")

@@ -28,7 +28,7 @@ medians) smaller than it is marked.
 
 Per ABR and metric: two-sided Mann-Whitney U (TCP vs h3) and one-sided
 "TCP better" (higher bitrate and QoE, lower variation and rebuffer) and "h3
-better", with at least :data:`~nest_experiments.report.MIN_REPS` sessions per
+better", with at least :data:`~nest_experiments.analysis.report.MIN_REPS` sessions per
 transport (else "too few"). The claim table checks every claim of section IV.
 """
 
@@ -44,10 +44,9 @@ from typing import Any
 
 from scipy import stats
 
-from nest_experiments.analysis import run_dirs
+from nest_experiments.analysis.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
 from nest_experiments.dash import qoe
-from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
-from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest
+from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim, Study, table_metrics
 
 EXPERIMENT = "abr_quic_tcp"

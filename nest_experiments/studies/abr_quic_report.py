@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.abr_quic import (  # noqa: E402
     ALPHA,

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nest_experiments import report
-from nest_experiments.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
+from nest_experiments.analysis import report
+from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
 
 
 @dataclass(frozen=True, kw_only=True)

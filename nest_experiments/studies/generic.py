@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nest_experiments.report import CellCheck, CellKey, Check, RunInput, RunResult
-from nest_experiments.report_checks import app_checks, pie_cell_checks, pie_checks
+from nest_experiments.analysis.report import CellCheck, CellKey, Check, RunInput, RunResult
+from nest_experiments.analysis.report_checks import app_checks, pie_cell_checks, pie_checks
 from nest_experiments.studies.base import Study
 
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target (DESIGN.md §2b: PIE holds at or below its target)

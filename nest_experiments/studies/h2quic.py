@@ -39,11 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis import run_dirs
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError
-from nest_experiments.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.rundir import LINKS, RATES, SEGMENTS, WIRE, RunFolder, read_manifest
+from nest_experiments.rundir import LINKS, RATES, SEGMENTS, WIRE, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim, Study, table_metrics
 from nest_experiments.units import parse_rate
 

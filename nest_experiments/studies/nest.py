@@ -13,8 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nest_experiments.report import DASH_METRICS, CellCheck, CellKey, Check, RunInput, RunResult
-from nest_experiments.report_checks import app_checks, dash_split_checks, fq_pie_checks, pie_cell_checks, pie_checks
+from nest_experiments.analysis.report import DASH_METRICS, CellCheck, CellKey, Check, RunInput, RunResult
+from nest_experiments.analysis.report_checks import (
+    app_checks,
+    dash_split_checks,
+    fq_pie_checks,
+    pie_cell_checks,
+    pie_checks,
+)
 from nest_experiments.studies.base import Study
 
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target

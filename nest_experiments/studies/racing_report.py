@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies import racing_metrics as rm  # noqa: E402
 from nest_experiments.studies.abr_quic import fmt, fmt_p  # noqa: E402

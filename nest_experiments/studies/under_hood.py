@@ -39,10 +39,9 @@ from typing import Any
 from scipy import stats
 
 from nest_experiments import rundir
-from nest_experiments.analysis import run_dirs
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.dash.objects import jain_index
-from nest_experiments.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, read_manifest
+from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim, Study
 from nest_experiments.units import parse_time
 

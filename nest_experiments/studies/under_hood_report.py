@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import write_atomic  # noqa: E402
 from nest_experiments.studies import under_hood as uh  # noqa: E402
 from nest_experiments.studies.base import Claim  # noqa: E402

@@ -20,7 +20,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps, load_qdisc
+from nest_experiments.analysis.results import load_qdisc
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps
 from nest_experiments.collectors.capture import match_captures
 from nest_experiments.rundir import write_json
 from nest_experiments.runner import Run

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.records import SegmentRow
-from nest_experiments.plot import plot_folder
 from nest_experiments.rundir import write_csv
 from nest_experiments.studies import h2quic as hq
 from nest_experiments.studies import study_for

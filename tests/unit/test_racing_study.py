@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.racing_log import RacingRow, write_racing
-from nest_experiments.plot import plot_folder
 from nest_experiments.rundir import write_csv
 from nest_experiments.studies import racing as rs
 from nest_experiments.studies import study_for

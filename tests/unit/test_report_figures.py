@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.figure import Figure
 
-from nest_experiments import report, report_figures
-from nest_experiments.report_md import write_sweep_report
+from nest_experiments.analysis import report, report_figures
+from nest_experiments.analysis.report_md import write_sweep_report
 from tests.unit.sweep_synth import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,9 +1,9 @@
 """A sweep's results as numbers: per-run metrics, cells, statistics (the shared report machinery).
 
 Pure: reads run folders (DESIGN.md §4) only, never touches the network.
-:mod:`nest_experiments.report_md` writes them as Markdown,
-:mod:`nest_experiments.report_figures` draws them and
-:mod:`nest_experiments.report_checks` holds the sanity checks. What a paper's
+:mod:`nest_experiments.analysis.report_md` writes them as Markdown,
+:mod:`nest_experiments.analysis.report_figures` draws them and
+:mod:`nest_experiments.analysis.report_checks` holds the sanity checks. What a paper's
 study adds (its figure numbers, which checks, its claims) lives in
 :mod:`nest_experiments.studies`, which passes it in: this module imports no study.
 
@@ -42,8 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nest_experiments.errors import NestExpError
-from nest_experiments.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
+from nest_experiments.analysis.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
     BIN_S,
     DASH_METRICS,
     NOT_AQM,
@@ -61,6 +60,7 @@ from nest_experiments.results import (  # noqa: F401  (re-exported: the studies 
     run_dirs,
     steady_window,
 )
+from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import read_manifest
 from nest_experiments.units import parse_time
 

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from nest_experiments.report import Metric, Profile, Row, Sweep, order_targets, target_ms  # noqa: E402
+from nest_experiments.analysis.report import Metric, Profile, Row, Sweep, order_targets, target_ms  # noqa: E402
 
 AQM_NAMES = {"pie": "PIE", "fq_pie": "FQ-PIE", "codel": "CoDel", "fq_codel": "FQ-CoDel", "cake": "CAKE"}
 AQM_COLORS = {"pie": "#1f77b4", "fq_pie": "#ff7f0e"}

@@ -14,8 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from nest_experiments import topology
-from nest_experiments.errors import NestExpError
-from nest_experiments.report import (
+from nest_experiments.analysis.report import (
     AqmEgress,
     CellCheck,
     CellKey,
@@ -27,6 +26,7 @@ from nest_experiments.report import (
     estimate,
     ok,
 )
+from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import HTTPERF, IPERF3_SUMMARY, MPTCP, SEGMENTS, SIPP, SUBFLOWS, RunFolder
 
 MIN_SIPP_SUCCESS = 0.90

@@ -1,8 +1,8 @@
 """The sweep report: ``<sweep>/report/report.md`` with its PNGs and ``summary.csv``.
 
 :func:`write_sweep_report` picks the sweep's study (:func:`nest_experiments.studies.study_for`),
-loads the sweep with the study's metrics and checks (:mod:`nest_experiments.report`),
-draws the figures (:mod:`nest_experiments.report_figures`) and writes the
+loads the sweep with the study's metrics and checks (:mod:`nest_experiments.analysis.report`),
+draws the figures (:mod:`nest_experiments.analysis.report_figures`) and writes the
 Markdown: runs per cell, the table (mean, 95% CI, Mann-Whitney U p), the
 study's claims, the figures, sanity checks per cell and per run, excluded
 runs, CPU and other warnings, and the data each run lacks.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nest_experiments.report import MIN_REPS, TOO_FEW, CellCheck, Estimate, Row, Sweep, profiles, table
-from nest_experiments.report_figures import aqm_name, context_text, metric_file, sweep_figures
+from nest_experiments.analysis.report import MIN_REPS, TOO_FEW, CellCheck, Estimate, Row, Sweep, profiles, table
+from nest_experiments.analysis.report_figures import aqm_name, context_text, metric_file, sweep_figures
 from nest_experiments.rundir import write_atomic, write_csv
 from nest_experiments.studies import Study, study_for
 
