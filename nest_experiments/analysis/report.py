@@ -31,16 +31,12 @@ study adds (its figure numbers, which checks, its claims) lives in
 from __future__ import annotations
 
 import itertools
-import math
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 from nest_experiments.analysis.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
     BIN_S,
@@ -60,14 +56,10 @@ from nest_experiments.analysis.results import (  # noqa: F401  (re-exported: the
     run_dirs,
     steady_window,
 )
+from nest_experiments.analysis.stats import MIN_REPS, Estimate, estimate, mann_whitney_p, present
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import read_manifest
 from nest_experiments.units import parse_time
-
-MIN_REPS = 4
-CONFIDENCE = 0.95
-TOO_FEW = "too few repetitions"
-
 
 # ---------------------------------------------------------------- run folders
 
@@ -180,51 +172,6 @@ def _egress_target(egs: Sequence[AqmEgress]) -> str:
 
 
 
-# ---------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True, kw_only=True)
-class Estimate:
-    """Mean of ``n`` values and its 95% confidence interval (``None`` when n < MIN_REPS)."""
-
-    n: int
-    mean: float | None
-    low: float | None = None
-    high: float | None = None
-
-    @property
-    def enough(self) -> bool:
-        return self.n >= MIN_REPS
-
-
-def _present(values: Iterable[float | None]) -> list[float]:
-    return [float(v) for v in values if v is not None and not math.isnan(v)]
-
-
-def estimate(values: Iterable[float | None]) -> Estimate:
-    """Mean and Student-t 95% CI over repetitions (no CI below :data:`MIN_REPS`)."""
-    xs = _present(values)
-    if not xs:
-        return Estimate(n=0, mean=None)
-    mean = float(np.mean(xs))
-    if len(xs) < MIN_REPS:
-        return Estimate(n=len(xs), mean=mean)
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(xs) - 1) * stats.sem(xs))
-    return Estimate(n=len(xs), mean=mean, low=mean - half, high=mean + half)
-
-
-def mann_whitney_p(a: Iterable[float | None], b: Iterable[float | None]) -> float | None:
-    """Two-sided Mann-Whitney U p-value; ``None`` when either group has fewer than MIN_REPS values."""
-    xa, xb = _present(a), _present(b)
-    if len(xa) < MIN_REPS or len(xb) < MIN_REPS:
-        return None
-    if len(set(xa) | set(xb)) == 1:
-        return 1.0  # every value equal: no evidence of a difference (scipy would divide by zero)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-
-
 # ---------------------------------------------------------------- the sweep
 
 
@@ -320,7 +267,7 @@ def table(sweep: Sweep) -> list[Row]:
         for context in sweep.contexts:
             for target in sweep.targets:
                 values = {a: [r.metrics.get(metric.key) for r in sweep.cell(context, target, a)] for a in sweep.aqms}
-                if not any(_present(v) for v in values.values()):
+                if not any(present(v) for v in values.values()):
                     continue
                 rows.append(Row(metric=metric, context=context, target=target,
                                 estimates={a: estimate(v) for a, v in values.items()},

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nest_experiments.analysis.report import MIN_REPS, TOO_FEW, CellCheck, Estimate, Row, Sweep, profiles, table
+from nest_experiments.analysis import markdown as md
+from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
 from nest_experiments.analysis.report_figures import aqm_name, context_text, metric_file, sweep_figures
+from nest_experiments.analysis.stats import MIN_REPS, TOO_FEW, Estimate, fmt_p
 from nest_experiments.rundir import write_atomic, write_csv
 from nest_experiments.studies import Study, study_for
 
@@ -58,24 +60,10 @@ def fmt_estimate(est: Estimate | None) -> str:
     return f"{fmt(est.mean)} [{fmt(est.low)}, {fmt(est.high)}] (n={est.n})"
 
 
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return TOO_FEW
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def _p_cell(row: Row, pair: tuple[str, str]) -> str:
     if any(row.estimates[a].n == 0 for a in pair):
         return "- (no data)"
-    return fmt_p(row.p_values.get(pair))
-
-
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines]
-    return out + [""]
+    return fmt_p(row.p_values.get(pair), TOO_FEW)
 
 
 # ---------------------------------------------------------------- sections
@@ -117,7 +105,7 @@ def _cells(sweep: Sweep) -> list[str]:
     header = ["other swept keys", "target", *[aqm_name(a) for a in sweep.aqms]]
     lines = [[context_text(c) or "-", t, *[str(len(sweep.cell(c, t, a))) for a in sweep.aqms]]
              for c in sweep.contexts for t in sweep.targets]
-    return ["## Completed repetitions per cell", "", *_table(header, lines)]
+    return ["## Completed repetitions per cell", "", *md.table(header, lines)]
 
 
 def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
@@ -132,7 +120,7 @@ def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
                   *[f"p ({aqm_name(a)} vs {aqm_name(b)})" for a, b in pairs]]
         lines = [[r.metric.label, r.metric.unit, r.target, *[fmt_estimate(r.estimates.get(a)) for a in sweep.aqms],
                   *[_p_cell(r, pair) for pair in pairs]] for r in rows if r.context == context]
-        out += _table(header, lines)
+        out += md.table(header, lines)
     missing = [m.label for m in sweep.dash_metrics if not any(r.metric.key == m.key for r in rows)]
     if missing:
         out += [f"No run had data for: {', '.join(missing)}.", ""]
@@ -144,7 +132,7 @@ def _claims(sweep: Sweep, rows: Sequence[Row], study: Study) -> list[str]:
     if not claims:
         return []
     return ["## The paper's claims", "",
-            *_table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
+            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
 
 
 def _figures(sweep: Sweep, figures: dict[str, Path], study: Study) -> list[str]:
@@ -170,18 +158,18 @@ def _sanity(sweep: Sweep, checks: Sequence[CellCheck], study: Study) -> list[str
     out += [f"**{len(checks) - len(failed)} of {len(checks)} cell checks pass.**", ""]
     out += ["### Per cell", ""]
     header = ["other swept keys", "target", "AQM", "check", "checks passing", "result", "range over runs; detail"]
-    out += _table(header, [[context_text(c.context) or "-", c.target, aqm_name(c.aqm), c.name,
+    out += md.table(header, [[context_text(c.context) or "-", c.target, aqm_name(c.aqm), c.name,
                             f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
     out += ["### Per run", ""]
     lines = [[r.name, c.name, c.subject, c.status.upper(), c.detail] for r in sweep.completed for c in r.checks]
-    return out + (_table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
+    return out + (md.table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
 
 
 def _excluded(sweep: Sweep) -> list[str]:
     out = ["## Excluded runs (failed or interrupted)", ""]
     if not sweep.excluded:
         return out + ["None.", ""]
-    return out + _table(["run", "status", "reason"], [[r.name, r.status, r.reason or "-"] for r in sweep.excluded])
+    return out + md.table(["run", "status", "reason"], [[r.name, r.status, r.reason or "-"] for r in sweep.excluded])
 
 
 def _warnings(sweep: Sweep) -> list[str]:
@@ -190,19 +178,19 @@ def _warnings(sweep: Sweep) -> list[str]:
     if hot:
         out += [f"{len(hot)} run(s) had CPU-saturated windows: the emulation, not the network, may have shaped "
                 "their results.", ""]
-        out += _table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
+        out += md.table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
                       [[r.name, fmt(r.cpu.get("cpu_mean")), fmt(r.cpu.get("cpu_max")),
                         str(r.cpu.get("cpu_saturated_windows")), fmt(r.cpu.get("host_steal"))] for r in hot])
     else:
         out += ["No run had a CPU-saturated window.", ""]
     lines = [[r.name, w] for r in sweep.runs for w in r.warnings]
-    return out + (_table(["run", "warning (manifest)"], lines) if lines else ["No other manifest warnings.", ""])
+    return out + (md.table(["run", "warning (manifest)"], lines) if lines else ["No other manifest warnings.", ""])
 
 
 def _gaps(sweep: Sweep) -> list[str]:
     lines = [[r.name, n] for r in sweep.completed for n in r.notes]
     out = ["## Missing data", ""]
-    return out + (_table(["run", "note"], lines) if lines else ["Every completed run had every file the report reads.",
+    return out + (md.table(["run", "note"], lines) if lines else ["Every completed run had every file the report reads.",
                                                                   ""])
 
 

@@ -28,23 +28,21 @@ medians) smaller than it is marked.
 
 Per ABR and metric: two-sided Mann-Whitney U (TCP vs h3) and one-sided
 "TCP better" (higher bitrate and QoE, lower variation and rebuffer) and "h3
-better", with at least :data:`~nest_experiments.analysis.report.MIN_REPS` sessions per
+better", with at least :data:`~nest_experiments.analysis.stats.MIN_REPS` sessions per
 transport (else "too few"). The claim table checks every claim of section IV.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
-from nest_experiments.analysis.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
+from nest_experiments.analysis.markdown import number as fmt
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, flatten, ok
+from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash import qoe
 from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim, Study, table_metrics
@@ -220,17 +218,6 @@ class Comparison:
         return abs(self.diff) < self.noise
 
 
-def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
-    """Mann-Whitney U p-value of ``a`` vs ``b`` (``greater``: a tends higher); None below MIN_REPS per side."""
-    if len(a) < MIN_REPS or len(b) < MIN_REPS:
-        return None
-    if len(set(a) | set(b)) == 1:
-        return 1.0 if alternative == "two-sided" else 0.5  # all equal: no evidence either way
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
-
-
 def compare(sessions: Sequence[Session], abr: str, metric: SessionMetric,
             floor: dict[str, float] | None = None) -> Comparison:
     groups = {t: {s.condition: s.metrics[metric.key] for s in sessions if (s.abr, s.transport) == (abr, t)}
@@ -287,16 +274,6 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = tuple(
                          "Pensieve": "tcp_better", "MPC-Robust": "insignificant"},
                  {"tcp_better": "QoE TCP better, p < 0.05 (IV-D, Fig. 5)",
                   "insignificant": "QoE TCP vs QUIC insignificant (IV-D, Fig. 5)"}))
-
-
-def fmt(value: float | None, digits: int = 3) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
-
-
-def fmt_p(p: float | None) -> str:
-    return "too few" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def comparison_text(c: Comparison) -> str:

@@ -23,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from nest_experiments.analysis import markdown as md  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.abr_quic import (  # noqa: E402
@@ -178,11 +179,6 @@ def ratio_figure(report: StudyReport, path: Path) -> Path:
 # ---------------------------------------------------------------- Markdown
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines] + [""]
-
-
 def _head(report: StudyReport, folder: Path) -> list[str]:
     excluded = report.excluded
     incomplete = [s for s in report.sessions if not s.complete]
@@ -213,7 +209,7 @@ def _sessions(report: StudyReport) -> list[str]:
                 lines.append([abr, t, str(len(group)),
                               *[fmt(statistics.median(s.metrics[m.key] for s in group)) for m in METRICS]])
     header = ["ABR", "transport", "sessions", *[f"median {m.label}{f' ({m.unit})' if m.unit else ''}" for m in METRICS]]
-    return ["## Sessions per ABR and transport", "", *_table(header, lines)]
+    return ["## Sessions per ABR and transport", "", *md.table(header, lines)]
 
 
 def _tests(report: StudyReport) -> list[str]:
@@ -226,7 +222,7 @@ def _tests(report: StudyReport) -> list[str]:
                       fmt_p(c.p_tcp_better), fmt_p(c.p_h3_better), noise, pairs])
     header = ["ABR", "metric", "TCP median", "h3 median", "TCP - h3", "p two-sided", "p TCP better", "p QUIC better",
               "vs A/A noise floor", "traces with abs(TCP - h3) < floor"]
-    return ["## Mann-Whitney U: TCP vs h3 per ABR and metric", "", *_table(header, lines)]
+    return ["## Mann-Whitney U: TCP vs h3 per ABR and metric", "", *md.table(header, lines)]
 
 
 def _noise(report: StudyReport) -> list[str]:
@@ -235,12 +231,12 @@ def _noise(report: StudyReport) -> list[str]:
         return out + ["No point ran more than once (`[sweep_repeat]`): no noise floor, no difference is marked.", ""]
     lines = [["/".join(p.cell), ", ".join(p.runs), *[fmt(p.spread[m.key]) for m in METRICS]] for p in report.pairs]
     lines.append(["**floor (largest)**", "", *[fmt(report.floor.get(m.key)) for m in METRICS]])
-    return out + _table(["point (ABR/transport/condition)", "runs", *[m.label for m in METRICS]], lines)
+    return out + md.table(["point (ABR/transport/condition)", "runs", *[m.label for m in METRICS]], lines)
 
 
 def _claims(report: StudyReport) -> list[str]:
     return ["## The paper's claims (section IV)", "",
-            *_table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in report.claims])]
+            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in report.claims])]
 
 
 def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
@@ -259,7 +255,7 @@ def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
         name = f"{ESTIMATES_DIR}/{s.run}.png"
         lines.append([s.run, str(len(points)), fmt(median_ratio(points)),
                       f"{over}/{len(points)}" if points else "-", f"[figure]({name})" if name in figures else "-"])
-    return out + _table(["run", "decisions with an estimate", "median estimate / trace", "estimate > trace",
+    return out + md.table(["run", "decisions with an estimate", "median estimate / trace", "estimate > trace",
                          "estimate vs trace over time"], lines)
 
 
@@ -268,7 +264,7 @@ def _flags(report: StudyReport) -> list[str]:
     lines = [[s.run, str(s.cpu_saturated), "yes" if s.complete else "**no**",
               "left out (CPU)" if s.cpu_saturated else "used" if s in usable(report.sessions) else "A/A repetition"]
              for s in report.sessions if s.cpu_saturated or not s.complete]
-    return out + (_table(["run", "CPU-saturated 1 s windows", "played to the end", "statistics"], lines) if lines
+    return out + (md.table(["run", "CPU-saturated 1 s windows", "played to the end", "statistics"], lines) if lines
                   else ["None: no CPU-saturated run, every session played to the end.", ""])
 
 

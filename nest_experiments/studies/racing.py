@@ -24,7 +24,7 @@ per session): Q_ENB (``chromium``) vs Q_DIS (``tcp_only``) per pattern
 (Section VI), the modified browser (``quic_only``) vs the original
 (``chromium``) (Section IX), ``dynamic`` vs ``chromium`` in the poor network
 (DVL) and behind the firewall (Section X). Fewer than
-:data:`~nest_experiments.analysis.report.MIN_REPS` sessions on a side: "too few".
+:data:`~nest_experiments.analysis.stats.MIN_REPS` sessions on a side: "too few".
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis.report import MIN_REPS, Check, Row, RunInput, Sweep, ok
+from nest_experiments.analysis.markdown import number as fmt
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.analysis.results import stall_at_end
+from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies import racing_metrics as rm
-from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
 from nest_experiments.studies.base import Claim, Study, table_metrics
 from nest_experiments.units import parse_time
 

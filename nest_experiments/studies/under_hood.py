@@ -27,19 +27,16 @@ the paper's claims with those numbers (:func:`claims`).
 
 from __future__ import annotations
 
-import math
-import random
 import statistics
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
 from nest_experiments import rundir
+from nest_experiments.analysis import stats
 from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.analysis.stats import fmt_p, quantile
 from nest_experiments.dash.objects import jain_index
 from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim, Study
@@ -51,7 +48,6 @@ SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
 ALPHA = 0.05
 MIN_SAMPLES = 4
 SIMILAR = 0.10  # medians within 10%: "similar" even where a U test on many samples finds a difference
-BOOTSTRAP = 2000
 REPORT_FILE = "under_hood.md"
 
 
@@ -175,34 +171,15 @@ def values(samples: Sequence[Sample], metric: str, **match: Any) -> tuple[float,
     return tuple(out)
 
 
-def quantile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default)."""
-    ys = sorted(xs)
-    pos = q * (len(ys) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ys) - 1)
-    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
-
-
 def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
     """U test p of ``a`` vs ``b`` (``less``: a tends lower); None below :data:`MIN_SAMPLES` per side."""
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None
-    if len(set(a) | set(b)) == 1:
-        return 1.0 if alternative == "two-sided" else 0.5
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
+    return stats.mann_whitney(a, b, alternative, minimum=MIN_SAMPLES)
 
 
 def quantile_diff_ci(a: Sequence[float], b: Sequence[float], q: float = 0.75, *, seed: int = 1,
-                     n: int = BOOTSTRAP) -> tuple[float, float] | None:
+                     n: int = stats.BOOTSTRAP) -> tuple[float, float] | None:
     """Bootstrap 95% interval of quantile(b) - quantile(a) (each side resampled); None with too few samples."""
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None
-    rng = random.Random(seed)
-    diffs = sorted(quantile(rng.choices(b, k=len(b)), q) - quantile(rng.choices(a, k=len(a)), q) for _ in range(n))
-    return quantile(diffs, 0.025), quantile(diffs, 0.975)
+    return stats.quantile_diff_ci(a, b, q, seed=seed, n=n, minimum=MIN_SAMPLES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,10 +237,6 @@ def fmt_value(metric: str, v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v / 1e6:.3g} Mbit/s" if metric == "throughput_bps" else f"{v * 1e3:.3g} ms"
-
-
-def fmt_p(p: float | None) -> str:
-    return "too few" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def describe(c: Comparison) -> str:

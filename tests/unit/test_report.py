@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from nest_experiments.analysis import report
+from nest_experiments.analysis import report, stats
 from nest_experiments.analysis.report_md import write_sweep_report
 from nest_experiments.cli import main
 from nest_experiments.studies import generic, nest, study_for
@@ -19,30 +19,30 @@ from tests.unit.sweep_synth import ALL_FILES, RunSpec, make_run, make_sweep
 
 def test_estimate_matches_a_hand_computed_t_interval() -> None:
     # mean 3, s = sqrt(2.5) = 1.5811, sem = 0.70711, t(0.975, 4) = 2.77645 -> half width 1.96324
-    est = report.estimate([1, 2, 3, 4, 5])
+    est = stats.estimate([1, 2, 3, 4, 5])
     assert est.n == 5 and est.mean == pytest.approx(3.0)
     assert est.low == pytest.approx(3 - 1.96324, abs=1e-4)
     assert est.high == pytest.approx(3 + 1.96324, abs=1e-4)
 
 
 def test_estimate_skips_missing_values() -> None:
-    est = report.estimate([2.0, None, 4.0, float("nan"), 6.0, 8.0])
+    est = stats.estimate([2.0, None, 4.0, float("nan"), 6.0, 8.0])
     assert est.n == 4 and est.mean == pytest.approx(5.0) and est.enough
 
 
 def test_fewer_than_four_values_give_no_interval_and_no_p() -> None:
-    est = report.estimate([1.0, 2.0, 3.0])
+    est = stats.estimate([1.0, 2.0, 3.0])
     assert est.mean == pytest.approx(2.0) and est.low is None and est.high is None and not est.enough
-    assert report.mann_whitney_p([1, 2, 3], [4, 5, 6, 7]) is None
-    assert report.mann_whitney_p([1, 2, 3, 4], [4, 5, 6]) is None
-    assert report.estimate([]).mean is None
+    assert stats.mann_whitney_p([1, 2, 3], [4, 5, 6, 7]) is None
+    assert stats.mann_whitney_p([1, 2, 3, 4], [4, 5, 6]) is None
+    assert stats.estimate([]).mean is None
 
 
 def test_mann_whitney_exact_p_on_a_known_example() -> None:
     # complete separation of 5 vs 5: U = 0, exact two-sided p = 2 / C(10, 5) = 2 / 252
-    assert report.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
-    assert report.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
-    assert report.mann_whitney_p([3, 3, 3, 3], [3, 3, 3, 3]) == 1.0
+    assert stats.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert stats.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
+    assert stats.mann_whitney_p([3, 3, 3, 3], [3, 3, 3, 3]) == 1.0
 
 
 # ---------------------------------------------------------------- grouping

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis import stats
 from nest_experiments.studies import STUDIES, study_for
 from nest_experiments.studies import under_hood as uh
 from nest_experiments.studies.under_hood_report import write_report
@@ -24,7 +25,7 @@ def _spread(rng: random.Random, centre: float, n: int = 30, rel: float = 0.1) ->
 
 
 def test_quantile_is_linear_interpolation_and_bootstrap_is_seeded() -> None:
-    assert uh.quantile([1, 2, 3, 4], 0.5) == 2.5 and uh.quantile([1, 2, 3, 4, 5], 0.75) == 4.0
+    assert stats.quantile([1, 2, 3, 4], 0.5) == 2.5 and stats.quantile([1, 2, 3, 4, 5], 0.75) == 4.0
     a, b = [1.0, 2.0, 3.0, 4.0, 5.0] * 4, [3.0, 4.0, 5.0, 6.0, 7.0] * 4
     ci = uh.quantile_diff_ci(a, b)
     assert ci == uh.quantile_diff_ci(a, b) and ci is not None and ci[0] > 0
