@@ -180,6 +180,17 @@ def run_dirs(folder: Path) -> list[Path]:
     return sorted(p.parent for p in folder.glob(f"*/{MANIFEST}"))
 
 
+def experiment_name(folder: Path) -> str:
+    """The experiment of a sweep folder: its first readable run config's ``[experiment] name``, else the folder's."""
+    for run_dir in run_dirs(folder):
+        try:
+            name = RunFolder(run_dir).config()["experiment"]["name"]
+        except (KeyError, TypeError):
+            continue
+        return str(name)
+    return folder.name
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """One run folder's files, read: a missing optional file reads as empty (``has`` tells which exist)."""

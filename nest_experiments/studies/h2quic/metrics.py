@@ -43,7 +43,7 @@ from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import LINKS, RATES, SEGMENTS, WIRE, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_rate
 
 OVERHEAD, UTILIZATION, ADAPTATION = "h2quic_overhead", "h2quic_utilization", "h2quic_adaptation"
@@ -480,27 +480,3 @@ def run_checks(run: RunInput) -> list[Check]:
                          status=ok(both == {"forward", "reverse"}),
                          detail=", ".join(sorted(both)) or "no wire.csv or no TCP/UDP bytes"))
     return out
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``h2quic.md`` and its figures beside the shared report (:mod:`.h2quic_report`; matplotlib loads here)."""
-    from nest_experiments.studies.h2quic_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="h2quic",
-    title="the HTTP/1.1-TCP vs HTTP/2-TLS vs HTTP/3-QUIC DASH evaluation (overhead, link utilization, adaptation; "
-          f"../shared/papers/dash-over-quic-http2-evaluation.txt); its figures and tables: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the run has video segments; an overhead or utilization run kept one representation "
-                 "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "
-                 "(wire.csv).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from nest_experiments.analysis import markdown as md  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
-from nest_experiments.studies.abr_quic import (  # noqa: E402
+from nest_experiments.studies.abr_quic.metrics import (  # noqa: E402
     ALPHA,
     METRICS,
     REPORT_FILE,

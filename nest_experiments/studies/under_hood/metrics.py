@@ -38,8 +38,8 @@ from nest_experiments.analysis import stats
 from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
 from nest_experiments.analysis.stats import fmt_p, quantile
 from nest_experiments.dash.objects import jain_index
-from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies.base import Claim, Study
+from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, experiment_name, read_manifest, run_dirs
+from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_time
 
 OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_parallel"
@@ -455,8 +455,6 @@ def fairness(samples: Sequence[Sample]) -> list[Fairness]:
 
 
 def experiment_of(folder: Path) -> str:
-    from nest_experiments.studies import experiment_name  # the package imports this module
-
     return experiment_name(folder)
 
 
@@ -480,27 +478,3 @@ def run_checks(run: RunInput) -> list[Check]:
              or "did not reach the end" in w]
     return [Check(name="every object / segment downloaded", subject="manifest warnings", status=ok(not short),
                   detail="; ".join(short) or "no missing object or segment")]
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``under_hood.md`` and its CDF figures (:mod:`.under_hood_report`; matplotlib loads there)."""
-    from nest_experiments.studies.under_hood_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="under_hood",
-    title="\"Looking under the hood\" (object downloads, DASH segments, two parallel streams; TCP vs QUIC; "
-          f"../shared/papers/quic-dash-under-the-hood.txt); its CDFs, U tests and fairness: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=(OBJECTS, DASH, PARALLEL),
-    dash_metrics=(),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: every planned object arrived, or the DASH session played to the end (no such warning "
-                 f"in the manifest). Objects and segments that overlap a CPU-saturated second are left out of the study's "
-                 f"statistics ({REPORT_FILE}).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

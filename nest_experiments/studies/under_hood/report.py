@@ -28,8 +28,8 @@ from nest_experiments.analysis import markdown as md  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.analysis.stats import fmt_p, quantile  # noqa: E402
 from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies import under_hood as uh  # noqa: E402
 from nest_experiments.studies.base import Claim  # noqa: E402
+from nest_experiments.studies.under_hood import metrics as uh  # noqa: E402
 
 COLORS = {"tcp": "#1f77b4", "h3": "#d62728"}
 NAMES = {"tcp": "HTTP/1.1 over TCP", "h3": "HTTP/3 over QUIC"}
@@ -204,9 +204,9 @@ def write_report(folder: Path, out_dir: Path, *, experiment: str | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nest_experiments.studies.under_hood_report FOLDER --as dash``: this report on another sweep's
+    """``python -m nest_experiments.studies.under_hood.report FOLDER --as dash``: this report on another sweep's
     run folders (e.g. ``results/abr_quic_tcp``, whose ``segments.csv`` are DASH sessions over tcp and h3)."""
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.studies.under_hood_report")
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.studies.under_hood.report")
     p.add_argument("folder", type=Path)
     p.add_argument("--as", dest="kind", choices=("objects", "dash", "parallel"), default="dash")
     p.add_argument("--out", type=Path, help="report folder (default: FOLDER/report/under_hood)")

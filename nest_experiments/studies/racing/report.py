@@ -25,8 +25,8 @@ from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.analysis.stats import fmt_p  # noqa: E402
 from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
-from nest_experiments.studies import racing_metrics as rm  # noqa: E402
-from nest_experiments.studies.racing import (  # noqa: E402
+from nest_experiments.studies.racing import metrics as rm  # noqa: E402
+from nest_experiments.studies.racing.sessions import (  # noqa: E402
     ALPHA,
     HIGHER_BETTER,
     PATTERNS,

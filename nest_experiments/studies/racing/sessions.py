@@ -42,8 +42,8 @@ from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies import racing_metrics as rm
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.studies.base import Claim
+from nest_experiments.studies.racing import metrics as rm
 from nest_experiments.units import parse_time
 
 EXPERIMENTS = ("racing_patterns", "racing_firewall")
@@ -388,25 +388,3 @@ def run_checks(run: RunInput) -> list[Check]:
                   detail=f"{len(rows)} events" if rows else f"no {RACING} rows"),
             Check(name="session ended", subject=QOE, status=ok(bool(ended)),
                   detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or f"no {QOE}")]
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    from nest_experiments.studies.racing_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="racing",
-    title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
-          f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
-          f"[{REPORT_FILE}]({REPORT_FILE})",
-    experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
-                 f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from nest_experiments.analysis import markdown as md  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, RunFolder, write_atomic  # noqa: E402
-from nest_experiments.studies.h2quic import (  # noqa: E402
+from nest_experiments.studies.h2quic.metrics import (  # noqa: E402
     NAMES,
     PROTOCOLS,
     REPORT_FILE,

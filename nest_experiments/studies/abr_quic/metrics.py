@@ -45,7 +45,7 @@ from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, flatte
 from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash import qoe
 from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.studies.base import Claim
 
 EXPERIMENT = "abr_quic_tcp"
 TRANSPORTS = ("tcp", "h3")  # the letter's DASH/TCP and DASH/QUIC
@@ -356,27 +356,3 @@ def analyse(folder: Path) -> StudyReport:
     floor = noise_floor(pairs)
     return StudyReport(sessions=tuple(sessions), comparisons=tuple(comparisons(sessions, floor)), pairs=tuple(pairs),
                        floor=floor, claims=tuple(claim_table(sessions)))
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``abr_quic.md`` and its figures beside the shared report (:mod:`.abr_quic_report`; matplotlib loads here)."""
-    from nest_experiments.studies.abr_quic_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="abr_quic",
-    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
-          f"; its box plots (Figs. 2-5), U tests per ABR, noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=(EXPERIMENT,),
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the session played to the end (qoe.json end_reason 'ended'); the origin was Caddy for "
-                 "every transport (manifest versions). CPU-saturated runs are listed below and left out of the "
-                 f"study's statistics ({REPORT_FILE}).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)
