@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from nest_experiments import topology
+from nest_experiments.analysis.axes import CellKey
 from nest_experiments.analysis.report import (
     AqmEgress,
     CellCheck,
-    CellKey,
     Check,
     Metric,
     RunInput,
@@ -132,7 +132,7 @@ def fq_pie_checks(egs: Sequence[AqmEgress], means: dict[Metric, float]) -> list[
 
 def pie_cell_checks(runs: Sequence[RunResult], cell: CellKey, band: tuple[float, float]) -> list[CellCheck]:
     """PIE's kernel delay averaged over the cell's repetitions, against the target (per egress)."""
-    context, target, aqm = cell
+    context, at, compared = cell
     out = []
     lo, hi = band
     egs = {e.name: e for r in runs for e in r.egresses if e.kind == "pie"}
@@ -140,11 +140,11 @@ def pie_cell_checks(runs: Sequence[RunResult], cell: CellKey, band: tuple[float,
         means = [r.metrics.get(delay_metric(name, "kernel").key) for r in runs]
         est = estimate(means)
         if est.mean is None or e.target_ms is None:
-            out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
+            out.append(CellCheck(context=context, at=at, compared=compared, name=f"PIE mean kernel delay / target, {name}",
                                  passed=0, total=1, detail="no kernel delay or no target"))
             continue
         ratio = est.mean / e.target_ms
-        out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
+        out.append(CellCheck(context=context, at=at, compared=compared, name=f"PIE mean kernel delay / target, {name}",
                              passed=int(lo <= ratio <= hi), total=1,
                              detail=f"{est.mean:.2f} ms over {est.n} run(s) vs {e.target_ms:g} ms ({ratio:.2f}x)"))
     return out

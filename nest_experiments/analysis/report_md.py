@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nest_experiments.analysis import markdown as md
 from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
-from nest_experiments.analysis.report_figures import aqm_name, context_text, metric_file, sweep_figures
+from nest_experiments.analysis.report_figures import context_text, metric_file, sweep_figures
 from nest_experiments.analysis.stats import MIN_REPS, TOO_FEW, Estimate, fmt_p
 from nest_experiments.rundir import write_atomic, write_csv
 from nest_experiments.studies import Study, study_for
@@ -79,19 +79,20 @@ def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figur
 
 def _head(sweep: Sweep, study: Study) -> list[str]:
     keys = sorted({k for r in sweep.runs for k in r.point})
-    kinds = [k for k in keys if k.endswith("qdisc.kind")]
-    targets = [k for k in keys if k.endswith("qdisc.target")]
+    c, a = sweep.axes.compared, sweep.axes.at
+    c_keys, a_keys = c.keys(keys), a.keys(keys)
     lines = [f"# Sweep report: {sweep.folder.name}", "",
              f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
              f"{len(sweep.completed)} completed, {len(sweep.excluded)} excluded (not completed; listed below).", "",
              f"- Study: {study.title} (`nest_experiments.studies.{study.name}`).",
              f"- Swept keys: {', '.join(f'`{k}`' for k in keys) or 'none'}.",
-             f"- Compared: the AQM ({', '.join(f'`{k}`' for k in kinds) or 'the non-FIFO qdisc in links.json'}: "
-             f"{', '.join(aqm_name(a) for a in sweep.aqms) or '-'}) at each target "
-             f"({', '.join(f'`{k}`' for k in targets) or 'from links.json'}: {', '.join(sweep.targets) or '-'}).",
-             "- Runs are grouped by their point without the repetition; a cell is (other swept keys, target, AQM).",
+             f"- Compared: the {c.name} ({', '.join(f'`{k}`' for k in c_keys) or c.unswept}: "
+             f"{', '.join(c.label(v) for v in sweep.compared) or '-'}) at each {a.name} "
+             f"({', '.join(f'`{k}`' for k in a_keys) or a.unswept}: {', '.join(sweep.ats) or '-'}).",
+             f"- Runs are grouped by their point without the repetition; a cell is (other swept keys, {a.name}, "
+             f"{c.name}).",
              f"- Statistics: mean and 95% confidence interval (Student's t) over repetitions; two-sided "
-             f"Mann-Whitney U between AQMs at each target. Where a group has fewer than {MIN_REPS} values the "
+             f"Mann-Whitney U between {c.plural} at each {a.name}. Where a group has fewer than {MIN_REPS} values the "
              f"report says \"{TOO_FEW}\" instead of a CI or a p-value.",
              "- DASH metrics per stream from `segments.csv` (nest_experiments.dash.qoe; DESIGN.md §4 definitions; "
              "response latency = TTFB = t_first_byte - t_request; QoE = ABR paper eq. (1): sum of bitrates in Mbit/s "
@@ -102,23 +103,24 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
 
 
 def _cells(sweep: Sweep) -> list[str]:
-    header = ["other swept keys", "target", *[aqm_name(a) for a in sweep.aqms]]
-    lines = [[context_text(c) or "-", t, *[str(len(sweep.cell(c, t, a))) for a in sweep.aqms]]
-             for c in sweep.contexts for t in sweep.targets]
+    label = sweep.axes.compared.label
+    header = ["other swept keys", sweep.axes.at.name, *[label(v) for v in sweep.compared]]
+    lines = [[context_text(c) or "-", at, *[str(len(sweep.cell(c, at, v))) for v in sweep.compared]]
+             for c in sweep.contexts for at in sweep.ats]
     return ["## Completed repetitions per cell", "", *md.table(header, lines)]
 
 
 def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
-    pairs = sweep.pairs()
-    out = ["## Metrics: mean [95% CI] per AQM and target, Mann-Whitney U p", ""]
+    pairs, label = sweep.pairs(), sweep.axes.compared.label
+    out = [f"## Metrics: mean [95% CI] per {sweep.axes.compared.name} and {sweep.axes.at.name}, Mann-Whitney U p", ""]
     if not rows:
         return out + ["No metric could be computed (no completed run with data).", ""]
     for context in sweep.contexts:
         if context:
             out += [f"### {context_text(context)}", ""]
-        header = ["metric", "unit", "target", *[aqm_name(a) for a in sweep.aqms],
-                  *[f"p ({aqm_name(a)} vs {aqm_name(b)})" for a, b in pairs]]
-        lines = [[r.metric.label, r.metric.unit, r.target, *[fmt_estimate(r.estimates.get(a)) for a in sweep.aqms],
+        header = ["metric", "unit", sweep.axes.at.name, *[label(v) for v in sweep.compared],
+                  *[f"p ({label(a)} vs {label(b)})" for a, b in pairs]]
+        lines = [[r.metric.label, r.metric.unit, r.at, *[fmt_estimate(r.estimates.get(v)) for v in sweep.compared],
                   *[_p_cell(r, pair) for pair in pairs]] for r in rows if r.context == context]
         out += md.table(header, lines)
     missing = [m.label for m in sweep.dash_metrics if not any(r.metric.key == m.key for r in rows)]
@@ -157,9 +159,11 @@ def _sanity(sweep: Sweep, checks: Sequence[CellCheck], study: Study) -> list[str
     failed = [c for c in checks if c.status != "pass"]
     out += [f"**{len(checks) - len(failed)} of {len(checks)} cell checks pass.**", ""]
     out += ["### Per cell", ""]
-    header = ["other swept keys", "target", "AQM", "check", "checks passing", "result", "range over runs; detail"]
-    out += md.table(header, [[context_text(c.context) or "-", c.target, aqm_name(c.aqm), c.name,
-                            f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
+    axes = sweep.axes
+    header = ["other swept keys", axes.at.name, axes.compared.name, "check", "checks passing", "result",
+              "range over runs; detail"]
+    out += md.table(header, [[context_text(c.context) or "-", c.at, axes.compared.label(c.compared), c.name,
+                              f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
     out += ["### Per run", ""]
     lines = [[r.name, c.name, c.subject, c.status.upper(), c.detail] for r in sweep.completed for c in r.checks]
     return out + (md.table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
@@ -198,13 +202,14 @@ def _gaps(sweep: Sweep) -> list[str]:
 
 
 def write_summary_csv(path: Path, sweep: Sweep, rows: Sequence[Row]) -> None:
-    aqm_fields = [f"{f}_{a}" for a in sweep.aqms for f in ("n", "mean", "ci_low", "ci_high")]
+    at = sweep.axes.at.name
+    value_fields = [f"{f}_{v}" for v in sweep.compared for f in ("n", "mean", "ci_low", "ci_high")]
     p_fields = [f"p_{a}_vs_{b}" for a, b in sweep.pairs()]
-    fields = ["metric", "label", "unit", "context", "target", *aqm_fields, *p_fields]
+    fields = ["metric", "label", "unit", "context", at, *value_fields, *p_fields]
     out = []
     for r in rows:
         line: dict[str, object] = {"metric": r.metric.key, "label": r.metric.label, "unit": r.metric.unit,
-                                   "context": context_text(r.context), "target": r.target}
+                                   "context": context_text(r.context), at: r.at}
         for a, est in r.estimates.items():
             line.update({f"n_{a}": est.n, f"mean_{a}": est.mean, f"ci_low_{a}": est.low, f"ci_high_{a}": est.high})
         line.update({f"p_{a}_vs_{b}": p for (a, b), p in r.p_values.items()})

@@ -50,10 +50,10 @@ def test_mann_whitney_exact_p_on_a_known_example() -> None:
 
 def test_runs_group_into_cells_by_aqm_and_target(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
-    assert sweep.aqms == ["pie", "fq_pie"]
-    assert sweep.targets == ["5ms", "10ms", "15ms"]
+    assert sweep.compared == ["pie", "fq_pie"]
+    assert sweep.ats == ["5ms", "10ms", "15ms"]
     assert sweep.contexts == [()]
-    assert all(len(sweep.cell((), t, a)) == 4 for t in sweep.targets for a in sweep.aqms)
+    assert all(len(sweep.cell((), t, a)) == 4 for t in sweep.ats for a in sweep.compared)
     assert sweep.pairs() == [("pie", "fq_pie")]
 
 
@@ -64,7 +64,7 @@ def test_other_swept_keys_make_separate_contexts(tmp_path: Path) -> None:
             make_run(root, RunSpec(aqm=aqm, extra_point={"apps.video.abr": abr}))
     sweep = report.load_sweep(root)
     assert sweep.contexts == [(("apps.video.abr", "bola"),), (("apps.video.abr", "grate"),)]
-    assert [r.target for r in sweep.completed] == ["5ms"] * 4
+    assert [r.at for r in sweep.completed] == ["5ms"] * 4
 
 
 def test_point_with_a_qdisc_table_is_flattened() -> None:
@@ -82,12 +82,12 @@ def test_an_axis_of_several_keys_counts_once(tmp_path: Path) -> None:
                          "links.bn1.forward.qdisc.target, links.bn2.forward.qdisc.target": "10ms"}
     (run / "manifest.json").write_text(json.dumps(manifest))
     loaded = report.load_run(run)
-    assert (loaded.aqm, loaded.target, loaded.context) == ("fq_pie", "10ms", ())
+    assert (loaded.compared, loaded.at, loaded.context) == ("fq_pie", "10ms", ())
 
 
 def test_table_values_and_p(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
-    rows = {(r.metric.key, r.target): r for r in report.table(sweep)}
+    rows = {(r.metric.key, r.at): r for r in report.table(sweep)}
     rtt = rows[("video.app_rtt_s", "5ms")]
     # PIE RTTs 1.61..1.64 s, FQ-PIE 1.21..1.24 s
     assert rtt.estimates["pie"].mean == pytest.approx(1625.0)
@@ -191,12 +191,12 @@ def test_an_unreadable_run_is_excluded_with_the_reason(tmp_path: Path) -> None:
     sweep = report.load_sweep(root)
     assert [(r.name, r.status) for r in sweep.excluded] == [(bad.name, "completed, unreadable")]
     assert "ValueError" in sweep.excluded[0].reason
-    assert sweep.aqms == ["fq_pie"]
+    assert sweep.compared == ["fq_pie"]
 
 
 def test_cell_checks_average_pie_delay_over_repetitions(tmp_path: Path) -> None:
     sweep = nest.STUDY.load_sweep(make_sweep(tmp_path, reps=4, targets=(10,)))
-    pie = [c for c in nest.STUDY.sweep_cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.aqm == "pie"]
+    pie = [c for c in nest.STUDY.sweep_cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.compared == "pie"]
     assert {c.status for c in pie} == {"pass"} and len(pie) == 2
     assert "11.00 ms over 4 run(s) vs 10 ms (1.10x)" in pie[0].detail
 
