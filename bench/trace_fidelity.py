@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from nest_experiments import traces  # noqa: E402
 from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
-from nest_experiments.rundir import read_csv, run_dirs  # noqa: E402
+from nest_experiments.rundir import MANIFEST, RATES, RunFolder, read_csv, run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 PATTERNS = ("dh", "dl", "dvl", "h2eval")
@@ -74,7 +74,7 @@ flows = {args.flows}
 
 
 def report(run_dir: Path, duration_s: float) -> Fidelity | None:
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = RunFolder(run_dir).json(MANIFEST)
     if manifest.get("status") != "completed":
         print(f"{run_dir.name}: {manifest.get('status')}: {manifest.get('reason')}")
         return None
@@ -86,7 +86,7 @@ def report(run_dir: Path, duration_s: float) -> Fidelity | None:
         flag = "" if not w.busy or w.within else "  <- out of bounds"
         print(f"{w.t:8.3f} {w.t_end:8.3f} {w.trace_bps / 1e6:13.4f} {w.delivered_bps / 1e6:10.4f} {w.ratio:7.3f} "
               f"{'yes' if w.busy else 'no':>5}{flag}")
-    rates = read_csv(run_dir / "rates.csv")
+    rates = read_csv(RunFolder(run_dir).file(RATES))
     late = max((float(r["t"]) - float(r["t_scheduled"]) for r in rates[1:]), default=0.0)
     busy = fid.busy
     worst = max((abs(w.ratio - 1) for w in busy), default=float("nan"))

@@ -21,6 +21,8 @@ from nest_experiments.rundir import write_atomic, write_csv
 from nest_experiments.studies import Study, study_for
 
 REPORT_DIR = "report"
+REPORT_MD = "report.md"
+SUMMARY_CSV = "summary.csv"
 
 
 def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True,
@@ -34,9 +36,9 @@ def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bo
     rows = table(sweep)
     pngs = (sweep_figures(sweep, rows, profiles(sweep), out, delay_reference=study.delay_reference)
             if figures else {})
-    write_summary_csv(out / "summary.csv", sweep, rows)
-    write_atomic(out / "report.md", render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
-    return [out / "report.md", out / "summary.csv", *pngs.values()]
+    write_summary_csv(out / SUMMARY_CSV, sweep, rows)
+    write_atomic(out / REPORT_MD, render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
+    return [out / REPORT_MD, out / SUMMARY_CSV, *pngs.values()]
 
 
 # ---------------------------------------------------------------- formatting

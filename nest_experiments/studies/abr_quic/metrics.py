@@ -44,7 +44,7 @@ from nest_experiments.analysis.markdown import number as fmt
 from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, flatten, ok
 from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash import qoe
-from nest_experiments.rundir import SEGMENTS, RunFolder, read_manifest, run_dirs
+from nest_experiments.rundir import QOE, SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim
 
 EXPERIMENT = "abr_quic_tcp"
@@ -326,7 +326,7 @@ def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
 def run_checks(run: RunInput) -> list[Check]:
     """Each run: the session played to the end; the origin was Caddy whatever the transport."""
     d = run.run_dir
-    out = [Check(name="session played to the end", subject="qoe.json", status=ok(_complete(d)),
+    out = [Check(name="session played to the end", subject=QOE, status=ok(_complete(d)),
                  detail="end_reason 'ended'" if _complete(d) else "the player did not reach the end (qoe.json)")]
     versions = (read_manifest(d) or {}).get("versions") or {}
     servers = sorted({str(v) for k, v in versions.items() if k.endswith(".http_server")})
