@@ -17,11 +17,11 @@ scale for all. The trace's rates are multiplied by ``--rate-scale``.
 
 Prints, per trace and per window (from the qdisc sample nearest to 2 s
 after the start to the one nearest to 1 s before the end, about 1 s each:
-see ``nest_experiments/tracecheck.py``): the trace's rate integrated over
+see ``nest_experiments/analysis/tracecheck.py``): the trace's rate integrated over
 the window's two sample instants (by scheduled time), what the leaf sent
 between them, their ratio, and whether the queue was busy; then the mean ratio (all windows),
 the correlation, the busy windows within bounds (5%, or 1.5 packets where
-that is more: see ``nest_experiments/tracecheck.py``), the drops outside the
+that is more: see ``nest_experiments/analysis/tracecheck.py``), the drops outside the
 leaf (HTB's own) and the latest rate change.
 """
 

@@ -17,10 +17,11 @@ study adds (its figure numbers, which checks, its claims) lives in
   on ``segments.csv`` (the figures the player writes to ``qoe.json``), among
   them the response latency (TTFB: ``t_first_byte - t_request``) and the QoE of
   the ABR paper's eq. (1) (per stream with its own stalls, and the session's sum); queue delays are means over the steady window
-  (:func:`nest_experiments.results.steady_window`) of the kernel's
+  (:func:`nest_experiments.analysis.results.steady_window`) of the kernel's
   ``delay_ms`` (``qdisc.csv``) and of each measured method (``qdelay.csv``)
-  on every egress that carries the run's AQM. The files are read by :mod:`nest_experiments.results` (the one
-  reader of run folders, also the public API for users' own analyses).
+  on every egress that carries the run's AQM. The files are read by :mod:`nest_experiments.analysis.results`
+  (through :class:`nest_experiments.rundir.RunFolder`, the one reader of run folders; also behind the public
+  ``results.load`` for users' own analyses).
 - Sanity checks are the study's (:data:`RunChecks`, given to :func:`load_run`).
 - Estimates: mean and a 95% confidence interval with Student's t over
   repetitions; comparisons: two-sided Mann-Whitney U. Fewer than
@@ -95,7 +96,7 @@ class RunResult:
     notes: tuple[str, ...] = ()  # missing files and other gaps in the data
     warnings: tuple[str, ...] = ()
     cpu: dict[str, Any] = field(default_factory=dict)
-    window: tuple[float, float] | None = None  # the steady window (analysis.steady_window), completed runs
+    window: tuple[float, float] | None = None  # the steady window (results.steady_window), completed runs
 
     @property
     def completed(self) -> bool:

@@ -1,4 +1,5 @@
-"""A sweep's run folders as data: the one reader of ``results/<experiment>/<run>/`` (DESIGN.md §4).
+"""A sweep's run folders as data (``results/<experiment>/<run>/``, DESIGN.md §4), read through
+:class:`nest_experiments.rundir.RunFolder`.
 
 The public API is :func:`load`::
 

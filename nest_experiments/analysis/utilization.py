@@ -1,4 +1,4 @@
-"""Figures from run folders (reads files only, through :mod:`nest_experiments.results`; never touches the network).
+"""Figures from run folders (reads files only, through :mod:`nest_experiments.analysis.results`; never touches the network).
 
 Link utilisation is measured at the qdisc: bytes the shaped egress sent in
 the steady part of the run divided by what its rate allows. For a

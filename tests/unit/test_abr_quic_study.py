@@ -1,4 +1,4 @@
-"""The ABR x transport study (studies/abr_quic.py): metrics, U-test directions, noise floor, claims, report.
+"""The ABR x transport study (studies/abr_quic/): metrics, U-test directions, noise floor, claims, report.
 
 Synthetic run folders (DESIGN.md §4 files), no network: each session's video
 levels, stalls, CPU saturation and ABR estimates are knobs.

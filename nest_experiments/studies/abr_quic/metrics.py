@@ -337,7 +337,7 @@ def run_checks(run: RunInput) -> list[Check]:
 
 @dataclass(frozen=True, kw_only=True)
 class StudyReport:
-    """Everything :mod:`.abr_quic_report` writes, computed once."""
+    """Everything :mod:`.report` writes, computed once."""
 
     sessions: tuple[Session, ...]
     comparisons: tuple[Comparison, ...]

@@ -185,7 +185,7 @@ def _head(report: StudyReport, folder: Path) -> list[str]:
     return [
         f"# ABR x transport: {folder.name}", "",
         "The letter `../shared/papers/abr-over-quic-vs-tcp.txt` (section IV, Figs. 2-5) on this sweep "
-        "(`nest_experiments/studies/abr_quic.py`).", "",
+        "(`nest_experiments/studies/abr_quic/`).", "",
         f"- {len(report.sessions)} session(s); {len(excluded)} left out of the statistics because their run had a "
         f"CPU-saturated 1 s window; {len(incomplete)} did not play to the end (kept, flagged below).",
         "- Per session: average video bitrate (kbit/s); quality variation = mean |bitrate change| between "

@@ -6,7 +6,7 @@ policy (``config.toml``), its *condition* (the bandwidth pattern: ``dh``,
 ``dl``, ``dvl``, ``real`` for a mobility trace or trace file, or the fixed
 rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
 ``+blocked`` when it drops) and, from ``segments.csv`` and ``racing.csv``
-(:mod:`.racing_metrics`):
+(:mod:`.metrics`):
 
 - ``rqvst``: the share of TCP bytes (Section III; Fig. 14);
 - ``bitrate``, ``variation``: mean video bitrate and mean |change| between

@@ -8,7 +8,7 @@
   two streams per session.
 
 Every figure comes with the comparisons' numbers (medians, q75, n, U p) in the
-markdown, and the claim table of :mod:`.under_hood`.
+markdown, and the claim table of :mod:`.metrics`.
 """
 
 from __future__ import annotations
