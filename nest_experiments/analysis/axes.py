@@ -56,10 +56,6 @@ class Axes:
                             if not k.endswith(self.compared.suffix) and not k.endswith(self.at.suffix)))
 
 
-def no_value(egresses: Sequence[AqmEgress]) -> str:
-    return "-"
-
-
 # ---------------------------------------------------------------- the AQM at each target (the NeST paper's)
 
 

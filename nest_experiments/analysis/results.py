@@ -51,14 +51,6 @@ def steady_window(run_dir: Path) -> tuple[float, float]:
     return start, max(start, end - 1.0)
 
 
-def load_qdisc(run_dir: Path) -> pd.DataFrame:
-    return RunFolder(run_dir).qdisc()
-
-
-def egresses(run_dir: Path) -> list[dict[str, Any]]:
-    return RunFolder(run_dir).egresses()
-
-
 # ---------------------------------------------------------------- metrics
 
 

@@ -18,7 +18,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from nest_experiments.analysis.results import egresses, load_qdisc, steady_window
+from nest_experiments.analysis.results import steady_window
 from nest_experiments.analysis.tracecheck import step_bits
 from nest_experiments.rundir import IPERF3_SUMMARY, RATES, RunFolder, read_manifest, run_dirs
 
@@ -37,10 +37,10 @@ class EgressFigures:
 
 
 def egress_figures(run_dir: Path) -> list[EgressFigures]:
-    q = load_qdisc(run_dir)
+    q = RunFolder(run_dir).qdisc()
     t0, t1 = steady_window(run_dir)
     out = []
-    for e in egresses(run_dir):
+    for e in RunFolder(run_dir).egresses():
         if not e.get("sampled") or q.empty:
             continue
         rows = q[(q.node == e["node"]) & (q.dev == e["dev"])]
@@ -94,7 +94,7 @@ def iperf3_goodput_bps(run_dir: Path) -> float | None:
 
 def qdisc_gaps(run_dir: Path) -> dict[str, float]:
     """First and last sample time and the largest gap between samples."""
-    q = load_qdisc(run_dir)
+    q = RunFolder(run_dir).qdisc()
     if q.empty:
         return {}
     ts = sorted(q.t.unique())
