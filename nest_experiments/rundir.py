@@ -260,8 +260,8 @@ class RunFolder:
         """``qdisc.csv`` (an empty frame without it)."""
         import pandas as pd
 
-        path = self.path / QDISC
-        return pd.read_csv(path) if path.exists() else pd.DataFrame()
+        frame = self.frame(QDISC)
+        return frame if frame is not None else pd.DataFrame()
 
     def segments(self) -> list[SegmentRow]:
         """``segments.csv`` as the player's rows (raises OSError without it)."""
