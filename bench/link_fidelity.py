@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps, run_dirs
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps
+from nest_experiments.rundir import run_dirs
 
 
 def main() -> int:

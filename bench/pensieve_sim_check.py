@@ -27,7 +27,6 @@ emulated)), and QoE of eq. (1) (printed).
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -39,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nest_experiments import traces  # noqa: E402
-from nest_experiments.analysis import run_dirs  # noqa: E402
 from nest_experiments.dash import qoe  # noqa: E402
 from nest_experiments.dash.learned import sim  # noqa: E402
-from nest_experiments.dash.records import SegmentRow, read_segments  # noqa: E402
+from nest_experiments.dash.records import SegmentRow  # noqa: E402
+from nest_experiments.rundir import MANIFEST, RunFolder, run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 BITRATE_TOLERANCE = (0.85, 1.15)
@@ -83,9 +82,8 @@ threshold = "1s"
 
 
 def run_config(run_dir: Path) -> tuple[str, traces.Trace]:
-    import tomllib
 
-    cfg = tomllib.loads((run_dir / "config.toml").read_text())
+    cfg = RunFolder(run_dir).config()
     trace = cfg["links"]["bottleneck"]["forward"]["trace"]
     return cfg["apps"]["video"]["abr"], traces.generate(trace["generator"], seed=int(trace["seed"]))
 
@@ -104,12 +102,12 @@ def simulate(abr: str, trace: traces.Trace, rows: list[SegmentRow], args: argpar
 
 
 def compare(run_dir: Path, args: argparse.Namespace) -> bool | None:
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = RunFolder(run_dir).json(MANIFEST)
     if manifest.get("status") != "completed":
         print(f"{run_dir.name}: {manifest.get('status')}: {manifest.get('reason')}")
         return None
     abr, trace = run_config(run_dir)
-    rows = read_segments(run_dir / "segments.csv")
+    rows = RunFolder(run_dir).segments()
     video = sorted((r for r in rows if r.stream == "video"), key=lambda r: r.index)
     rec = simulate(abr, trace, rows, args)
     n = len(video)

@@ -25,7 +25,6 @@ reference falls among these says how much of the first queue fill it saw.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -37,9 +36,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps  # noqa: E402
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps  # noqa: E402
 from nest_experiments.config import read_toml  # noqa: E402
-from nest_experiments.rundir import dump_toml  # noqa: E402
+from nest_experiments.rundir import MANIFEST, QDISC, RunFolder, dump_toml  # noqa: E402
 
 REFERENCE = {"5ms": (5.46, 9.24), "15ms": (11.55, 9.22)}  # DESIGN §2b: PIE mean delay ms, goodput Mbit/s
 
@@ -49,8 +48,8 @@ SKIPS_S = (0.5, 1.0, 1.5)  # window starts after the traffic's, besides 0 ("all"
 
 def window_delay_ms(run_dir: Path, skip_s: float = 0.0) -> float:
     """PIE's mean delay from traffic start + ``skip_s`` to traffic end."""
-    m = json.loads((run_dir / "manifest.json").read_text())
-    q = pd.read_csv(run_dir / "qdisc.csv")
+    m = RunFolder(run_dir).json(MANIFEST)
+    q = pd.read_csv(RunFolder(run_dir).file(QDISC))
     rows = q[(q.node == "r1") & (q.kind == "pie") & (q.t >= m["traffic_start_t"] + skip_s)
              & (q.t <= m["traffic_end_t"])]
     return float(rows.delay_ms.mean())
@@ -75,7 +74,7 @@ def main() -> int:
                 "--set", f"links.bottleneck.forward.qdisc.target={args.target}",
                 *(a for kv in args.set for a in ("--set", kv))]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-        runs = sorted(p.parent for p in Path(tmp).glob("*/*/manifest.json"))
+        runs = sorted(p.parent for p in Path(tmp).glob(f"*/*/{MANIFEST}"))
         if proc.returncode != 0 or not runs:
             print(proc.stderr[-3000:], file=sys.stderr)
             return 1

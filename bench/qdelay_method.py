@@ -17,7 +17,6 @@ the same sweep again without captures and prints the goodput ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -47,23 +46,25 @@ def sweep(tmp: Path, *, duration: str, reps: int, capture: bool) -> tuple[Path, 
 
 
 def goodput(run_dir: Path) -> float | None:
-    from nest_experiments.analysis import iperf3_goodput_bps
+    from nest_experiments.analysis.utilization import iperf3_goodput_bps
 
     return iperf3_goodput_bps(run_dir)
 
 
 def report(folder: Path) -> dict[str, float]:
+    from nest_experiments.rundir import MANIFEST, QDELAY_SUMMARY, RunFolder, run_dirs
+
     gps = {}
     print(f"{'run':<16} {'PIE own':>8} {'PIE-way':>8} {'ratio':>6} {'per-pkt':>8} {'ratio':>6} {'p95':>7} "
           f"{'matched':>8} {'unm.in':>7} {'drops':>6} {'goodput':>8} {'pcap MB':>7} {'match s':>7}")
-    for run_dir in sorted(p.parent for p in folder.glob("*/manifest.json")):
+    for run_dir in run_dirs(folder):
         gp = goodput(run_dir)
         gps[run_dir.name] = gp or float("nan")
-        path = run_dir / "qdelay_summary.json"
-        if not path.exists():
+        run = RunFolder(run_dir)
+        if not run.has(QDELAY_SUMMARY):
             print(f"{run_dir.name:<16} (no capture) goodput {gp / 1e6 if gp else float('nan'):.2f} Mbit/s")
             continue
-        summary = json.loads(path.read_text())
+        summary = run.json(QDELAY_SUMMARY)
         for s in summary["egresses"]:
             k = s.get("kernel_mean_delay_ms")
             print(f"{run_dir.name:<16} {_f(k):>8} {_f(s['mean_pie_style_ms']):>8} {_f(s.get('ratio_pie_style_to_kernel'), 3):>6} "
@@ -71,7 +72,7 @@ def report(folder: Path) -> dict[str, float]:
                   f"{s['matched_fraction']:>8.4f} {s['unmatched_ingress']:>7} {s['qdisc_drops']!s:>6} "
                   f"{_f(gp / 1e6 if gp else None):>8} {summary.get('capture_bytes', 0) / 1e6:>7.1f} "
                   f"{summary.get('match_s', float('nan')):>7.2f}")
-        warnings = [w for w in json.loads((run_dir / "manifest.json").read_text()).get("warnings", []) if "qdelay" in w]
+        warnings = [w for w in run.json(MANIFEST).get("warnings", []) if "qdelay" in w]
         for w in warnings:
             print(f"  warning: {w}")
     return gps

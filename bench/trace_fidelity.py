@@ -17,11 +17,11 @@ scale for all. The trace's rates are multiplied by ``--rate-scale``.
 
 Prints, per trace and per window (from the qdisc sample nearest to 2 s
 after the start to the one nearest to 1 s before the end, about 1 s each:
-see ``nest_experiments/tracecheck.py``): the trace's rate integrated over
+see ``nest_experiments/analysis/tracecheck.py``): the trace's rate integrated over
 the window's two sample instants (by scheduled time), what the leaf sent
 between them, their ratio, and whether the queue was busy; then the mean ratio (all windows),
 the correlation, the busy windows within bounds (5%, or 1.5 packets where
-that is more: see ``nest_experiments/tracecheck.py``), the drops outside the
+that is more: see ``nest_experiments/analysis/tracecheck.py``), the drops outside the
 leaf (HTB's own) and the latest rate change.
 """
 
@@ -38,9 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nest_experiments import traces  # noqa: E402
-from nest_experiments.analysis import run_dirs  # noqa: E402
-from nest_experiments.rundir import read_csv  # noqa: E402
-from nest_experiments.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
+from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
+from nest_experiments.rundir import MANIFEST, RATES, RunFolder, read_csv, run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 PATTERNS = ("dh", "dl", "dvl", "h2eval")
@@ -75,7 +74,7 @@ flows = {args.flows}
 
 
 def report(run_dir: Path, duration_s: float) -> Fidelity | None:
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = RunFolder(run_dir).json(MANIFEST)
     if manifest.get("status") != "completed":
         print(f"{run_dir.name}: {manifest.get('status')}: {manifest.get('reason')}")
         return None
@@ -87,7 +86,7 @@ def report(run_dir: Path, duration_s: float) -> Fidelity | None:
         flag = "" if not w.busy or w.within else "  <- out of bounds"
         print(f"{w.t:8.3f} {w.t_end:8.3f} {w.trace_bps / 1e6:13.4f} {w.delivered_bps / 1e6:10.4f} {w.ratio:7.3f} "
               f"{'yes' if w.busy else 'no':>5}{flag}")
-    rates = read_csv(run_dir / "rates.csv")
+    rates = read_csv(RunFolder(run_dir).file(RATES))
     late = max((float(r["t"]) - float(r["t_scheduled"]) for r in rates[1:]), default=0.0)
     busy = fid.busy
     worst = max((abs(w.ratio - 1) for w in busy), default=float("nan"))

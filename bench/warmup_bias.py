@@ -23,7 +23,6 @@ instead, grouping its runs by the VM that ran them (``runs_before``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -35,14 +34,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps  # noqa: E402
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps  # noqa: E402
+from nest_experiments.rundir import LINKS, MANIFEST, RunFolder  # noqa: E402
 
 FIGURES = ("runner_cpu_s", "app_cpu_s", "saturated", "traffic_s", "util_bn1", "util_bn2", "iperf3_mbps",
            "pie_delay_x_target", "host_qemu_cpus", "host_steal")
 
 
 def figures(run_dir: Path) -> dict[str, Any]:
-    m = json.loads((run_dir / "manifest.json").read_text())
+    m = RunFolder(run_dir).json(MANIFEST)
     out: dict[str, Any] = {"run": m["run"], "started": m["started"], "runs_before": m.get("runs_before"),
                            "status": m["status"], "runner_cpu_s": m.get("runner_cpu_s"),
                            "app_cpu_s": sum((m.get("app_cpu_s") or {}).values()),
@@ -65,7 +65,7 @@ def figures(run_dir: Path) -> dict[str, Any]:
 
 
 def _target_ms(run_dir: Path, link: str) -> float | None:
-    for e in json.loads((run_dir / "links.json").read_text())["egresses"]:
+    for e in RunFolder(run_dir).json(LINKS)["egresses"]:
         if e["link"] == link and e.get("qdisc") == "pie":
             target = e.get("qdisc_params", {}).get("target")
             return float(target) * 1000 if target is not None else None
@@ -108,7 +108,7 @@ def main() -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to run --set")
     args = p.parse_args()
     if args.folder:
-        report([figures(m.parent) for m in args.folder.glob("*/manifest.json")])
+        report([figures(m.parent) for m in args.folder.glob(f"*/{MANIFEST}")])
         return 0
     env = {**os.environ, **({"NEST_EXP_WARMUP": "0"} if args.no_warmup else {})}
     with tempfile.TemporaryDirectory(prefix="nx-bench-", dir="/var/tmp") as tmp:
@@ -116,7 +116,7 @@ def main() -> int:
                 "--reps", str(args.reps), *(a for i in range(1, args.reps + 1) for a in ("--only", f"{args.cell}_r{i}")),
                 *(a for kv in args.set for a in ("--set", kv))]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-        runs = [m.parent for m in Path(tmp).glob("*/*/manifest.json")]
+        runs = [m.parent for m in Path(tmp).glob(f"*/*/{MANIFEST}")]
         if proc.returncode != 0 or not runs:
             print(proc.stderr[-3000:], file=sys.stderr)
             return 1

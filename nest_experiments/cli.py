@@ -79,7 +79,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return doctor()
     if args.command == "plot":
-        from nest_experiments.plot import plot_folder
+        from nest_experiments.analysis.plot import plot_folder
 
         for path in plot_folder(args.folder, report=not args.no_report, run_plots=not args.no_run_plots):
             print(path)

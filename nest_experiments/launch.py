@@ -101,8 +101,8 @@ def _default_results() -> Path:
 
 
 def _plot(folder: Path) -> None:
-    from nest_experiments.analysis import print_summary
-    from nest_experiments.plot import plot_folder
+    from nest_experiments.analysis.plot import plot_folder
+    from nest_experiments.analysis.utilization import print_summary
 
     print_summary(folder)
     pngs = plot_folder(folder)

@@ -1,4 +1,9 @@
-"""The run folder contract (DESIGN §4): atomic files, manifest, CSV writers."""
+"""The run folder contract (DESIGN §4): its file names (named here once), atomic writers, and :class:`RunFolder`,
+the one reader of a run folder's files.
+
+Pure (files only): imported by the system side that writes run folders (runner, apps, collectors) and by the
+analysis side that reads them (results, report, studies, plots). It imports nothing of either.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,45 @@ import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nest_experiments.dash.racing_log import RacingRow
+    from nest_experiments.dash.records import SegmentRow
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")
+SATURATED = 0.95  # a 1 s CPU window at or above this busy share is saturated (cpu.csv, the manifest's cpu_* fields)
+
+# ---------------------------------------------------------------- the files of a run folder (DESIGN §4)
+
+MANIFEST = "manifest.json"
+CONFIG = "config.toml"
+LINKS = "links.json"
+RAW_DIR = "raw"
+QDISC = "qdisc.csv"
+QDELAY = "qdelay.csv"
+QDELAY_SUMMARY = "qdelay_summary.json"
+RATES = "rates.csv"
+CPU = "cpu.csv"
+FIREWALL = "firewall.csv"
+WIRE = "wire.csv"
+SEGMENTS = "segments.csv"
+DECISIONS = "abr_decisions.csv"
+ACCESS = "access.csv"
+RACING = "racing.csv"
+SUBFLOWS = "subflows.csv"
+QOE = "qoe.json"
+MPTCP = "mptcp.json"
+OBJECTS = "objects.csv"
+IPERF3 = "iperf3.csv"
+IPERF3_SUMMARY = "iperf3_summary.csv"
+SIPP = "sipp.csv"
+HTTPERF = "httperf.csv"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -26,7 +65,7 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / "manifest.json").read_text())
+        data = json.loads((run_dir / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -39,7 +78,7 @@ def is_completed(run_dir: Path, config_text: str | None = None) -> bool:
     if config_text is None:
         return True
     try:
-        return (run_dir / "config.toml").read_text() == config_text
+        return (run_dir / CONFIG).read_text() == config_text
     except OSError:
         return False
 
@@ -126,6 +165,118 @@ def write_failed_run(run_dir: Path, *, config_text: str, manifest: Mapping[str, 
     """A run folder that says the run failed, and why, for a run that never produced one of its own (e.g. the
     cluster worker running it was lost): its ``config.toml`` and a manifest with ``status`` ``failed``."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "config.toml", config_text)
-    write_json(run_dir / "manifest.json", {"schema_version": SCHEMA_VERSION, "warnings": [], "versions": {},
+    write_atomic(run_dir / CONFIG, config_text)
+    write_json(run_dir / MANIFEST, {"schema_version": SCHEMA_VERSION, "warnings": [], "versions": {},
                                            **manifest, "status": "failed"})
+
+
+# ---------------------------------------------------------------- reading
+
+
+def run_dirs(folder: Path) -> list[Path]:
+    """A run folder itself, or every run folder below an experiment folder."""
+    if (folder / MANIFEST).exists():
+        return [folder]
+    return sorted(p.parent for p in folder.glob(f"*/{MANIFEST}"))
+
+
+def experiment_name(folder: Path) -> str:
+    """The experiment of a sweep folder: its first readable run config's ``[experiment] name``, else the folder's."""
+    for run_dir in run_dirs(folder):
+        try:
+            name = RunFolder(run_dir).config()["experiment"]["name"]
+        except (KeyError, TypeError):
+            continue
+        return str(name)
+    return folder.name
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder's files, read: a missing optional file reads as empty (``has`` tells which exist)."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None when it is absent or unreadable."""
+        return read_manifest(self.path)
+
+    def completed(self) -> bool:
+        return (self.manifest() or {}).get("status") == "completed"
+
+    def config_text(self) -> str:
+        return (self.path / CONFIG).read_text()
+
+    def config(self) -> dict[str, Any]:
+        """The run's resolved ``config.toml``; empty when it is absent or unreadable."""
+        try:
+            return tomllib.loads(self.config_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+
+    def json(self, name: str) -> Any:
+        """A JSON file of the run (raises OSError or ValueError)."""
+        return json.loads((self.path / name).read_text())
+
+    def egresses(self) -> list[dict[str, Any]]:
+        """``links.json``'s egresses (none without the file)."""
+        return list(self.json(LINKS).get("egresses", [])) if self.has(LINKS) else []
+
+    def qoe(self) -> dict[str, Any] | None:
+        """``qoe.json``: each DASH app's QoE document by app name; None when absent or unreadable."""
+        try:
+            docs = self.json(QOE)
+        except (OSError, ValueError):
+            return None
+        return docs if isinstance(docs, dict) else None
+
+    def rows(self, name: str) -> list[dict[str, str]]:
+        """A CSV file's rows as strings (none without the file)."""
+        return read_csv(self.path / name) if self.has(name) else []
+
+    def frame(self, name: str) -> pd.DataFrame | None:
+        """A CSV file as a pandas frame: None without the file, an empty frame for an empty file."""
+        import pandas as pd
+
+        path = self.path / name
+        if not path.exists():
+            return None
+        try:
+            return pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            return pd.DataFrame()
+
+    def qdisc(self) -> pd.DataFrame:
+        """``qdisc.csv`` (an empty frame without it)."""
+        import pandas as pd
+
+        frame = self.frame(QDISC)
+        return frame if frame is not None else pd.DataFrame()
+
+    def segments(self) -> list[SegmentRow]:
+        """``segments.csv`` as the player's rows (raises OSError without it)."""
+        from nest_experiments.dash.records import read_segments
+
+        return read_segments(self.path / SEGMENTS)
+
+    def racing(self) -> list[RacingRow]:
+        """``racing.csv``'s events (none without the file)."""
+        from nest_experiments.dash.racing_log import read_racing
+
+        return read_racing(self.path / RACING) if self.has(RACING) else []
+
+    def iperf3(self) -> list[dict[str, str]]:
+        return self.rows(IPERF3)
+
+    def iperf3_summary(self) -> list[dict[str, str]]:
+        return self.rows(IPERF3_SUMMARY)

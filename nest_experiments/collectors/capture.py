@@ -42,7 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Protocol, TextIO
 
-from nest_experiments import qdelay
+from nest_experiments.analysis import qdelay
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.procs import RunState, popen_in_ns, require_tool, stop
@@ -342,7 +342,7 @@ SUMMARY_BRIEF = ("matched_fraction", "unmatched_ingress", "qdisc_drops", "mean_p
 
 
 def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    from nest_experiments.analysis import steady_window
+    from nest_experiments.analysis.results import steady_window
 
     started = time.monotonic()
     cap = run_dir / CAPTURE_DIR

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SATURATED = 0.95
+from nest_experiments.rundir import SATURATED
 
 
 def cpu_jiffies(path: str = "/proc/stat") -> list[int]:

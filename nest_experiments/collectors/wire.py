@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import wire
+from nest_experiments.analysis import wire_bytes as wire
 from nest_experiments.collectors.capture import (
     CAPTURE_DIR,
     DRAIN_S,

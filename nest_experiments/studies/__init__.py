@@ -1,17 +1,18 @@
-"""Studies: one module per paper, each owning its metrics, checks, figure references and claims.
+"""Studies: one package per paper (``nest``, ``abr_quic``, ``under_hood``, ``h2quic``, ``racing``; ``generic`` for
+any other experiment), each owning its metrics, checks, figure references, claims and report sections.
 
 A sweep's report is the study whose ``experiments`` list the sweep's
 experiment name (``[experiment] name`` in a run's ``config.toml``, else the
 folder's name); any other experiment gets :data:`generic.STUDY`. Studies
-import the report machinery; the machinery imports only :func:`study_for`.
+import the report machinery (:mod:`nest_experiments.analysis`); the machinery imports only :func:`study_for`.
+No study imports another: what two share lives in :mod:`nest_experiments.analysis`.
 """
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from nest_experiments.analysis import run_dirs
+from nest_experiments.rundir import experiment_name
 from nest_experiments.studies import abr_quic, generic, h2quic, nest, racing, under_hood
 from nest_experiments.studies.base import Claim, Study
 
@@ -19,17 +20,6 @@ __all__ = ["STUDIES", "Claim", "Study", "experiment_name", "study_for"]
 
 STUDIES: dict[str, Study] = {s.name: s for s in (nest.STUDY, abr_quic.STUDY, under_hood.STUDY, h2quic.STUDY, racing.STUDY,
                                                     generic.STUDY)}
-
-
-def experiment_name(folder: Path) -> str:
-    """The experiment of a sweep folder: its first readable run config's ``[experiment] name``, else the folder's."""
-    for run_dir in run_dirs(folder):
-        try:
-            name = tomllib.loads((run_dir / "config.toml").read_text())["experiment"]["name"]
-        except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
-            continue
-        return str(name)
-    return folder.name
 
 
 def study_for(folder: Path) -> Study:

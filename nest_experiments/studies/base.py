@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nest_experiments import report
-from nest_experiments.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
+from nest_experiments.analysis import report
+from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
+from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,7 @@ class Study:
     name: str
     title: str  # one line in the report's head
     experiments: tuple[str, ...]  # ``[experiment] name`` values whose sweeps get this report
+    axes: Axes = AQM_AT_TARGET  # what the shared report compares, at what, the rest its context
     dash_metrics: tuple[Metric, ...] = report.DASH_METRICS  # order and paper figure numbers
     run_checks: RunChecks = report.no_checks
     cell_checks: CellChecks = report.no_cell_checks
@@ -49,10 +51,10 @@ class Study:
     outputs: OutputsFn | None = None  # the study's own files beside report.md (``plot`` writes them after it)
 
     def load_sweep(self, folder: Path) -> Sweep:
-        return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics)
+        return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics, axes=self.axes)
 
     def load_run(self, run_dir: Path) -> RunResult:
-        return report.load_run(run_dir, self.run_checks)
+        return report.load_run(run_dir, self.run_checks, self.axes)
 
     def sweep_cell_checks(self, sweep: Sweep) -> list[CellCheck]:
         return report.cell_checks(sweep, self.cell_checks)

@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps, load_qdisc
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps
 from nest_experiments.collectors.capture import match_captures
-from nest_experiments.rundir import write_json
+from nest_experiments.rundir import RunFolder, write_json
 from nest_experiments.runner import Run
 from nest_experiments.sweep import expand
 
@@ -62,7 +62,7 @@ def _qdelay(run_dir: Path) -> dict[str, Any]:
 
 def _through_the_leaf(run_dir: Path, kind: str) -> float:
     """Bytes the AQM leaf sent over the run / bytes iperf3's receivers got (headers and retransmits make it > 1)."""
-    q = load_qdisc(run_dir)
+    q = RunFolder(run_dir).qdisc()
     leaf = q[(q.node == "r1") & (q.kind == kind)]
     s = pd.read_csv(run_dir / "iperf3_summary.csv")
     received = float((s.receiver_bits_per_second * s.seconds).sum() / 8)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import egress_figures, iperf3_goodput_bps, qdisc_gaps
+from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps, qdisc_gaps
 from tests.conftest import ROOT, child_processes, cli, our_namespaces
 
 pytestmark = [pytest.mark.integration,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from nest_experiments.analysis.tracecheck import trace_fidelity
 from nest_experiments.config import parse_experiment
 from nest_experiments.errors import NetworkSetupError
 from nest_experiments.net import HtbRates
@@ -26,7 +27,6 @@ from nest_experiments.rundir import read_csv
 from nest_experiments.runner import Run
 from nest_experiments.sweep import expand
 from nest_experiments.tcplan import parse_htb_classes
-from nest_experiments.tracecheck import trace_fidelity
 from nest_experiments.traceplay import TracePlayer, changes_for
 
 if TYPE_CHECKING:  # a module-level import would make pytest try to collect it

@@ -6,7 +6,7 @@ DVL (64 -> 256 kbit/s in steps of 64 every 60 s, and back: 480 s) at a tenth
 of its time (6 s per level, 48 s) and ten times its rates (640 kbit/s -
 2.56 Mbit/s: at 64 kbit/s a 1 s window holds five packets, too few to judge
 a 5% bound), with five CUBIC flows keeping the link saturated. The bounds are
-``bench/trace_fidelity.py``'s (:mod:`nest_experiments.tracecheck`): within
+``bench/trace_fidelity.py``'s (:mod:`nest_experiments.analysis.tracecheck`): within
 2% of the trace over the run, 5% in every busy 1 s window, no drop outside
 the leaf. The rate changes go over netlink from one thread: in the TCG guest
 they must still come on time (a ``tc`` process per change would cost ~0.3 s).
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Window, trace_fidelity
 from nest_experiments.rundir import read_csv
 from nest_experiments.runner import Run
 from nest_experiments.sweep import expand
-from nest_experiments.tracecheck import MEAN_TOLERANCE, Window, trace_fidelity
 
 pytestmark = [pytest.mark.vm]
 DURATION_S = 50

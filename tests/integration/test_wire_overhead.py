@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from nest_experiments.runner import Run
-from nest_experiments.studies import h2quic
+from nest_experiments.studies.h2quic import metrics as h2quic
 from nest_experiments.sweep import expand
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The ABR x transport study (studies/abr_quic.py): metrics, U-test directions, noise floor, claims, report.
+"""The ABR x transport study (studies/abr_quic/): metrics, U-test directions, noise floor, claims, report.
 
 Synthetic run folders (DESIGN.md §4 files), no network: each session's video
 levels, stalls, CPU saturation and ABR estimates are knobs.
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.records import SegmentRow
-from nest_experiments.plot import plot_folder
 from nest_experiments.rundir import write_csv
-from nest_experiments.studies import abr_quic as aq
-from nest_experiments.studies import study_for
-from nest_experiments.studies.abr_quic_report import estimates, rate_at, trace_schedule
+from nest_experiments.studies import abr_quic, study_for
+from nest_experiments.studies.abr_quic import metrics as aq
+from nest_experiments.studies.abr_quic.report import estimates, rate_at, trace_schedule
 
 LADDER = (200_000, 400_000, 600_000, 800_000, 1_000_000, 1_500_000, 2_500_000, 4_000_000)
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
@@ -191,7 +191,7 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     folder = tmp_path / "abr_quic_tcp"
     _paper_like(folder, n=4)
     make(folder, Synth(abr="bola", transport="h3", trace=1, repetition=2, levels=(1, 3, 2, 3)))
-    assert study_for(folder) is aq.STUDY
+    assert study_for(folder) is abr_quic.STUDY
     written = plot_folder(folder, run_plots=False)
     names = {p.name for p in written}
     assert {"report.md", "abr_quic.md", "fig02_bitrate.png", "fig05_qoe.png", "estimate_ratio.png"} <= names

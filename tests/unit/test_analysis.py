@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.analysis import egress_figures
+from nest_experiments.analysis.utilization import egress_figures
 
 # the traced egress r1: built at 2 Mbit/s, then 1 Mbit/s from 5.02 s and 3 Mbit/s from 8.01 s (as applied)
 RATES = [(0.0, 0.0, 2_000_000), (5.02, 5.0, 1_000_000), (8.01, 8.0, 3_000_000)]

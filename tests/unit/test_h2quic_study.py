@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.records import SegmentRow
-from nest_experiments.plot import plot_folder
 from nest_experiments.rundir import write_csv
-from nest_experiments.studies import h2quic as hq
-from nest_experiments.studies import study_for
+from nest_experiments.studies import h2quic, study_for
 from nest_experiments.studies.base import Claim
+from nest_experiments.studies.h2quic import metrics as hq
 
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
                   "buffer_s", "stall_s", "transport", "app")
@@ -193,7 +193,7 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
             run_folder(folder, f"level-{rate // 1000}kbit_transport-{protocol}_r1", experiment=hq.OVERHEAD,
                        protocol=protocol, segments=segs(rate, 3),
                        wire=wire_rows(int(payload * (1 + extra)), int(payload * 0.02), l4_payload=payload))
-    assert study_for(folder) is hq.STUDY
+    assert study_for(folder) is h2quic.STUDY
     written = plot_folder(folder, run_plots=False)
     report = folder / "report" / hq.REPORT_FILE
     assert report in written and (folder / "report" / "fig01_overhead.png") in written

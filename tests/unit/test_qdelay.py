@@ -10,7 +10,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from nest_experiments import qdelay
+from nest_experiments.analysis import qdelay
 from nest_experiments.collectors.capture import (
     EgressTarget,
     Tap,

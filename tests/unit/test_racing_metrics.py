@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nest_experiments.studies.racing_metrics import (
+from nest_experiments.studies.racing.metrics import (
     Transfer,
     ccdf,
     max_cross_correlation,

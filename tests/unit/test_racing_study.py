@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.racing_log import RacingRow, write_racing
-from nest_experiments.plot import plot_folder
 from nest_experiments.rundir import write_csv
-from nest_experiments.studies import racing as rs
 from nest_experiments.studies import study_for
+from nest_experiments.studies.racing import sessions as rs
 
 LADDER = (70_000, 180_000, 350_000, 650_000, 1_300_000)
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from nest_experiments import report
+from nest_experiments.analysis import report, stats
+from nest_experiments.analysis.report_md import write_sweep_report
 from nest_experiments.cli import main
-from nest_experiments.report_md import write_sweep_report
 from nest_experiments.studies import generic, nest, study_for
 from tests.unit.sweep_synth import ALL_FILES, RunSpec, make_run, make_sweep
 
@@ -19,30 +19,30 @@ from tests.unit.sweep_synth import ALL_FILES, RunSpec, make_run, make_sweep
 
 def test_estimate_matches_a_hand_computed_t_interval() -> None:
     # mean 3, s = sqrt(2.5) = 1.5811, sem = 0.70711, t(0.975, 4) = 2.77645 -> half width 1.96324
-    est = report.estimate([1, 2, 3, 4, 5])
+    est = stats.estimate([1, 2, 3, 4, 5])
     assert est.n == 5 and est.mean == pytest.approx(3.0)
     assert est.low == pytest.approx(3 - 1.96324, abs=1e-4)
     assert est.high == pytest.approx(3 + 1.96324, abs=1e-4)
 
 
 def test_estimate_skips_missing_values() -> None:
-    est = report.estimate([2.0, None, 4.0, float("nan"), 6.0, 8.0])
+    est = stats.estimate([2.0, None, 4.0, float("nan"), 6.0, 8.0])
     assert est.n == 4 and est.mean == pytest.approx(5.0) and est.enough
 
 
 def test_fewer_than_four_values_give_no_interval_and_no_p() -> None:
-    est = report.estimate([1.0, 2.0, 3.0])
+    est = stats.estimate([1.0, 2.0, 3.0])
     assert est.mean == pytest.approx(2.0) and est.low is None and est.high is None and not est.enough
-    assert report.mann_whitney_p([1, 2, 3], [4, 5, 6, 7]) is None
-    assert report.mann_whitney_p([1, 2, 3, 4], [4, 5, 6]) is None
-    assert report.estimate([]).mean is None
+    assert stats.mann_whitney_p([1, 2, 3], [4, 5, 6, 7]) is None
+    assert stats.mann_whitney_p([1, 2, 3, 4], [4, 5, 6]) is None
+    assert stats.estimate([]).mean is None
 
 
 def test_mann_whitney_exact_p_on_a_known_example() -> None:
     # complete separation of 5 vs 5: U = 0, exact two-sided p = 2 / C(10, 5) = 2 / 252
-    assert report.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
-    assert report.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
-    assert report.mann_whitney_p([3, 3, 3, 3], [3, 3, 3, 3]) == 1.0
+    assert stats.mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert stats.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
+    assert stats.mann_whitney_p([3, 3, 3, 3], [3, 3, 3, 3]) == 1.0
 
 
 # ---------------------------------------------------------------- grouping
@@ -50,10 +50,10 @@ def test_mann_whitney_exact_p_on_a_known_example() -> None:
 
 def test_runs_group_into_cells_by_aqm_and_target(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
-    assert sweep.aqms == ["pie", "fq_pie"]
-    assert sweep.targets == ["5ms", "10ms", "15ms"]
+    assert sweep.compared == ["pie", "fq_pie"]
+    assert sweep.ats == ["5ms", "10ms", "15ms"]
     assert sweep.contexts == [()]
-    assert all(len(sweep.cell((), t, a)) == 4 for t in sweep.targets for a in sweep.aqms)
+    assert all(len(sweep.cell((), t, a)) == 4 for t in sweep.ats for a in sweep.compared)
     assert sweep.pairs() == [("pie", "fq_pie")]
 
 
@@ -64,7 +64,7 @@ def test_other_swept_keys_make_separate_contexts(tmp_path: Path) -> None:
             make_run(root, RunSpec(aqm=aqm, extra_point={"apps.video.abr": abr}))
     sweep = report.load_sweep(root)
     assert sweep.contexts == [(("apps.video.abr", "bola"),), (("apps.video.abr", "grate"),)]
-    assert [r.target for r in sweep.completed] == ["5ms"] * 4
+    assert [r.at for r in sweep.completed] == ["5ms"] * 4
 
 
 def test_point_with_a_qdisc_table_is_flattened() -> None:
@@ -82,12 +82,12 @@ def test_an_axis_of_several_keys_counts_once(tmp_path: Path) -> None:
                          "links.bn1.forward.qdisc.target, links.bn2.forward.qdisc.target": "10ms"}
     (run / "manifest.json").write_text(json.dumps(manifest))
     loaded = report.load_run(run)
-    assert (loaded.aqm, loaded.target, loaded.context) == ("fq_pie", "10ms", ())
+    assert (loaded.compared, loaded.at, loaded.context) == ("fq_pie", "10ms", ())
 
 
 def test_table_values_and_p(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
-    rows = {(r.metric.key, r.target): r for r in report.table(sweep)}
+    rows = {(r.metric.key, r.at): r for r in report.table(sweep)}
     rtt = rows[("video.app_rtt_s", "5ms")]
     # PIE RTTs 1.61..1.64 s, FQ-PIE 1.21..1.24 s
     assert rtt.estimates["pie"].mean == pytest.approx(1625.0)
@@ -191,12 +191,12 @@ def test_an_unreadable_run_is_excluded_with_the_reason(tmp_path: Path) -> None:
     sweep = report.load_sweep(root)
     assert [(r.name, r.status) for r in sweep.excluded] == [(bad.name, "completed, unreadable")]
     assert "ValueError" in sweep.excluded[0].reason
-    assert sweep.aqms == ["fq_pie"]
+    assert sweep.compared == ["fq_pie"]
 
 
 def test_cell_checks_average_pie_delay_over_repetitions(tmp_path: Path) -> None:
     sweep = nest.STUDY.load_sweep(make_sweep(tmp_path, reps=4, targets=(10,)))
-    pie = [c for c in nest.STUDY.sweep_cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.aqm == "pie"]
+    pie = [c for c in nest.STUDY.sweep_cell_checks(sweep) if c.name.startswith("PIE mean kernel delay") and c.compared == "pie"]
     assert {c.status for c in pie} == {"pass"} and len(pie) == 2
     assert "11.00 ms over 4 run(s) vs 10 ms (1.10x)" in pie[0].detail
 

@@ -8,8 +8,9 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.figure import Figure
 
-from nest_experiments import report, report_figures
-from nest_experiments.report_md import write_sweep_report
+from nest_experiments.analysis import report, report_figures
+from nest_experiments.analysis.axes import AQM_COLORS
+from nest_experiments.analysis.report_md import write_sweep_report
 from tests.unit.sweep_synth import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -18,7 +19,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _profile(aqm: str, target: str, source: str, steady_ms: float, *, spike_ms: float = 400.0) -> report.Profile:
     t = tuple(k + 0.5 for k in range(30))
     mean = tuple(spike_ms if k < 2 else steady_ms for k in range(30))  # a start-up spike in the first two bins
-    return report.Profile(egress="bn1 r1->r3", source=source, aqm=aqm, target=target, context=(), t=t, mean=mean,
+    return report.Profile(egress="bn1 r1->r3", source=source, compared=aqm, at=target, context=(), t=t, mean=mean,
                           low=tuple(v * 0.9 for v in mean), high=tuple(v * 1.1 for v in mean), runs=4, band="95% CI",
                           steady=(2.0, 29.0))
 
@@ -58,7 +59,7 @@ def test_queue_delay_has_one_panel_per_target_scaled_to_the_steady_window(delay_
         "PIE, kernel (qdisc.csv)", "PIE, measured: capture (qdelay.csv)", "FQ-PIE, measured: capture (qdelay.csv)",
         "target"]
     pie = next(ln for ln in axes[0].get_lines() if ln.get_label().startswith("PIE"))
-    assert pie.get_color() == report_figures.AQM_COLORS["pie"]
+    assert pie.get_color() == AQM_COLORS["pie"]
 
 
 def test_no_clipping_mark_without_a_spike() -> None:
@@ -75,7 +76,7 @@ def _overlap(fig: Figure, a: object, b: object) -> bool:
 def test_bar_chart_x_label_clears_the_ci_note_and_the_legend_clears_the_bars(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
     rows = [r for r in report.table(sweep) if r.metric.key == "video.qoe"]
-    fig = report_figures.draw_bars(rows, rows[0].metric, sweep.aqms, ())
+    fig = report_figures.draw_bars(rows, rows[0].metric, sweep.compared, ())
     report_figures.layout(fig, footnote=report_figures.BAR_NOTE)
     fig.canvas.draw()
     ax = fig.axes[0]

@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments import report, results
+from nest_experiments import results
+from nest_experiments.analysis import report
+from nest_experiments.analysis import results as reader  # the per-run readers behind results.load
 from nest_experiments.errors import NestExpError
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
 
@@ -82,7 +84,7 @@ def test_no_run_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def test_manifest_fields_flatten_tables_and_lists() -> None:
-    fields = results.manifest_fields({"status": "completed", "point": {"a": 1}, "warnings": ["x", "y"],
+    fields = reader.manifest_fields({"status": "completed", "point": {"a": 1}, "warnings": ["x", "y"],
                                       "vm": {"accel": "tcg", "warmup_s": "30"}, "parallel_runs": ["nx1", "nx2"]})
     assert fields == {"n_warnings": 2, "status": "completed", "vm.accel": "tcg", "vm.warmup_s": "30",
                       "parallel_runs": "nx1 | nx2"}
@@ -93,10 +95,10 @@ def test_a_stall_the_session_stopped_in_is_in_the_dash_metrics(tmp_path: Path) -
 
     folder = tmp_path / "sweep"
     run = make_run(folder, RunSpec(aqm="pie", repetition=1, video_levels=(0, 1, 2)))
-    before = results.dash_metrics(run, [])
+    before = reader.dash_metrics(run, [])
     (run / "qoe.json").write_text(json.dumps({"video": {"end_reason": "duration limit", "stall_at_end": {
         "stream": "video", "t_start": 30.0, "duration_s": 4.0}}}))
-    after = results.dash_metrics(run, [])
+    after = reader.dash_metrics(run, [])
     assert after["session.stall_s"] == pytest.approx(before["session.stall_s"] + 4.0)
     assert after["video.stall_s"] == pytest.approx(before["video.stall_s"] + 4.0)
     assert after["audio.stall_s"] == before["audio.stall_s"]

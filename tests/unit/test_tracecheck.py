@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from nest_experiments.tracecheck import PACKET_BITS, Fidelity, Sample, Window, step_bits, windows
+from nest_experiments.analysis.tracecheck import PACKET_BITS, Fidelity, Sample, Window, step_bits, windows
 
 
 def htb_counter(steps: list[tuple[float, float]], t: float) -> float:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis import stats
 from nest_experiments.studies import STUDIES, study_for
-from nest_experiments.studies import under_hood as uh
-from nest_experiments.studies.under_hood_report import write_report
+from nest_experiments.studies.under_hood import metrics as uh
+from nest_experiments.studies.under_hood.report import write_report
 
 
 def _s(transport: str, latency: float, tp: float | None = 10e6, *, stream: str = "objects", server: str = "caddy",
@@ -24,7 +25,7 @@ def _spread(rng: random.Random, centre: float, n: int = 30, rel: float = 0.1) ->
 
 
 def test_quantile_is_linear_interpolation_and_bootstrap_is_seeded() -> None:
-    assert uh.quantile([1, 2, 3, 4], 0.5) == 2.5 and uh.quantile([1, 2, 3, 4, 5], 0.75) == 4.0
+    assert stats.quantile([1, 2, 3, 4], 0.5) == 2.5 and stats.quantile([1, 2, 3, 4, 5], 0.75) == 4.0
     a, b = [1.0, 2.0, 3.0, 4.0, 5.0] * 4, [3.0, 4.0, 5.0, 6.0, 7.0] * 4
     ci = uh.quantile_diff_ci(a, b)
     assert ci == uh.quantile_diff_ci(a, b) and ci is not None and ci[0] > 0
@@ -161,7 +162,7 @@ def test_the_study_reports_an_objects_sweep_from_its_run_folders(tmp_path: Path)
 
 
 def test_the_report_reads_another_sweeps_folder_as_one_of_its_experiments(tmp_path: Path) -> None:
-    from nest_experiments.studies.under_hood_report import main
+    from nest_experiments.studies.under_hood.report import main
 
     _run(tmp_path, "a_r1", "tcp", _rows("tcp", 0.010))
     _run(tmp_path, "b_r1", "h3", _rows("h3", 0.004))
@@ -186,7 +187,7 @@ def test_overlap_jain_weights_concurrent_objects_of_different_streams() -> None:
 
 
 def test_reproduces_needs_audio_later_over_quic_than_over_tcp() -> None:
-    from nest_experiments.studies.under_hood_report import reproduces
+    from nest_experiments.studies.under_hood.report import reproduces
 
     rng = random.Random(5)
     samples = _dash("caddy", 0.30, rng) + _dash("nest", 0.02, rng)

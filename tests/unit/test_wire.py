@@ -1,4 +1,4 @@
-"""Bytes on the wire from a pcap (nest_experiments.wire), on a pcap of known packets written here with struct."""
+"""Bytes on the wire from a pcap (nest_experiments.analysis.wire_bytes), on a pcap of known packets written here with struct."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from nest_experiments import wire
+from nest_experiments.analysis import wire_bytes as wire
 from nest_experiments.errors import ConfigError
 
 SNAPLEN = 96

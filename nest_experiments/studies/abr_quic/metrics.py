@@ -28,30 +28,24 @@ medians) smaller than it is marked.
 
 Per ABR and metric: two-sided Mann-Whitney U (TCP vs h3) and one-sided
 "TCP better" (higher bitrate and QoE, lower variation and rebuffer) and "h3
-better", with at least :data:`~nest_experiments.report.MIN_REPS` sessions per
+better", with at least :data:`~nest_experiments.analysis.stats.MIN_REPS` sessions per
 transport (else "too few"). The claim table checks every claim of section IV.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
-import tomllib
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
-from nest_experiments.analysis import run_dirs
+from nest_experiments.analysis.markdown import number as fmt
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, flatten, ok
+from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
 from nest_experiments.dash import qoe
-from nest_experiments.dash.records import read_segments
-from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, flatten, ok
-from nest_experiments.rundir import read_manifest
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.rundir import QOE, SEGMENTS, RunFolder, read_manifest, run_dirs
+from nest_experiments.studies.base import Claim
 
 EXPERIMENT = "abr_quic_tcp"
 TRANSPORTS = ("tcp", "h3")  # the letter's DASH/TCP and DASH/QUIC
@@ -114,10 +108,7 @@ def session_metrics(rows: Sequence[Any]) -> dict[str, float]:
 
 
 def _dash_app(run_dir: Path) -> dict[str, Any]:
-    try:
-        apps = tomllib.loads((run_dir / "config.toml").read_text()).get("apps", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+    apps = RunFolder(run_dir).config().get("apps", {})
     return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), {})
 
 
@@ -127,19 +118,16 @@ def _condition(point: dict[str, str]) -> str:
 
 
 def _complete(run_dir: Path) -> bool:
-    try:
-        docs = json.loads((run_dir / "qoe.json").read_text())
-    except (OSError, ValueError):
-        return False
+    docs = RunFolder(run_dir).qoe() or {}
     return bool(docs) and all(isinstance(d, dict) and d.get("end_reason") == "ended" for d in docs.values())
 
 
 def load_session(run_dir: Path) -> Session | None:
     """The session of a completed run folder (None: not completed, or no video segment)."""
     m = read_manifest(run_dir) or {}
-    if m.get("status") != "completed" or not (run_dir / "segments.csv").exists():
+    if m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
-    metrics = session_metrics(read_segments(run_dir / "segments.csv"))
+    metrics = session_metrics(RunFolder(run_dir).segments())
     if not metrics:
         return None
     app = _dash_app(run_dir)
@@ -230,17 +218,6 @@ class Comparison:
         return abs(self.diff) < self.noise
 
 
-def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
-    """Mann-Whitney U p-value of ``a`` vs ``b`` (``greater``: a tends higher); None below MIN_REPS per side."""
-    if len(a) < MIN_REPS or len(b) < MIN_REPS:
-        return None
-    if len(set(a) | set(b)) == 1:
-        return 1.0 if alternative == "two-sided" else 0.5  # all equal: no evidence either way
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
-
-
 def compare(sessions: Sequence[Session], abr: str, metric: SessionMetric,
             floor: dict[str, float] | None = None) -> Comparison:
     groups = {t: {s.condition: s.metrics[metric.key] for s in sessions if (s.abr, s.transport) == (abr, t)}
@@ -299,16 +276,6 @@ PAPER_CLAIMS: tuple[PaperClaim, ...] = tuple(
                   "insignificant": "QoE TCP vs QUIC insignificant (IV-D, Fig. 5)"}))
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
-
-
-def fmt_p(p: float | None) -> str:
-    return "too few" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
-
-
 def comparison_text(c: Comparison) -> str:
     unit = f" {c.metric.unit}" if c.metric.unit else ""
     tcp, h3 = (fmt(statistics.median(v)) + unit if v else "no session" for v in (c.tcp, c.h3))
@@ -359,7 +326,7 @@ def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
 def run_checks(run: RunInput) -> list[Check]:
     """Each run: the session played to the end; the origin was Caddy whatever the transport."""
     d = run.run_dir
-    out = [Check(name="session played to the end", subject="qoe.json", status=ok(_complete(d)),
+    out = [Check(name="session played to the end", subject=QOE, status=ok(_complete(d)),
                  detail="end_reason 'ended'" if _complete(d) else "the player did not reach the end (qoe.json)")]
     versions = (read_manifest(d) or {}).get("versions") or {}
     servers = sorted({str(v) for k, v in versions.items() if k.endswith(".http_server")})
@@ -370,7 +337,7 @@ def run_checks(run: RunInput) -> list[Check]:
 
 @dataclass(frozen=True, kw_only=True)
 class StudyReport:
-    """Everything :mod:`.abr_quic_report` writes, computed once."""
+    """Everything :mod:`.report` writes, computed once."""
 
     sessions: tuple[Session, ...]
     comparisons: tuple[Comparison, ...]
@@ -389,27 +356,3 @@ def analyse(folder: Path) -> StudyReport:
     floor = noise_floor(pairs)
     return StudyReport(sessions=tuple(sessions), comparisons=tuple(comparisons(sessions, floor)), pairs=tuple(pairs),
                        floor=floor, claims=tuple(claim_table(sessions)))
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``abr_quic.md`` and its figures beside the shared report (:mod:`.abr_quic_report`; matplotlib loads here)."""
-    from nest_experiments.studies.abr_quic_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="abr_quic",
-    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
-          f"; its box plots (Figs. 2-5), U tests per ABR, noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=(EXPERIMENT,),
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the session played to the end (qoe.json end_reason 'ended'); the origin was Caddy for "
-                 "every transport (manifest versions). CPU-saturated runs are listed below and left out of the "
-                 f"study's statistics ({REPORT_FILE}).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

@@ -1,7 +1,7 @@
 """PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
 
 On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
-report (``report/report.md``, see :mod:`nest_experiments.report_md`) and the files
+report (``report/report.md``, see :mod:`nest_experiments.analysis.report_md`) and the files
 its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`).
 """
 
@@ -15,9 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nest_experiments.analysis import load_qdisc, run_dirs  # noqa: E402
 from nest_experiments.errors import NestExpError  # noqa: E402
-from nest_experiments.rundir import read_manifest  # noqa: E402
+from nest_experiments.rundir import IPERF3, MANIFEST, RunFolder, read_manifest, run_dirs  # noqa: E402
 
 
 def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) -> list[Path]:
@@ -28,7 +27,7 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
     """
     dirs = run_dirs(folder)
     runs = [d for d in dirs if (read_manifest(d) or {}).get("status") == "completed"]
-    sweep = bool(dirs) and not (folder / "manifest.json").exists()
+    sweep = bool(dirs) and not (folder / MANIFEST).exists()
     if not runs and not (sweep and report):
         raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here")
     out: list[Path] = []
@@ -36,7 +35,7 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
         for run_dir in runs:
             out += plot_run(run_dir)
     if sweep and report:
-        from nest_experiments.report_md import REPORT_DIR, write_sweep_report
+        from nest_experiments.analysis.report_md import REPORT_DIR, write_sweep_report
         from nest_experiments.studies import study_for
 
         out += write_sweep_report(folder)
@@ -48,11 +47,12 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
 
 def plot_run(run_dir: Path) -> list[Path]:
     out = []
-    q = load_qdisc(run_dir)
+    q = RunFolder(run_dir).qdisc()
     if not q.empty:
         out.append(_qdisc_plot(run_dir, q))
-    if (run_dir / "iperf3.csv").exists():
-        out.append(_throughput_plot(run_dir, pd.read_csv(run_dir / "iperf3.csv")))
+    flows = RunFolder(run_dir).frame(IPERF3)
+    if flows is not None:
+        out.append(_throughput_plot(run_dir, flows))
     return out
 
 

@@ -8,28 +8,26 @@ that cannot be made (file absent) fails and says why.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from nest_experiments import topology
-from nest_experiments.errors import NestExpError
-from nest_experiments.report import (
+from nest_experiments.analysis.axes import CellKey
+from nest_experiments.analysis.report import (
+    AqmEgress,
     CellCheck,
-    CellKey,
     Check,
-    Egress,
     Metric,
     RunInput,
     RunResult,
     delay_metric,
     estimate,
     ok,
-    read_csv,
 )
+from nest_experiments.errors import NestExpError
+from nest_experiments.rundir import HTTPERF, IPERF3_SUMMARY, MPTCP, SEGMENTS, SIPP, SUBFLOWS, RunFolder
 
 MIN_SIPP_SUCCESS = 0.90
 MIN_HTTPERF_REPLY = 0.90
@@ -37,10 +35,7 @@ MIN_HTTPERF_REPLY = 0.90
 
 def app_kinds(run_dir: Path) -> set[str]:
     """The ``kind`` of every app in the run's resolved ``config.toml``."""
-    try:
-        data = tomllib.loads((run_dir / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return set()
+    data = RunFolder(run_dir).config()
     return {str(a.get("kind")) for a in (data.get("apps") or {}).values() if isinstance(a, dict)}
 
 
@@ -59,9 +54,9 @@ def _missing(name: str, file: str) -> list[Check]:
 
 
 def _iperf3_checks(run_dir: Path, expected: bool) -> list[Check]:
-    s = read_csv(run_dir / "iperf3_summary.csv")
+    s = RunFolder(run_dir).frame(IPERF3_SUMMARY)
     if s is None:
-        return _missing("iperf3 flow moved data", "iperf3_summary.csv") if expected else []
+        return _missing("iperf3 flow moved data", IPERF3_SUMMARY) if expected else []
     if s.empty:
         return [Check(name="iperf3 flow moved data", subject="-", status="fail", detail="no flow in the summary")]
     out = []
@@ -77,7 +72,7 @@ def _iperf3_checks(run_dir: Path, expected: bool) -> list[Check]:
 def _ratio_checks(run_dir: Path, expected: bool, *, file: str, name: str, part: str, whole: str, minimum: float,
                   detail: str, unit: str) -> list[Check]:
     """One check per row of an app's CSV: ``part / whole >= minimum`` (e.g. calls succeeded / attempted)."""
-    s = read_csv(run_dir / file)
+    s = RunFolder(run_dir).frame(file)
     if s is None:
         return _missing(name, file) if expected else []
     out = []
@@ -92,13 +87,13 @@ def _ratio_checks(run_dir: Path, expected: bool, *, file: str, name: str, part: 
 
 
 def _sipp_checks(run_dir: Path, expected: bool) -> list[Check]:
-    return _ratio_checks(run_dir, expected, file="sipp.csv", name="SIPp calls succeeded", part="calls_successful",
+    return _ratio_checks(run_dir, expected, file=SIPP, name="SIPp calls succeeded", part="calls_successful",
                          whole="calls_attempted", minimum=MIN_SIPP_SUCCESS, detail="{num:.0f}/{den:.0f} calls",
                          unit="% of calls succeeded")
 
 
 def _httperf_checks(run_dir: Path, expected: bool) -> list[Check]:
-    return _ratio_checks(run_dir, expected, file="httperf.csv", name="httperf reply rate", part="reply_rate_avg",
+    return _ratio_checks(run_dir, expected, file=HTTPERF, name="httperf reply rate", part="reply_rate_avg",
                          whole="request_rate", minimum=MIN_HTTPERF_REPLY,
                          detail="{num:.2f} replies/s for {den:.2f} requests/s", unit="% of the request rate")
 
@@ -106,7 +101,7 @@ def _httperf_checks(run_dir: Path, expected: bool) -> list[Check]:
 # ---------------------------------------------------------------- AQMs
 
 
-def pie_checks(egs: Sequence[Egress], means: dict[Metric, float], band: tuple[float, float]) -> list[Check]:
+def pie_checks(egs: Sequence[AqmEgress], means: dict[Metric, float], band: tuple[float, float]) -> list[Check]:
     """PIE's mean delay as the kernel reports it (steady window) within ``band`` x its target, per egress."""
     out = []
     lo, hi = band
@@ -123,7 +118,7 @@ def pie_checks(egs: Sequence[Egress], means: dict[Metric, float], band: tuple[fl
     return out
 
 
-def fq_pie_checks(egs: Sequence[Egress], means: dict[Metric, float]) -> list[Check]:
+def fq_pie_checks(egs: Sequence[AqmEgress], means: dict[Metric, float]) -> list[Check]:
     """FQ-PIE (whose delay the kernel does not report) has a measured series (``qdelay.csv``), per egress."""
     out = []
     for e in (e for e in egs if e.kind == "fq_pie"):
@@ -137,7 +132,7 @@ def fq_pie_checks(egs: Sequence[Egress], means: dict[Metric, float]) -> list[Che
 
 def pie_cell_checks(runs: Sequence[RunResult], cell: CellKey, band: tuple[float, float]) -> list[CellCheck]:
     """PIE's kernel delay averaged over the cell's repetitions, against the target (per egress)."""
-    context, target, aqm = cell
+    context, at, compared = cell
     out = []
     lo, hi = band
     egs = {e.name: e for r in runs for e in r.egresses if e.kind == "pie"}
@@ -145,11 +140,11 @@ def pie_cell_checks(runs: Sequence[RunResult], cell: CellKey, band: tuple[float,
         means = [r.metrics.get(delay_metric(name, "kernel").key) for r in runs]
         est = estimate(means)
         if est.mean is None or e.target_ms is None:
-            out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
+            out.append(CellCheck(context=context, at=at, compared=compared, name=f"PIE mean kernel delay / target, {name}",
                                  passed=0, total=1, detail="no kernel delay or no target"))
             continue
         ratio = est.mean / e.target_ms
-        out.append(CellCheck(context=context, target=target, aqm=aqm, name=f"PIE mean kernel delay / target, {name}",
+        out.append(CellCheck(context=context, at=at, compared=compared, name=f"PIE mean kernel delay / target, {name}",
                              passed=int(lo <= ratio <= hi), total=1,
                              detail=f"{est.mean:.2f} ms over {est.n} run(s) vs {e.target_ms:g} ms ({ratio:.2f}x)"))
     return out
@@ -162,11 +157,11 @@ def dash_split_checks(run: RunInput, minimum: float) -> list[Check]:
     """Each bottleneck carried at least ``minimum`` of the DASH bytes (MPTCP subflows, ``subflows.csv``)."""
     name = "DASH bytes per bottleneck"
     links = run.bottlenecks
-    if not links or not ("dash" in app_kinds(run.run_dir) or (run.run_dir / "segments.csv").exists()):
+    if not links or not ("dash" in app_kinds(run.run_dir) or RunFolder(run.run_dir).has(SEGMENTS)):
         return []
-    sub = read_csv(run.run_dir / "subflows.csv")
+    sub = RunFolder(run.run_dir).frame(SUBFLOWS)
     if sub is None or sub.empty:
-        why = "subflows.csv absent" if sub is None else "subflows.csv has no rows"
+        why = f"{SUBFLOWS} absent" if sub is None else f"{SUBFLOWS} has no rows"
         return [Check(name=name, subject=link, status="fail", detail=why) for link in links]
     per_link = _bytes_per_bottleneck(run.run_dir, sub, links)
     total = sum(per_link.values())
@@ -187,7 +182,7 @@ def dash_split_checks(run: RunInput, minimum: float) -> list[Check]:
 def _mptcp_hint(run_dir: Path) -> str:
     """What the players' kernels counted (``mptcp.json``): connections, ADD_ADDRs received, joins answered."""
     try:
-        apps = json.loads((run_dir / "mptcp.json").read_text())
+        apps = RunFolder(run_dir).json(MPTCP)
     except (OSError, ValueError):
         return ""
     parts = []
@@ -216,9 +211,9 @@ def _link_to_bottleneck(run_dir: Path, links: Sequence[str]) -> dict[str, str]:
     """Client access link -> the AQM bottleneck sharing its far end (``h2_r1`` -> ``bn1``)."""
     mapping = {link: link for link in links}
     try:
-        name = tomllib.loads((run_dir / "config.toml").read_text())["experiment"]["topology"]
+        name = RunFolder(run_dir).config()["experiment"]["topology"]
         spec = topology.load("experiment.topology", str(name))
-    except (OSError, KeyError, tomllib.TOMLDecodeError, NestExpError):
+    except (KeyError, TypeError, NestExpError):
         return mapping
     by_name = {lk.name: lk for lk in spec.links}
     for access in spec.links:

@@ -32,22 +32,18 @@ Claims (the blog's words) are judged on the cell means: see :func:`claims`.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis import run_dirs
-from nest_experiments.dash.records import SegmentRow, read_segments
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError
-from nest_experiments.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.rundir import read_manifest
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.rundir import LINKS, RATES, SEGMENTS, WIRE, RunFolder, read_manifest, run_dirs
+from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_rate
 
 OVERHEAD, UTILIZATION, ADAPTATION = "h2quic_overhead", "h2quic_utilization", "h2quic_adaptation"
@@ -94,17 +90,10 @@ class RunInfo:
         return rates.pop() if len(rates) == 1 else None
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads((run_dir / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
 def rtt_ms(run_dir: Path) -> float:
     """The bottleneck's delay both ways (``links.json``: each egress's netem delay), in ms."""
     try:
-        egresses = json.loads((run_dir / "links.json").read_text())["egresses"]
+        egresses = RunFolder(run_dir).json(LINKS)["egresses"]
     except (OSError, ValueError, KeyError, TypeError):
         return math.nan
     return 1e3 * sum(float(e.get("delay_s") or 0.0) for e in egresses if e.get("link") == LINK)
@@ -124,9 +113,9 @@ def load_run(run_dir: Path) -> RunInfo | None:
     m = read_manifest(run_dir) or {}
     if m.get("status") != "completed" or m.get("experiment") not in EXPERIMENTS:
         return None
-    cfg = _config(run_dir)
+    cfg = RunFolder(run_dir).config()
     app = next((a for a in (cfg.get("apps") or {}).values() if isinstance(a, dict) and a.get("kind") == "dash"), None)
-    if app is None or not (run_dir / "segments.csv").exists():
+    if app is None or not RunFolder(run_dir).has(SEGMENTS):
         return None
     link = (cfg.get("links") or {}).get(LINK) or {}
     try:
@@ -136,18 +125,11 @@ def load_run(run_dir: Path) -> RunInfo | None:
     return RunInfo(run=run_dir.name, path=run_dir, experiment=str(m["experiment"]),
                    protocol=str(app.get("transport", "tcp")), rtt_ms=rtt_ms(run_dir), rate_bps=rate,
                    repetition=int(m.get("repetition", 1) or 1),
-                   segments=tuple(read_segments(run_dir / "segments.csv")))
+                   segments=tuple(RunFolder(run_dir).segments()))
 
 
 def load_runs(folder: Path) -> list[RunInfo]:
     return [r for r in map(load_run, run_dirs(folder)) if r is not None]
-
-
-def _csv(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 # ---------------------------------------------------------------- overhead
@@ -209,7 +191,7 @@ def overheads(runs: Sequence[RunInfo]) -> list[Overhead]:
     for r in runs:
         if r.experiment != OVERHEAD or r.bitrate_bps is None:
             continue
-        o = overhead_of(r, _csv(r.path / "wire.csv"))
+        o = overhead_of(r, RunFolder(r.path).rows(WIRE))
         if o is not None:
             out.append(o)
     return out
@@ -283,7 +265,7 @@ def adaptations(runs: Sequence[RunInfo]) -> list[Adaptation]:
     out = []
     for r in runs:
         if r.experiment == ADAPTATION:
-            a = adaptation_of(r, _csv(r.path / "rates.csv"))
+            a = adaptation_of(r, RunFolder(r.path).rows(RATES))
             if a is not None:
                 out.append(a)
     return out
@@ -483,42 +465,18 @@ def run_checks(run: RunInput) -> list[Check]:
     """Each run: video segments arrived; an overhead run has bytes both ways on the wire and one level only."""
     info = load_run(run.run_dir)
     if info is None:
-        return [Check(name="video segments", subject="segments.csv", status="fail",
+        return [Check(name="video segments", subject=SEGMENTS, status="fail",
                       detail="no completed run of this study with segments")]
-    out = [Check(name="video segments", subject="segments.csv", status=ok(bool(info.video)),
+    out = [Check(name="video segments", subject=SEGMENTS, status=ok(bool(info.video)),
                  detail=f"{len(info.video)} video segments")]
     if info.experiment in (OVERHEAD, UTILIZATION):
-        out.append(Check(name="one representation", subject="segments.csv", status=ok(info.bitrate_bps is not None),
+        out.append(Check(name="one representation", subject=SEGMENTS, status=ok(info.bitrate_bps is not None),
                          detail="every video segment at one level (abr = 'fixed')" if info.bitrate_bps
                          else "segments at several levels"))
     if info.experiment == OVERHEAD:
-        rows = _csv(run.run_dir / "wire.csv")
+        rows = RunFolder(run.run_dir).rows(WIRE)
         both = {r["direction"] for r in rows if r["proto"] in WIRE_PROTOCOLS and int(r["frame_bytes"]) > 0}
-        out.append(Check(name="bytes on the wire both ways", subject="wire.csv",
+        out.append(Check(name="bytes on the wire both ways", subject=WIRE,
                          status=ok(both == {"forward", "reverse"}),
                          detail=", ".join(sorted(both)) or "no wire.csv or no TCP/UDP bytes"))
     return out
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``h2quic.md`` and its figures beside the shared report (:mod:`.h2quic_report`; matplotlib loads here)."""
-    from nest_experiments.studies.h2quic_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="h2quic",
-    title="the HTTP/1.1-TCP vs HTTP/2-TLS vs HTTP/3-QUIC DASH evaluation (overhead, link utilization, adaptation; "
-          f"../shared/papers/dash-over-quic-http2-evaluation.txt); its figures and tables: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the run has video segments; an overhead or utilization run kept one representation "
-                 "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "
-                 "(wire.csv).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

@@ -1,5 +1,8 @@
 """Figures of a sweep report (PNG, matplotlib Agg); a study adds its paper's figure numbers.
 
+The study's axes (:mod:`nest_experiments.analysis.axes`) name the groups and the bars; the NeST paper's (the
+AQM at each target) read:
+
 - one bar chart per DASH metric and stream: the mean per target, one bar per
   AQM, error bars = 95% CI over repetitions (none where n < MIN_REPS, and the
   bar says ``n=...``); the title names the paper's figure when the metric has one;
@@ -9,7 +12,7 @@
   target a dotted line; the y axis spans the steady window (the start-up
   spike, up to 100x the target, is shaded and marked as clipped).
 
-Colors: an AQM keeps its color in every figure (PIE blue, FQ-PIE orange).
+Colors: a compared value keeps its color in every figure (PIE blue, FQ-PIE orange).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from nest_experiments.report import Metric, Profile, Row, Sweep, order_targets, target_ms  # noqa: E402
+from nest_experiments.analysis.axes import AQM_AT_TARGET, Axis, Context, target_ms  # noqa: E402
+from nest_experiments.analysis.axes import Axes as ReportAxes  # noqa: E402
+from nest_experiments.analysis.report import Metric, Profile, Row, Sweep  # noqa: E402
 
-AQM_NAMES = {"pie": "PIE", "fq_pie": "FQ-PIE", "codel": "CoDel", "fq_codel": "FQ-CoDel", "cake": "CAKE"}
-AQM_COLORS = {"pie": "#1f77b4", "fq_pie": "#ff7f0e"}
 OTHER_COLORS = ("#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 DPI = 150
 SOURCE_STYLES = {"kernel": "--", "capture-pie-style": "-."}  # measured (capture): solid
@@ -39,31 +42,28 @@ DELAY_NOTE = ("mean over repetitions on a 1 s grid; band: 95% CI (min-max where 
               "(before traffic start + 2 s), left out of the y range")
 
 
-def aqm_name(aqm: str) -> str:
-    return "+".join(AQM_NAMES.get(a, a) for a in aqm.split("+"))
-
-
-def aqm_color(aqm: str, aqms: Sequence[str]) -> str:
-    if aqm in AQM_COLORS:
-        return AQM_COLORS[aqm]
-    others = [a for a in aqms if a not in AQM_COLORS]
-    return OTHER_COLORS[others.index(aqm) % len(OTHER_COLORS)] if aqm in others else "#000000"
+def color(value: str, values: Sequence[str], axis: Axis) -> str:
+    """The axis's color of ``value``; the others take the palette in the order of ``values``."""
+    if value in axis.colors:
+        return axis.colors[value]
+    others = [v for v in values if v not in axis.colors]
+    return OTHER_COLORS[others.index(value) % len(OTHER_COLORS)] if value in others else "#000000"
 
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
 
 
-def context_text(context: tuple[tuple[str, str], ...]) -> str:
+def context_text(context: Context) -> str:
     return ", ".join(f"{k} = {v}" for k, v in context)
 
 
-def metric_file(metric: Metric, context: tuple[tuple[str, str], ...]) -> str:
+def metric_file(metric: Metric, context: Context) -> str:
     stem = f"fig{metric.figure:02d}_{slug(metric.key)}" if metric.figure else slug(metric.key)
     return f"{stem}_{slug(context_text(context))}.png" if context else f"{stem}.png"
 
 
-def delay_file(egress: str, context: tuple[tuple[str, str], ...]) -> str:
+def delay_file(egress: str, context: Context) -> str:
     stem = f"qdelay_{slug(egress)}"
     return f"{stem}_{slug(context_text(context))}.png" if context else f"{stem}.png"
 
@@ -81,80 +81,83 @@ def sweep_figures(sweep: Sweep, rows: Sequence[Row], profiles: Sequence[Profile]
             mine = [r for r in rows if r.metric.key == metric.key and r.context == context]
             if mine:
                 name = metric_file(metric, context)
-                written[name] = bar_chart(mine, metric, sweep.aqms, context, out_dir / name)
+                written[name] = bar_chart(mine, metric, sweep.compared, context, out_dir / name, axes=sweep.axes)
     for context in sweep.contexts:
         for egress in sorted({p.egress for p in profiles if p.context == context}):
             profs = [p for p in profiles if p.egress == egress and p.context == context]
             name = delay_file(egress, context)
-            written[name] = delay_figure(profs, egress, sweep.aqms, sweep.targets, context, out_dir / name,
-                                         reference=delay_reference)
+            written[name] = delay_figure(profs, egress, sweep.compared, sweep.ats, context, out_dir / name,
+                                         reference=delay_reference, axes=sweep.axes)
     return written
 
 
-def bar_chart(rows: Sequence[Row], metric: Metric, aqms: Sequence[str], context: tuple[tuple[str, str], ...],
-              path: Path) -> Path:
-    return save(draw_bars(rows, metric, aqms, context), path, footnote=BAR_NOTE)
+def bar_chart(rows: Sequence[Row], metric: Metric, values: Sequence[str], context: Context,
+              path: Path, *, axes: ReportAxes = AQM_AT_TARGET) -> Path:
+    return save(draw_bars(rows, metric, values, context, axes=axes), path, footnote=BAR_NOTE)
 
 
-def draw_bars(rows: Sequence[Row], metric: Metric, aqms: Sequence[str],
-              context: tuple[tuple[str, str], ...]) -> Figure:
-    """One group of bars per target, one bar per AQM; headroom above the bars for the legend."""
+def draw_bars(rows: Sequence[Row], metric: Metric, values: Sequence[str],
+              context: Context, *, axes: ReportAxes = AQM_AT_TARGET) -> Figure:
+    """One group of bars per value of the at axis (a target), one bar per compared value (an AQM); headroom
+    above the bars for the legend."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    width = 0.8 / max(1, len(aqms))
-    for i, aqm in enumerate(aqms):
+    width = 0.8 / max(1, len(values))
+    for i, value in enumerate(values):
         xs: list[float] = []
         means: list[float] = []
         errs: tuple[list[float], list[float]] = ([], [])
         ns: list[int] = []
         for x, row in enumerate(rows):
-            est = row.estimates.get(aqm)
+            est = row.estimates.get(value)
             if est is None or est.mean is None:
                 continue
-            xs.append(x + (i - (len(aqms) - 1) / 2) * width)
+            xs.append(x + (i - (len(values) - 1) / 2) * width)
             means.append(est.mean)
             errs[0].append(est.mean - est.low if est.low is not None else 0.0)
             errs[1].append(est.high - est.mean if est.high is not None else 0.0)
             ns.append(est.n)
-        bars = ax.bar(xs, means, width, yerr=errs, capsize=4, color=aqm_color(aqm, aqms), label=aqm_name(aqm),
-                      edgecolor="black", linewidth=0.5)
+        bars = ax.bar(xs, means, width, yerr=errs, capsize=4, color=color(value, values, axes.compared),
+                      label=axes.compared.label(value), edgecolor="black", linewidth=0.5)
         for bar, n in zip(bars, ns, strict=True):
             ax.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 2), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=7, color="white" if aqm in AQM_COLORS else "black")
-    ax.set_xticks(range(len(rows)), [r.target for r in rows])
-    ax.set_xlabel("target queue delay")
+                        ha="center", va="bottom", fontsize=7, color="white" if value in axes.compared.colors else "black")
+    ax.set_xticks(range(len(rows)), [r.at for r in rows])
+    ax.set_xlabel(axes.at.title or axes.at.name)
     ax.set_ylabel(f"{metric.label} ({metric.unit})")
     low, high = ax.get_ylim()
     ax.set_ylim(low, high + 0.18 * (high - low))  # room for the legend above the tallest bar
     paper = f" (cf. paper Fig. {metric.figure})" if metric.figure else ""
     title = f"{metric.label[0].upper()}{metric.label[1:]}{paper}"
     ax.set_title(title + (f"\n{context_text(context)}" if context else ""), fontsize=10)
-    ax.legend(title="AQM", fontsize=8, title_fontsize=8, loc="upper center", ncol=max(1, len(aqms)), frameon=False)
+    ax.legend(title=axes.compared.name, fontsize=8, title_fontsize=8, loc="upper center", ncol=max(1, len(values)),
+              frameon=False)
     ax.grid(axis="y", alpha=0.3)
     ax.axhline(0, color="black", lw=0.6)
     return fig
 
 
-def delay_figure(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], targets: Sequence[str],
-                 context: tuple[tuple[str, str], ...], path: Path, *, reference: str = "") -> Path:
-    fig = draw_delay(profiles, egress, aqms, targets, context, reference=reference)
+def delay_figure(profiles: Sequence[Profile], egress: str, values: Sequence[str], ats: Sequence[str],
+                 context: Context, path: Path, *, reference: str = "", axes: ReportAxes = AQM_AT_TARGET) -> Path:
+    fig = draw_delay(profiles, egress, values, ats, context, reference=reference, axes=axes)
     return save(fig, path, footnote=DELAY_NOTE, legend_rows=_legend_rows(fig))
 
 
-def draw_delay(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], targets: Sequence[str],
-               context: tuple[tuple[str, str], ...], *, reference: str = "") -> Figure:
-    """One panel per target: each AQM and source a line (band over repetitions), the target a dotted line.
+def draw_delay(profiles: Sequence[Profile], egress: str, values: Sequence[str], ats: Sequence[str],
+               context: Context, *, reference: str = "", axes: ReportAxes = AQM_AT_TARGET) -> Figure:
+    """One panel per value of the at axis (a target): each compared value (an AQM) and source a line (band over
+    repetitions), the at value a dotted line when it reads as a time (a target).
 
     The y axis spans the steady window (:func:`steady_top`); the start-up
     before it is shaded, and a peak above the axis is marked as clipped.
     """
-    have = {p.target for p in profiles}
-    panels = [t for t in targets if t in have] + order_targets(have - set(targets))
-    fig, axes = plt.subplots(1, len(panels), figsize=(1.0 + 4.3 * len(panels), 4.0), squeeze=False)
-    for ax, target in zip(axes[0], panels, strict=True):
-        _delay_panel(ax, [p for p in profiles if p.target == target], target, aqms)
-    axes[0][0].set_ylabel("queue delay (ms)")
+    have = {p.at for p in profiles}
+    panels = [t for t in ats if t in have] + axes.at.order(have - set(ats))
+    fig, grid = plt.subplots(1, len(panels), figsize=(1.0 + 4.3 * len(panels), 4.0), squeeze=False)
+    for ax, at in zip(grid[0], panels, strict=True):
+        _delay_panel(ax, [p for p in profiles if p.at == at], at, values, axes)
+    grid[0][0].set_ylabel("queue delay (ms)")
     handles: dict[str, Any] = {}
-    for ax in axes[0]:
+    for ax in grid[0]:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(3, len(handles)), fontsize=7,
@@ -164,23 +167,23 @@ def draw_delay(profiles: Sequence[Profile], egress: str, aqms: Sequence[str], ta
     return fig
 
 
-def _delay_panel(ax: Axes, profiles: Sequence[Profile], target: str, aqms: Sequence[str]) -> None:
-    order = {a: i for i, a in enumerate(aqms)}
-    for p in sorted(profiles, key=lambda p: (order.get(p.aqm, len(order)), p.source != "kernel", p.source)):
-        color = aqm_color(p.aqm, aqms)
-        ax.plot(p.t, p.mean, SOURCE_STYLES.get(p.source, "-"), color=color, lw=1.3,
-                label=f"{aqm_name(p.aqm)}, {_source(p.source)}")
-        ax.fill_between(p.t, p.low, p.high, color=color, alpha=0.15, lw=0)
-    ms = target_ms(target)
+def _delay_panel(ax: Axes, profiles: Sequence[Profile], at: str, values: Sequence[str], axes: ReportAxes) -> None:
+    order = {v: i for i, v in enumerate(values)}
+    for p in sorted(profiles, key=lambda p: (order.get(p.compared, len(order)), p.source != "kernel", p.source)):
+        line = color(p.compared, values, axes.compared)
+        ax.plot(p.t, p.mean, SOURCE_STYLES.get(p.source, "-"), color=line, lw=1.3,
+                label=f"{axes.compared.label(p.compared)}, {_source(p.source)}")
+        ax.fill_between(p.t, p.low, p.high, color=line, alpha=0.15, lw=0)
+    ms = target_ms(at)
     if ms is not None:
-        ax.axhline(ms, color="black", lw=1.0, ls=":", label="target")
+        ax.axhline(ms, color="black", lw=1.0, ls=":", label=axes.at.name)
     top, peak, peak_t = steady_top(profiles, ms)
     ax.set_ylim(0, top)
     start = max((p.steady[0] for p in profiles if p.steady), default=None)
     if start is not None:
         ax.axvspan(min(min(p.t) for p in profiles if p.t) - 0.5, start, color="0.9", lw=0, zorder=0)
-    runs = ", ".join(f"{aqm_name(a)} n={n}" for a, n in dict.fromkeys((p.aqm, p.runs) for p in profiles))
-    title = f"target {target} ({runs})"
+    runs = ", ".join(f"{axes.compared.label(v)} n={n}" for v, n in dict.fromkeys((p.compared, p.runs) for p in profiles))
+    title = f"{axes.at.name} {at} ({runs})"
     if peak > top:
         ax.plot([peak_t], [top], marker="^", color="0.25", ms=6, clip_on=False, zorder=5)
         title += f"\n^ start-up peak {peak:.0f} ms at {peak_t:.1f} s, clipped"

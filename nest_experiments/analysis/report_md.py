@@ -1,8 +1,8 @@
 """The sweep report: ``<sweep>/report/report.md`` with its PNGs and ``summary.csv``.
 
 :func:`write_sweep_report` picks the sweep's study (:func:`nest_experiments.studies.study_for`),
-loads the sweep with the study's metrics and checks (:mod:`nest_experiments.report`),
-draws the figures (:mod:`nest_experiments.report_figures`) and writes the
+loads the sweep with the study's metrics and checks (:mod:`nest_experiments.analysis.report`),
+draws the figures (:mod:`nest_experiments.analysis.report_figures`) and writes the
 Markdown: runs per cell, the table (mean, 95% CI, Mann-Whitney U p), the
 study's claims, the figures, sanity checks per cell and per run, excluded
 runs, CPU and other warnings, and the data each run lacks.
@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nest_experiments.report import MIN_REPS, TOO_FEW, CellCheck, Estimate, Row, Sweep, profiles, table
-from nest_experiments.report_figures import aqm_name, context_text, metric_file, sweep_figures
+from nest_experiments.analysis import markdown as md
+from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
+from nest_experiments.analysis.report_figures import context_text, metric_file, sweep_figures
+from nest_experiments.analysis.stats import MIN_REPS, TOO_FEW, Estimate, fmt_p
 from nest_experiments.rundir import write_atomic, write_csv
 from nest_experiments.studies import Study, study_for
 
 REPORT_DIR = "report"
+REPORT_MD = "report.md"
+SUMMARY_CSV = "summary.csv"
 
 
 def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True,
@@ -32,9 +36,9 @@ def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bo
     rows = table(sweep)
     pngs = (sweep_figures(sweep, rows, profiles(sweep), out, delay_reference=study.delay_reference)
             if figures else {})
-    write_summary_csv(out / "summary.csv", sweep, rows)
-    write_atomic(out / "report.md", render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
-    return [out / "report.md", out / "summary.csv", *pngs.values()]
+    write_summary_csv(out / SUMMARY_CSV, sweep, rows)
+    write_atomic(out / REPORT_MD, render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
+    return [out / REPORT_MD, out / SUMMARY_CSV, *pngs.values()]
 
 
 # ---------------------------------------------------------------- formatting
@@ -58,24 +62,10 @@ def fmt_estimate(est: Estimate | None) -> str:
     return f"{fmt(est.mean)} [{fmt(est.low)}, {fmt(est.high)}] (n={est.n})"
 
 
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return TOO_FEW
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def _p_cell(row: Row, pair: tuple[str, str]) -> str:
     if any(row.estimates[a].n == 0 for a in pair):
         return "- (no data)"
-    return fmt_p(row.p_values.get(pair))
-
-
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cell(str(c)) for c in line) + " |" for line in lines]
-    return out + [""]
+    return fmt_p(row.p_values.get(pair), TOO_FEW)
 
 
 # ---------------------------------------------------------------- sections
@@ -91,19 +81,20 @@ def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figur
 
 def _head(sweep: Sweep, study: Study) -> list[str]:
     keys = sorted({k for r in sweep.runs for k in r.point})
-    kinds = [k for k in keys if k.endswith("qdisc.kind")]
-    targets = [k for k in keys if k.endswith("qdisc.target")]
+    c, a = sweep.axes.compared, sweep.axes.at
+    c_keys, a_keys = c.keys(keys), a.keys(keys)
     lines = [f"# Sweep report: {sweep.folder.name}", "",
              f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
              f"{len(sweep.completed)} completed, {len(sweep.excluded)} excluded (not completed; listed below).", "",
              f"- Study: {study.title} (`nest_experiments.studies.{study.name}`).",
              f"- Swept keys: {', '.join(f'`{k}`' for k in keys) or 'none'}.",
-             f"- Compared: the AQM ({', '.join(f'`{k}`' for k in kinds) or 'the non-FIFO qdisc in links.json'}: "
-             f"{', '.join(aqm_name(a) for a in sweep.aqms) or '-'}) at each target "
-             f"({', '.join(f'`{k}`' for k in targets) or 'from links.json'}: {', '.join(sweep.targets) or '-'}).",
-             "- Runs are grouped by their point without the repetition; a cell is (other swept keys, target, AQM).",
+             f"- Compared: the {c.name} ({', '.join(f'`{k}`' for k in c_keys) or c.unswept}: "
+             f"{', '.join(c.label(v) for v in sweep.compared) or '-'}) at each {a.name} "
+             f"({', '.join(f'`{k}`' for k in a_keys) or a.unswept}: {', '.join(sweep.ats) or '-'}).",
+             f"- Runs are grouped by their point without the repetition; a cell is (other swept keys, {a.name}, "
+             f"{c.name}).",
              f"- Statistics: mean and 95% confidence interval (Student's t) over repetitions; two-sided "
-             f"Mann-Whitney U between AQMs at each target. Where a group has fewer than {MIN_REPS} values the "
+             f"Mann-Whitney U between {c.plural} at each {a.name}. Where a group has fewer than {MIN_REPS} values the "
              f"report says \"{TOO_FEW}\" instead of a CI or a p-value.",
              "- DASH metrics per stream from `segments.csv` (nest_experiments.dash.qoe; DESIGN.md §4 definitions; "
              "response latency = TTFB = t_first_byte - t_request; QoE = ABR paper eq. (1): sum of bitrates in Mbit/s "
@@ -114,25 +105,26 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
 
 
 def _cells(sweep: Sweep) -> list[str]:
-    header = ["other swept keys", "target", *[aqm_name(a) for a in sweep.aqms]]
-    lines = [[context_text(c) or "-", t, *[str(len(sweep.cell(c, t, a))) for a in sweep.aqms]]
-             for c in sweep.contexts for t in sweep.targets]
-    return ["## Completed repetitions per cell", "", *_table(header, lines)]
+    label = sweep.axes.compared.label
+    header = ["other swept keys", sweep.axes.at.name, *[label(v) for v in sweep.compared]]
+    lines = [[context_text(c) or "-", at, *[str(len(sweep.cell(c, at, v))) for v in sweep.compared]]
+             for c in sweep.contexts for at in sweep.ats]
+    return ["## Completed repetitions per cell", "", *md.table(header, lines)]
 
 
 def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
-    pairs = sweep.pairs()
-    out = ["## Metrics: mean [95% CI] per AQM and target, Mann-Whitney U p", ""]
+    pairs, label = sweep.pairs(), sweep.axes.compared.label
+    out = [f"## Metrics: mean [95% CI] per {sweep.axes.compared.name} and {sweep.axes.at.name}, Mann-Whitney U p", ""]
     if not rows:
         return out + ["No metric could be computed (no completed run with data).", ""]
     for context in sweep.contexts:
         if context:
             out += [f"### {context_text(context)}", ""]
-        header = ["metric", "unit", "target", *[aqm_name(a) for a in sweep.aqms],
-                  *[f"p ({aqm_name(a)} vs {aqm_name(b)})" for a, b in pairs]]
-        lines = [[r.metric.label, r.metric.unit, r.target, *[fmt_estimate(r.estimates.get(a)) for a in sweep.aqms],
+        header = ["metric", "unit", sweep.axes.at.name, *[label(v) for v in sweep.compared],
+                  *[f"p ({label(a)} vs {label(b)})" for a, b in pairs]]
+        lines = [[r.metric.label, r.metric.unit, r.at, *[fmt_estimate(r.estimates.get(v)) for v in sweep.compared],
                   *[_p_cell(r, pair) for pair in pairs]] for r in rows if r.context == context]
-        out += _table(header, lines)
+        out += md.table(header, lines)
     missing = [m.label for m in sweep.dash_metrics if not any(r.metric.key == m.key for r in rows)]
     if missing:
         out += [f"No run had data for: {', '.join(missing)}.", ""]
@@ -144,7 +136,7 @@ def _claims(sweep: Sweep, rows: Sequence[Row], study: Study) -> list[str]:
     if not claims:
         return []
     return ["## The paper's claims", "",
-            *_table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
+            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
 
 
 def _figures(sweep: Sweep, figures: dict[str, Path], study: Study) -> list[str]:
@@ -169,19 +161,21 @@ def _sanity(sweep: Sweep, checks: Sequence[CellCheck], study: Study) -> list[str
     failed = [c for c in checks if c.status != "pass"]
     out += [f"**{len(checks) - len(failed)} of {len(checks)} cell checks pass.**", ""]
     out += ["### Per cell", ""]
-    header = ["other swept keys", "target", "AQM", "check", "checks passing", "result", "range over runs; detail"]
-    out += _table(header, [[context_text(c.context) or "-", c.target, aqm_name(c.aqm), c.name,
-                            f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
+    axes = sweep.axes
+    header = ["other swept keys", axes.at.name, axes.compared.name, "check", "checks passing", "result",
+              "range over runs; detail"]
+    out += md.table(header, [[context_text(c.context) or "-", c.at, axes.compared.label(c.compared), c.name,
+                              f"{c.passed}/{c.total}", c.status.upper(), c.detail] for c in checks])
     out += ["### Per run", ""]
     lines = [[r.name, c.name, c.subject, c.status.upper(), c.detail] for r in sweep.completed for c in r.checks]
-    return out + (_table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
+    return out + (md.table(["run", "check", "subject", "result", "detail"], lines) if lines else ["No checks ran.", ""])
 
 
 def _excluded(sweep: Sweep) -> list[str]:
     out = ["## Excluded runs (failed or interrupted)", ""]
     if not sweep.excluded:
         return out + ["None.", ""]
-    return out + _table(["run", "status", "reason"], [[r.name, r.status, r.reason or "-"] for r in sweep.excluded])
+    return out + md.table(["run", "status", "reason"], [[r.name, r.status, r.reason or "-"] for r in sweep.excluded])
 
 
 def _warnings(sweep: Sweep) -> list[str]:
@@ -190,19 +184,19 @@ def _warnings(sweep: Sweep) -> list[str]:
     if hot:
         out += [f"{len(hot)} run(s) had CPU-saturated windows: the emulation, not the network, may have shaped "
                 "their results.", ""]
-        out += _table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
+        out += md.table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
                       [[r.name, fmt(r.cpu.get("cpu_mean")), fmt(r.cpu.get("cpu_max")),
                         str(r.cpu.get("cpu_saturated_windows")), fmt(r.cpu.get("host_steal"))] for r in hot])
     else:
         out += ["No run had a CPU-saturated window.", ""]
     lines = [[r.name, w] for r in sweep.runs for w in r.warnings]
-    return out + (_table(["run", "warning (manifest)"], lines) if lines else ["No other manifest warnings.", ""])
+    return out + (md.table(["run", "warning (manifest)"], lines) if lines else ["No other manifest warnings.", ""])
 
 
 def _gaps(sweep: Sweep) -> list[str]:
     lines = [[r.name, n] for r in sweep.completed for n in r.notes]
     out = ["## Missing data", ""]
-    return out + (_table(["run", "note"], lines) if lines else ["Every completed run had every file the report reads.",
+    return out + (md.table(["run", "note"], lines) if lines else ["Every completed run had every file the report reads.",
                                                                   ""])
 
 
@@ -210,13 +204,14 @@ def _gaps(sweep: Sweep) -> list[str]:
 
 
 def write_summary_csv(path: Path, sweep: Sweep, rows: Sequence[Row]) -> None:
-    aqm_fields = [f"{f}_{a}" for a in sweep.aqms for f in ("n", "mean", "ci_low", "ci_high")]
+    at = sweep.axes.at.name
+    value_fields = [f"{f}_{v}" for v in sweep.compared for f in ("n", "mean", "ci_low", "ci_high")]
     p_fields = [f"p_{a}_vs_{b}" for a, b in sweep.pairs()]
-    fields = ["metric", "label", "unit", "context", "target", *aqm_fields, *p_fields]
+    fields = ["metric", "label", "unit", "context", at, *value_fields, *p_fields]
     out = []
     for r in rows:
         line: dict[str, object] = {"metric": r.metric.key, "label": r.metric.label, "unit": r.metric.unit,
-                                   "context": context_text(r.context), "target": r.target}
+                                   "context": context_text(r.context), at: r.at}
         for a, est in r.estimates.items():
             line.update({f"n_{a}": est.n, f"mean_{a}": est.mean, f"ci_low_{a}": est.low, f"ci_high_{a}": est.high})
         line.update({f"p_{a}_vs_{b}": p for (a, b), p in r.p_values.items()})

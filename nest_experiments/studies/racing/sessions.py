@@ -6,7 +6,7 @@ policy (``config.toml``), its *condition* (the bandwidth pattern: ``dh``,
 ``dl``, ``dvl``, ``real`` for a mobility trace or trace file, or the fixed
 rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
 ``+blocked`` when it drops) and, from ``segments.csv`` and ``racing.csv``
-(:mod:`.racing_metrics`):
+(:mod:`.metrics`):
 
 - ``rqvst``: the share of TCP bytes (Section III; Fig. 14);
 - ``bitrate``, ``variation``: mean video bitrate and mean |change| between
@@ -24,29 +24,26 @@ per session): Q_ENB (``chromium``) vs Q_DIS (``tcp_only``) per pattern
 (Section VI), the modified browser (``quic_only``) vs the original
 (``chromium``) (Section IX), ``dynamic`` vs ``chromium`` in the poor network
 (DVL) and behind the firewall (Section X). Fewer than
-:data:`~nest_experiments.report.MIN_REPS` sessions on a side: "too few".
+:data:`~nest_experiments.analysis.stats.MIN_REPS` sessions on a side: "too few".
 """
 
 from __future__ import annotations
 
-import json
 import statistics
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis import run_dirs
-from nest_experiments.dash.racing_log import RacingRow, read_racing
-from nest_experiments.dash.records import read_segments
+from nest_experiments.analysis.markdown import number as fmt
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.analysis.results import stall_at_end
+from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
+from nest_experiments.dash.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
-from nest_experiments.report import MIN_REPS, Check, Row, RunInput, Sweep, ok
-from nest_experiments.results import stall_at_end
-from nest_experiments.rundir import read_manifest
-from nest_experiments.studies import racing_metrics as rm
-from nest_experiments.studies.abr_quic import fmt, fmt_p, mann_whitney
-from nest_experiments.studies.base import Claim, Study, table_metrics
+from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
+from nest_experiments.studies.base import Claim
+from nest_experiments.studies.racing import metrics as rm
 from nest_experiments.units import parse_time
 
 EXPERIMENTS = ("racing_patterns", "racing_firewall")
@@ -75,13 +72,6 @@ class Session:
     series: dict[str, list[float]]  # rqvst, B, S per 30 s window
     probe_rtt: dict[str, float]  # protocol -> median probe RTT (s)
     decision: str  # the dynamic policy's last decision ("" without one)
-
-
-def _config(run_dir: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads((run_dir / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
 
 
 def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
@@ -115,7 +105,7 @@ def read_transfers(run_dir: Path) -> list[rm.Transfer]:
     return [rm.Transfer(stream=r.stream, index=r.index, level=r.level or 0, bytes=r.bytes,
                         t_first_byte=r.t_first_byte or 0.0, t_last_byte=r.t_last_byte or 0.0, stall_s=r.stall_s,
                         transport=r.transport, bitrate_bps=float(r.bitrate_bps or 0))
-            for r in read_segments(run_dir / "segments.csv")]
+            for r in RunFolder(run_dir).segments()]
 
 
 def _duration(config: dict[str, Any]) -> float | None:
@@ -128,7 +118,7 @@ def _duration(config: dict[str, Any]) -> float | None:
 def _segment_s(run_dir: Path) -> float:
     from nest_experiments.dash import media
 
-    app = next((a for a in (_config(run_dir).get("apps") or {}).values()
+    app = next((a for a in (RunFolder(run_dir).config().get("apps") or {}).values()
                 if isinstance(a, dict) and a.get("kind") == "dash"), {})
     try:
         return media.load_ladder(str(app.get("ladder", "youtube_racing"))).segment_duration_s
@@ -161,14 +151,14 @@ def session_numbers(transfers: Sequence[rm.Transfer], rows: Sequence[RacingRow],
 def load_session(run_dir: Path) -> Session | None:
     """The session of a completed ``race`` run (None: another transport, not completed, no segment)."""
     m = read_manifest(run_dir) or {}
-    config = _config(run_dir)
+    config = RunFolder(run_dir).config()
     policy = _policy(config)
-    if policy is None or m.get("status") != "completed" or not (run_dir / "segments.csv").exists():
+    if policy is None or m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
     transfers = read_transfers(run_dir)
     if not transfers:
         return None
-    rows = read_racing(run_dir / "racing.csv") if (run_dir / "racing.csv").exists() else []
+    rows = RunFolder(run_dir).racing()
     duration = _duration(config) or max(t.t_last_byte for t in transfers)
     app = next((name for name, a in (config.get("apps") or {}).items() if isinstance(a, dict) and a.get("kind") == "dash"), "")
     end = stall_at_end(run_dir, app)
@@ -388,35 +378,13 @@ def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
 
 def run_checks(run: RunInput) -> list[Check]:
     """Each run: the player raced (``racing.csv``) and played a segment; its qoe.json says how it ended."""
-    d = run.run_dir
-    rows = read_racing(d / "racing.csv") if (d / "racing.csv").exists() else []
+    d = RunFolder(run.run_dir)
+    rows = d.racing()
     try:
-        ended = {a: doc.get("end_reason") for a, doc in json.loads((d / "qoe.json").read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+        ended = {a: doc.get("end_reason") for a, doc in (d.qoe() or {}).items()}
+    except AttributeError:
         ended = {}
-    return [Check(name="racing events logged", subject="racing.csv", status=ok(bool(rows)),
-                  detail=f"{len(rows)} events" if rows else "no racing.csv rows"),
-            Check(name="session ended", subject="qoe.json", status=ok(bool(ended)),
-                  detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or "no qoe.json")]
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    from nest_experiments.studies.racing_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="racing",
-    title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
-          f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
-          f"[{REPORT_FILE}]({REPORT_FILE})",
-    experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
-                 f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)
+    return [Check(name="racing events logged", subject=RACING, status=ok(bool(rows)),
+                  detail=f"{len(rows)} events" if rows else f"no {RACING} rows"),
+            Check(name="session ended", subject=QOE, status=ok(bool(ended)),
+                  detail=", ".join(f"{a}: {r}" for a, r in ended.items()) or f"no {QOE}")]

@@ -27,25 +27,19 @@ the paper's claims with those numbers (:func:`claims`).
 
 from __future__ import annotations
 
-import csv
-import math
-import random
 import statistics
-import tomllib
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
-from nest_experiments.analysis import run_dirs
-from nest_experiments.collectors.cpu import SATURATED
+from nest_experiments import rundir
+from nest_experiments.analysis import stats
+from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.analysis.stats import fmt_p, quantile
 from nest_experiments.dash.objects import jain_index
-from nest_experiments.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.rundir import read_manifest
-from nest_experiments.studies.base import Claim, Study
+from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, experiment_name, read_manifest, run_dirs
+from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_time
 
 OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_parallel"
@@ -54,7 +48,6 @@ SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
 ALPHA = 0.05
 MIN_SAMPLES = 4
 SIMILAR = 0.10  # medians within 10%: "similar" even where a U test on many samples finds a difference
-BOOTSTRAP = 2000
 REPORT_FILE = "under_hood.md"
 
 
@@ -78,10 +71,7 @@ class Sample:
 
 
 def _app(run_dir: Path) -> dict[str, Any]:
-    try:
-        apps = tomllib.loads((run_dir / "config.toml").read_text()).get("apps", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+    apps = RunFolder(run_dir).config().get("apps", {})
     return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") in ("objects", "dash")), {})
 
 
@@ -94,11 +84,6 @@ def _pause_s(app: dict[str, Any]) -> float | None:
         return None
 
 
-def _csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
@@ -109,7 +94,7 @@ def _object_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
                    session=f"{run_dir.name}/{r['session']}", pause_s=pause,
                    throughput_bps=_float(r["throughput_bps"]), latency_s=float(r["latency_s"]),
                    t_request=float(r["t_request"]), t_last_byte=float(r["t_last_byte"]))
-            for r in _csv(run_dir / "objects.csv")]
+            for r in RunFolder(run_dir).rows(rundir.OBJECTS)]
 
 
 def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
@@ -125,7 +110,7 @@ def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
 
 def _segment_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
     server = str(app.get("http_server", "nest"))
-    out = (segment_sample(run_dir.name, server, r) for r in _csv(run_dir / "segments.csv"))
+    out = (segment_sample(run_dir.name, server, r) for r in RunFolder(run_dir).rows(SEGMENTS))
     return [s for s in out if s is not None]
 
 
@@ -138,8 +123,7 @@ class Loaded:
 
 def saturated_seconds(run_dir: Path) -> list[float]:
     """End times of the run's CPU-saturated 1 s windows (``cpu.csv``; each covers (t - 1, t])."""
-    path = run_dir / "cpu.csv"
-    return [float(r["t"]) for r in _csv(path) if float(r["busy"]) >= SATURATED] if path.exists() else []
+    return [float(r["t"]) for r in RunFolder(run_dir).rows(CPU) if float(r["busy"]) >= SATURATED]
 
 
 def clean(samples: Sequence[Sample], saturated: Sequence[float]) -> list[Sample]:
@@ -149,9 +133,9 @@ def clean(samples: Sequence[Sample], saturated: Sequence[float]) -> list[Sample]
 
 def _run_samples(run_dir: Path) -> list[Sample] | None:
     app = _app(run_dir)
-    if (run_dir / "objects.csv").exists():
+    if RunFolder(run_dir).has(rundir.OBJECTS):
         return _object_samples(run_dir, app)
-    if (run_dir / "segments.csv").exists():
+    if RunFolder(run_dir).has(SEGMENTS):
         return _segment_samples(run_dir, app)
     return None
 
@@ -187,34 +171,15 @@ def values(samples: Sequence[Sample], metric: str, **match: Any) -> tuple[float,
     return tuple(out)
 
 
-def quantile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default)."""
-    ys = sorted(xs)
-    pos = q * (len(ys) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ys) - 1)
-    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
-
-
 def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
     """U test p of ``a`` vs ``b`` (``less``: a tends lower); None below :data:`MIN_SAMPLES` per side."""
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None
-    if len(set(a) | set(b)) == 1:
-        return 1.0 if alternative == "two-sided" else 0.5
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
+    return stats.mann_whitney(a, b, alternative, minimum=MIN_SAMPLES)
 
 
 def quantile_diff_ci(a: Sequence[float], b: Sequence[float], q: float = 0.75, *, seed: int = 1,
-                     n: int = BOOTSTRAP) -> tuple[float, float] | None:
+                     n: int = stats.BOOTSTRAP) -> tuple[float, float] | None:
     """Bootstrap 95% interval of quantile(b) - quantile(a) (each side resampled); None with too few samples."""
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None
-    rng = random.Random(seed)
-    diffs = sorted(quantile(rng.choices(b, k=len(b)), q) - quantile(rng.choices(a, k=len(a)), q) for _ in range(n))
-    return quantile(diffs, 0.025), quantile(diffs, 0.975)
+    return stats.quantile_diff_ci(a, b, q, seed=seed, n=n, minimum=MIN_SAMPLES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,10 +237,6 @@ def fmt_value(metric: str, v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v / 1e6:.3g} Mbit/s" if metric == "throughput_bps" else f"{v * 1e3:.3g} ms"
-
-
-def fmt_p(p: float | None) -> str:
-    return "too few" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def describe(c: Comparison) -> str:
@@ -494,8 +455,6 @@ def fairness(samples: Sequence[Sample]) -> list[Fairness]:
 
 
 def experiment_of(folder: Path) -> str:
-    from nest_experiments.studies import experiment_name  # the package imports this module
-
     return experiment_name(folder)
 
 
@@ -519,27 +478,3 @@ def run_checks(run: RunInput) -> list[Check]:
              or "did not reach the end" in w]
     return [Check(name="every object / segment downloaded", subject="manifest warnings", status=ok(not short),
                   detail="; ".join(short) or "no missing object or segment")]
-
-
-def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``under_hood.md`` and its CDF figures (:mod:`.under_hood_report`; matplotlib loads there)."""
-    from nest_experiments.studies.under_hood_report import write_report
-
-    return write_report(folder, out_dir)
-
-
-STUDY = Study(
-    name="under_hood",
-    title="\"Looking under the hood\" (object downloads, DASH segments, two parallel streams; TCP vs QUIC; "
-          f"../shared/papers/quic-dash-under-the-hood.txt); its CDFs, U tests and fairness: [{REPORT_FILE}]"
-          f"({REPORT_FILE})",
-    experiments=(OBJECTS, DASH, PARALLEL),
-    dash_metrics=(),
-    run_checks=run_checks,
-    sanity_rules="Pass rules: every planned object arrived, or the DASH session played to the end (no such warning "
-                 f"in the manifest). Objects and segments that overlap a CPU-saturated second are left out of the study's "
-                 f"statistics ({REPORT_FILE}).",
-    figure_sections=(),
-    claims=claims,
-    outputs=write_outputs,
-)

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import bisect
-import csv
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies.abr_quic import (  # noqa: E402
+from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
+from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
+from nest_experiments.studies.abr_quic.metrics import (  # noqa: E402
     ALPHA,
     METRICS,
     REPORT_FILE,
@@ -60,13 +60,6 @@ class EstimatePoint:
         return self.estimate_bps / self.trace_bps if self.trace_bps else None
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def trace_schedule(rates: Sequence[dict[str, str]]) -> tuple[list[float], list[float], str]:
     """The applied rate steps (t, rate_bps) of the traced egress in ``rates.csv`` rows, and which egress.
 
@@ -91,9 +84,9 @@ def rate_at(times: Sequence[float], rates: Sequence[float], t: float) -> float |
 
 def estimates(run_dir: Path, stream: str = "video") -> list[EstimatePoint]:
     """Each decision of ``stream`` that had an estimate, with the trace's rate at its time."""
-    times, rates, _ = trace_schedule(_rows(run_dir / "rates.csv"))
+    times, rates, _ = trace_schedule(RunFolder(run_dir).rows(RATES))
     out = []
-    for d in _rows(run_dir / "abr_decisions.csv"):
+    for d in RunFolder(run_dir).rows(DECISIONS):
         if d.get("stream") != stream or not d.get("throughput_bps"):
             continue
         t = float(d["t"])
@@ -138,10 +131,10 @@ def box_plot(report: StudyReport, metric: SessionMetric, path: Path) -> Path:
 
 
 def estimate_figure(run_dir: Path, path: Path) -> Path:
-    times, rates, label = trace_schedule(_rows(run_dir / "rates.csv"))
+    times, rates, label = trace_schedule(RunFolder(run_dir).rows(RATES))
     fig, ax = plt.subplots(figsize=(8, 3.6))
     points = estimates(run_dir)
-    segs = [r for r in _rows(run_dir / "segments.csv") if r.get("stream") == "video" and r.get("t_last_byte")
+    segs = [r for r in RunFolder(run_dir).rows(SEGMENTS) if r.get("stream") == "video" and r.get("t_last_byte")
             and r.get("t_first_byte") and float(r["t_last_byte"]) > float(r["t_first_byte"])]
     if times:
         end = max([times[-1], *(p.t for p in points), *(float(r["t_last_byte"]) for r in segs)])
@@ -186,18 +179,13 @@ def ratio_figure(report: StudyReport, path: Path) -> Path:
 # ---------------------------------------------------------------- Markdown
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines] + [""]
-
-
 def _head(report: StudyReport, folder: Path) -> list[str]:
     excluded = report.excluded
     incomplete = [s for s in report.sessions if not s.complete]
     return [
         f"# ABR x transport: {folder.name}", "",
         "The letter `../shared/papers/abr-over-quic-vs-tcp.txt` (section IV, Figs. 2-5) on this sweep "
-        "(`nest_experiments/studies/abr_quic.py`).", "",
+        "(`nest_experiments/studies/abr_quic/`).", "",
         f"- {len(report.sessions)} session(s); {len(excluded)} left out of the statistics because their run had a "
         f"CPU-saturated 1 s window; {len(incomplete)} did not play to the end (kept, flagged below).",
         "- Per session: average video bitrate (kbit/s); quality variation = mean |bitrate change| between "
@@ -221,7 +209,7 @@ def _sessions(report: StudyReport) -> list[str]:
                 lines.append([abr, t, str(len(group)),
                               *[fmt(statistics.median(s.metrics[m.key] for s in group)) for m in METRICS]])
     header = ["ABR", "transport", "sessions", *[f"median {m.label}{f' ({m.unit})' if m.unit else ''}" for m in METRICS]]
-    return ["## Sessions per ABR and transport", "", *_table(header, lines)]
+    return ["## Sessions per ABR and transport", "", *md.table(header, lines)]
 
 
 def _tests(report: StudyReport) -> list[str]:
@@ -234,7 +222,7 @@ def _tests(report: StudyReport) -> list[str]:
                       fmt_p(c.p_tcp_better), fmt_p(c.p_h3_better), noise, pairs])
     header = ["ABR", "metric", "TCP median", "h3 median", "TCP - h3", "p two-sided", "p TCP better", "p QUIC better",
               "vs A/A noise floor", "traces with abs(TCP - h3) < floor"]
-    return ["## Mann-Whitney U: TCP vs h3 per ABR and metric", "", *_table(header, lines)]
+    return ["## Mann-Whitney U: TCP vs h3 per ABR and metric", "", *md.table(header, lines)]
 
 
 def _noise(report: StudyReport) -> list[str]:
@@ -243,12 +231,12 @@ def _noise(report: StudyReport) -> list[str]:
         return out + ["No point ran more than once (`[sweep_repeat]`): no noise floor, no difference is marked.", ""]
     lines = [["/".join(p.cell), ", ".join(p.runs), *[fmt(p.spread[m.key]) for m in METRICS]] for p in report.pairs]
     lines.append(["**floor (largest)**", "", *[fmt(report.floor.get(m.key)) for m in METRICS]])
-    return out + _table(["point (ABR/transport/condition)", "runs", *[m.label for m in METRICS]], lines)
+    return out + md.table(["point (ABR/transport/condition)", "runs", *[m.label for m in METRICS]], lines)
 
 
 def _claims(report: StudyReport) -> list[str]:
     return ["## The paper's claims (section IV)", "",
-            *_table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in report.claims])]
+            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in report.claims])]
 
 
 def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
@@ -267,7 +255,7 @@ def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
         name = f"{ESTIMATES_DIR}/{s.run}.png"
         lines.append([s.run, str(len(points)), fmt(median_ratio(points)),
                       f"{over}/{len(points)}" if points else "-", f"[figure]({name})" if name in figures else "-"])
-    return out + _table(["run", "decisions with an estimate", "median estimate / trace", "estimate > trace",
+    return out + md.table(["run", "decisions with an estimate", "median estimate / trace", "estimate > trace",
                          "estimate vs trace over time"], lines)
 
 
@@ -276,7 +264,7 @@ def _flags(report: StudyReport) -> list[str]:
     lines = [[s.run, str(s.cpu_saturated), "yes" if s.complete else "**no**",
               "left out (CPU)" if s.cpu_saturated else "used" if s in usable(report.sessions) else "A/A repetition"]
              for s in report.sessions if s.cpu_saturated or not s.complete]
-    return out + (_table(["run", "CPU-saturated 1 s windows", "played to the end", "statistics"], lines) if lines
+    return out + (md.table(["run", "CPU-saturated 1 s windows", "played to the end", "statistics"], lines) if lines
                   else ["None: no CPU-saturated run, every session played to the end.", ""])
 
 

@@ -13,8 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nest_experiments.report import DASH_METRICS, CellCheck, CellKey, Check, RunInput, RunResult
-from nest_experiments.report_checks import app_checks, dash_split_checks, fq_pie_checks, pie_cell_checks, pie_checks
+from nest_experiments.analysis.axes import AQM_AT_TARGET, CellKey
+from nest_experiments.analysis.report import DASH_METRICS, CellCheck, Check, RunInput, RunResult
+from nest_experiments.analysis.report_checks import (
+    app_checks,
+    dash_split_checks,
+    fq_pie_checks,
+    pie_cell_checks,
+    pie_checks,
+)
 from nest_experiments.studies.base import Study
 
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target
@@ -40,6 +47,7 @@ STUDY = Study(
     name="nest",
     title="the NeST paper (PIE vs FQ-PIE, DASH over MPTCP; ../shared/papers/dash-mptcp-pie-fqpie-nest.txt)",
     experiments=("nest_paper",),
+    axes=AQM_AT_TARGET,  # the AQM compared at each target; the other swept keys are the context
     dash_metrics=METRICS,
     run_checks=run_checks,
     cell_checks=cell_checks,

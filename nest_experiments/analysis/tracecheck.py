@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from nest_experiments.rundir import read_csv
+from nest_experiments.rundir import QDISC, RATES, RunFolder, read_csv
 
 MEAN_TOLERANCE = 0.02
 WINDOW_TOLERANCE = 0.05
@@ -119,8 +119,9 @@ def pearson(xs: list[float], ys: list[float]) -> float:
 
 def trace_fidelity(run_dir: Path, *, start_s: float, end_s: float, window_s: float = 1.0) -> list[Fidelity]:
     """Every traced egress of the run, over windows between the samples nearest to ``start_s + k * window_s``."""
-    rates = read_csv(run_dir / "rates.csv")
-    qdisc = read_csv(run_dir / "qdisc.csv")
+    folder = RunFolder(run_dir)
+    rates = read_csv(folder.file(RATES))
+    qdisc = read_csv(folder.file(QDISC))
     out = []
     for link, direction, node in dict.fromkeys((r["link"], r["direction"], r["node"]) for r in rates):
         steps = sorted((float(r["t_scheduled"]), float(r["rate_bps"])) for r in rates

@@ -8,7 +8,7 @@
   two streams per session.
 
 Every figure comes with the comparisons' numbers (medians, q75, n, U p) in the
-markdown, and the claim table of :mod:`.under_hood`.
+markdown, and the claim table of :mod:`.metrics`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
+from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
+from nest_experiments.analysis.stats import fmt_p, quantile  # noqa: E402
 from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies import under_hood as uh  # noqa: E402
 from nest_experiments.studies.base import Claim  # noqa: E402
+from nest_experiments.studies.under_hood import metrics as uh  # noqa: E402
 
 COLORS = {"tcp": "#1f77b4", "h3": "#d62728"}
 NAMES = {"tcp": "HTTP/1.1 over TCP", "h3": "HTTP/3 over QUIC"}
@@ -72,9 +74,9 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
         for t in uh.TRANSPORTS:
             groups = [[v * scale for v in uh.values(samples, metric, transport=t, pause_s=p)] for p in ps]
             kept = [(p, g) for p, g in zip(ps, groups, strict=True) if g]
-            meds = [uh.quantile(g, 0.5) for _, g in kept]
-            err = [[m - uh.quantile(g, 0.25) for m, (_, g) in zip(meds, kept, strict=True)],
-                   [uh.quantile(g, 0.75) - m for m, (_, g) in zip(meds, kept, strict=True)]]
+            meds = [quantile(g, 0.5) for _, g in kept]
+            err = [[m - quantile(g, 0.25) for m, (_, g) in zip(meds, kept, strict=True)],
+                   [quantile(g, 0.75) - m for m, (_, g) in zip(meds, kept, strict=True)]]
             ax.errorbar([p for p, _ in kept], meds, yerr=err, marker="o", capsize=3, color=COLORS[t], label=NAMES[t])
         ax.set(xscale="log", xlabel="pause between requests (s)", ylabel=f"median {label}, IQR")
         ax.grid(alpha=0.3)
@@ -100,15 +102,11 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
 # ---------------------------------------------------------------- markdown
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows), ""]
-
-
 def comparison_rows(cs: Sequence[uh.Comparison]) -> list[list[str]]:
     return [[c.what, c.metric.split("_")[0], f"{c.a_name} / {c.b_name}",
              f"{uh.fmt_value(c.metric, c.median('a'))} / {uh.fmt_value(c.metric, c.median('b'))}",
              f"{uh.fmt_value(c.metric, c.q75('a'))} / {uh.fmt_value(c.metric, c.q75('b'))}", f"{len(c.a)} / {len(c.b)}",
-             uh.fmt_p(c.p_two), uh.fmt_p(c.p_b_higher), uh.fmt_p(c.p_b_lower)] for c in cs]
+             fmt_p(c.p_two), fmt_p(c.p_b_higher), fmt_p(c.p_b_lower)] for c in cs]
 
 
 COMPARISON_HEAD = ("what", "metric", "a / b", "median a / b", "q75 a / b", "n a / b", "U p two-sided", "p b higher",
@@ -119,7 +117,7 @@ def _objects_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -
     pngs.append(cdf_figure(samples, out_dir / "objects_cdf.png", title="object downloads (Fig. 6)"))
     cs = [uh.compare(samples, "objects", m, a={"transport": "tcp"}, b={"transport": "h3"}) for m, _, _ in METRICS]
     return ["## Object downloads (Fig. 6)", "", f"![objects]({pngs[-1].name})", "",
-            *_table(COMPARISON_HEAD, comparison_rows(cs))]
+            *md.table(COMPARISON_HEAD, comparison_rows(cs))]
 
 
 def _dash_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
@@ -130,7 +128,7 @@ def _dash_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> l
                                title=f"DASH segments from {who}", server=server))
         cs = uh.dash_comparisons(samples, server)
         out += [f"### {who}", "", f"![dash {server}]({pngs[-1].name})", "",
-                *_table(COMPARISON_HEAD, comparison_rows([replace_what(c, k) for k, c in cs.items()])),
+                *md.table(COMPARISON_HEAD, comparison_rows([replace_what(c, k) for k, c in cs.items()])),
                 f"Audio delayed behind video on QUIC ({who}): **{reproduces(cs)}**.", ""]
     return out
 
@@ -157,7 +155,7 @@ def _parallel_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) 
     pngs.append(by_pause_figure(samples, fair, out_dir / "parallel_by_pause.png"))
     out = ["## Two parallel streams (Fig. 8)", "", f"![by pause]({pngs[-1].name})", ""]
     cs = [c for p in uh.pauses(samples) for c in uh.parallel_comparisons(samples, p)]
-    out += _table(COMPARISON_HEAD, comparison_rows(cs))
+    out += md.table(COMPARISON_HEAD, comparison_rows(cs))
     for p in uh.pauses(samples):
         pngs.append(cdf_figure(samples, out_dir / f"parallel_cdf_pause_{p:g}s.png", streams=("s1", "s2"),
                                title=f"two parallel streams, pause {p:g} s", pause_s=p))
@@ -165,7 +163,7 @@ def _parallel_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) 
     out += ["### Fairness between the two streams", "",
             "Jain's index of the streams' mean object throughput over the session, their min / max, and Jain's "
             "index of the rates of objects of the two streams while both downloaded (weighted by the overlap).", "",
-            *_table(("session", "transport", "pause", "mean throughput per stream", "Jain's index", "min / max",
+            *md.table(("session", "transport", "pause", "mean throughput per stream", "Jain's index", "min / max",
                      "Jain while both download", "overlap"),
                     [[f.session, f.transport, f"{f.pause_s:g} s" if f.pause_s is not None else "-",
                       ", ".join(f"{m / 1e6:.3g} Mbit/s" for m in f.means_bps), _num(f.jain, 3), _num(f.ratio, 2),
@@ -181,7 +179,7 @@ SECTIONS = {uh.OBJECTS: _objects_md, uh.DASH: _dash_md, uh.PARALLEL: _parallel_m
 
 
 def render_claims(claims: Sequence[Claim]) -> list[str]:
-    return ["## The paper's claims", "", *_table(("paper's claim", "ours", "agree?"),
+    return ["## The paper's claims", "", *md.table(("paper's claim", "ours", "agree?"),
                                                   [[c.claim, c.ours, c.agree] for c in claims])]
 
 
@@ -206,9 +204,9 @@ def write_report(folder: Path, out_dir: Path, *, experiment: str | None = None) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m nest_experiments.studies.under_hood_report FOLDER --as dash``: this report on another sweep's
+    """``python -m nest_experiments.studies.under_hood.report FOLDER --as dash``: this report on another sweep's
     run folders (e.g. ``results/abr_quic_tcp``, whose ``segments.csv`` are DASH sessions over tcp and h3)."""
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.studies.under_hood_report")
+    p = argparse.ArgumentParser(prog="python -m nest_experiments.studies.under_hood.report")
     p.add_argument("folder", type=Path)
     p.add_argument("--as", dest="kind", choices=("objects", "dash", "parallel"), default="dash")
     p.add_argument("--out", type=Path, help="report folder (default: FOLDER/report/under_hood)")

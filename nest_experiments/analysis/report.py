@@ -1,27 +1,27 @@
 """A sweep's results as numbers: per-run metrics, cells, statistics (the shared report machinery).
 
 Pure: reads run folders (DESIGN.md §4) only, never touches the network.
-:mod:`nest_experiments.report_md` writes them as Markdown,
-:mod:`nest_experiments.report_figures` draws them and
-:mod:`nest_experiments.report_checks` holds the sanity checks. What a paper's
+:mod:`nest_experiments.analysis.report_md` writes them as Markdown,
+:mod:`nest_experiments.analysis.report_figures` draws them and
+:mod:`nest_experiments.analysis.report_checks` holds the sanity checks. What a paper's
 study adds (its figure numbers, which checks, its claims) lives in
 :mod:`nest_experiments.studies`, which passes it in: this module imports no study.
 
 - A run's *point* (its swept keys, without the repetition) is flattened to
-  dotted keys. The AQM of a run is the value of every key ending in
-  ``qdisc.kind`` (several keys with one value count once); its target the
-  value of every key ending in ``qdisc.target``; the other keys are its
-  *context*. Without a swept kind, the AQM is the non-FIFO qdisc of the
-  run's egresses (``links.json``).
-- A *cell* is (context, target, AQM): the repetitions of one point.
+  dotted keys and split by the study's axes (:mod:`nest_experiments.analysis.axes`): the value it compares,
+  the value it compares at, and the context (the other keys). The NeST paper's (the default): the AQM (every
+  key ending in ``qdisc.kind``; without one, the non-FIFO qdisc of the run's egresses in ``links.json``) at
+  each target (every key ending in ``qdisc.target``).
+- A *cell* is (context, at, compared): the repetitions of one point.
 - DASH metrics per stream come from :func:`nest_experiments.dash.qoe.summarize`
   on ``segments.csv`` (the figures the player writes to ``qoe.json``), among
   them the response latency (TTFB: ``t_first_byte - t_request``) and the QoE of
   the ABR paper's eq. (1) (per stream with its own stalls, and the session's sum); queue delays are means over the steady window
-  (:func:`nest_experiments.results.steady_window`) of the kernel's
+  (:func:`nest_experiments.analysis.results.steady_window`) of the kernel's
   ``delay_ms`` (``qdisc.csv``) and of each measured method (``qdelay.csv``)
-  on every egress that carries the run's AQM. The files are read by :mod:`nest_experiments.results` (the one
-  reader of run folders, also the public API for users' own analyses).
+  on every egress that carries the run's AQM. The files are read by :mod:`nest_experiments.analysis.results`
+  (through :class:`nest_experiments.rundir.RunFolder`, the one reader of run folders; also behind the public
+  ``results.load`` for users' own analyses).
 - Sanity checks are the study's (:data:`RunChecks`, given to :func:`load_run`).
 - Estimates: mean and a 95% confidence interval with Student's t over
   repetitions; comparisons: two-sided Mann-Whitney U. Fewer than
@@ -31,24 +31,20 @@ study adds (its figure numbers, which checks, its claims) lives in
 from __future__ import annotations
 
 import itertools
-import math
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
-from nest_experiments.errors import NestExpError
-from nest_experiments.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
+from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes, CellKey, Context
+from nest_experiments.analysis.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
     BIN_S,
     DASH_METRICS,
     NOT_AQM,
     STREAMS,
-    Egress,
+    AqmEgress,
     Metric,
     Series,
     aqm_egresses,
@@ -61,14 +57,9 @@ from nest_experiments.results import (  # noqa: F401  (re-exported: the studies 
     run_dirs,
     steady_window,
 )
-from nest_experiments.results import read_frame as read_csv  # noqa: F401  (re-exported for report_checks)
+from nest_experiments.analysis.stats import MIN_REPS, Estimate, estimate, mann_whitney_p, present
+from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import read_manifest
-from nest_experiments.units import parse_time
-
-MIN_REPS = 4
-CONFIDENCE = 0.95
-TOO_FEW = "too few repetitions"
-
 
 # ---------------------------------------------------------------- run folders
 
@@ -94,18 +85,18 @@ class RunResult:
     reason: str = ""
     repetition: int = 0
     point: dict[str, str] = field(default_factory=dict)
-    aqm: str = "-"
-    target: str = "-"
-    context: tuple[tuple[str, str], ...] = ()
+    compared: str = "-"  # the value of the study's compared axis (the NeST paper's: the AQM)
+    at: str = "-"  # the value of the axis it is compared at (the NeST paper's: the target)
+    context: Context = ()
     metrics: dict[str, float] = field(default_factory=dict)
     delay_metrics: tuple[Metric, ...] = ()
     series: tuple[Series, ...] = ()
-    egresses: tuple[Egress, ...] = ()
+    egresses: tuple[AqmEgress, ...] = ()
     checks: tuple[Check, ...] = ()
     notes: tuple[str, ...] = ()  # missing files and other gaps in the data
     warnings: tuple[str, ...] = ()
     cpu: dict[str, Any] = field(default_factory=dict)
-    window: tuple[float, float] | None = None  # the steady window (analysis.steady_window), completed runs
+    window: tuple[float, float] | None = None  # the steady window (results.steady_window), completed runs
 
     @property
     def completed(self) -> bool:
@@ -117,7 +108,7 @@ class RunInput:
     """What a run's sanity checks see: the folder, its AQM egresses and bottlenecks, its steady delay means."""
 
     run_dir: Path
-    egresses: tuple[Egress, ...]
+    egresses: tuple[AqmEgress, ...]
     bottlenecks: tuple[str, ...]  # links that carry the AQM (without one: the shaped links)
     delay_means: dict[Metric, float]
 
@@ -134,13 +125,9 @@ def ok(passed: bool) -> str:
 
 
 
-def _joined(point: dict[str, str], suffix: str) -> str | None:
-    values = sorted({v for k, v in point.items() if k.endswith(suffix)})
-    return "+".join(values) if values else None
-
-
-def load_run(run_dir: Path, checks: RunChecks = no_checks) -> RunResult:
-    """Everything the report needs from one run folder, with the study's ``checks``; missing files become notes."""
+def load_run(run_dir: Path, checks: RunChecks = no_checks, axes: Axes = AQM_AT_TARGET) -> RunResult:
+    """Everything the report needs from one run folder, with the study's ``checks`` and keyed by its ``axes``;
+    missing files become notes."""
     m = read_manifest(run_dir) or {}
     status = str(m.get("status", "unknown (no readable manifest.json)"))
     base = RunResult(name=run_dir.name, path=run_dir, status=status, reason=str(m.get("reason", "")),
@@ -150,97 +137,44 @@ def load_run(run_dir: Path, checks: RunChecks = no_checks) -> RunResult:
     if status != "completed":
         return base
     try:
-        return _completed_run(run_dir, base, checks)
+        return _completed_run(run_dir, base, checks, axes)
     except (OSError, ValueError, KeyError, TypeError, pd.errors.ParserError) as exc:
         return replace(base, status="completed, unreadable", reason=f"{type(exc).__name__}: {exc}")
 
 
-def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks) -> RunResult:
+def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks, axes: Axes) -> RunResult:
     notes: list[str] = []
     raw = raw_egresses(run_dir, notes)
     egs = aqm_egresses(raw, base.point)
-    kinds = sorted({e.kind for e in egs})
-    aqm = _joined(base.point, "qdisc.kind") or ("+".join(kinds) if kinds else "-")
-    target = _joined(base.point, "qdisc.target") or _egress_target(egs)
-    context = tuple(sorted((k, v) for k, v in base.point.items()
-                           if not k.endswith("qdisc.kind") and not k.endswith("qdisc.target")))
     metrics = dash_metrics(run_dir, notes)
     window = steady_window(run_dir)
     series, delay_means = queue_delays(run_dir, egs, window, notes)
     metrics.update({m.key: v for m, v in delay_means.items()})
     done = checks(RunInput(run_dir=run_dir, egresses=tuple(egs), bottlenecks=tuple(bottleneck_links(raw, egs)),
                            delay_means=delay_means))
-    return replace(base, aqm=aqm, target=target, context=context, metrics=metrics, delay_metrics=tuple(delay_means),
+    return replace(base, compared=axes.compared.value(base.point, egs), at=axes.at.value(base.point, egs),
+                   context=axes.context(base.point), metrics=metrics, delay_metrics=tuple(delay_means),
                    series=tuple(series), egresses=tuple(egs), checks=tuple(done), notes=tuple(notes), window=window)
 
 
-def _egress_target(egs: Sequence[Egress]) -> str:
-    targets = sorted({e.target_ms for e in egs if e.target_ms is not None})
-    return "+".join(f"{t:g}ms" for t in targets) if targets else "-"
 
 
-
-
-# ---------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True, kw_only=True)
-class Estimate:
-    """Mean of ``n`` values and its 95% confidence interval (``None`` when n < MIN_REPS)."""
-
-    n: int
-    mean: float | None
-    low: float | None = None
-    high: float | None = None
-
-    @property
-    def enough(self) -> bool:
-        return self.n >= MIN_REPS
-
-
-def _present(values: Iterable[float | None]) -> list[float]:
-    return [float(v) for v in values if v is not None and not math.isnan(v)]
-
-
-def estimate(values: Iterable[float | None]) -> Estimate:
-    """Mean and Student-t 95% CI over repetitions (no CI below :data:`MIN_REPS`)."""
-    xs = _present(values)
-    if not xs:
-        return Estimate(n=0, mean=None)
-    mean = float(np.mean(xs))
-    if len(xs) < MIN_REPS:
-        return Estimate(n=len(xs), mean=mean)
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(xs) - 1) * stats.sem(xs))
-    return Estimate(n=len(xs), mean=mean, low=mean - half, high=mean + half)
-
-
-def mann_whitney_p(a: Iterable[float | None], b: Iterable[float | None]) -> float | None:
-    """Two-sided Mann-Whitney U p-value; ``None`` when either group has fewer than MIN_REPS values."""
-    xa, xb = _present(a), _present(b)
-    if len(xa) < MIN_REPS or len(xb) < MIN_REPS:
-        return None
-    if len(set(xa) | set(xb)) == 1:
-        return 1.0  # every value equal: no evidence of a difference (scipy would divide by zero)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
 
 
 # ---------------------------------------------------------------- the sweep
 
 
-CellKey = tuple[tuple[tuple[str, str], ...], str, str]  # context, target, aqm
 
 
 @dataclass(frozen=True, kw_only=True)
 class Row:
-    """One line of the comparison table: a metric at one (context, target), every AQM."""
+    """One line of the comparison table: a metric at one (context, at), every compared value."""
 
     metric: Metric
-    context: tuple[tuple[str, str], ...]
-    target: str
-    estimates: dict[str, Estimate]  # aqm -> estimate
-    p_values: dict[tuple[str, str], float | None]  # (aqm a, aqm b) -> p
+    context: Context
+    at: str
+    estimates: dict[str, Estimate]  # compared value -> estimate
+    p_values: dict[tuple[str, str], float | None]  # (compared value a, b) -> p
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,6 +182,7 @@ class Sweep:
     folder: Path
     runs: tuple[RunResult, ...]
     dash_metrics: tuple[Metric, ...] = DASH_METRICS  # the study's, in its order
+    axes: Axes = AQM_AT_TARGET  # the study's
 
     @property
     def completed(self) -> list[RunResult]:
@@ -258,15 +193,17 @@ class Sweep:
         return [r for r in self.runs if not r.completed]
 
     @property
-    def aqms(self) -> list[str]:
-        return order_aqms({r.aqm for r in self.completed})
+    def compared(self) -> list[str]:
+        """The compared axis's values, in its order."""
+        return self.axes.compared.order({r.compared for r in self.completed})
 
     @property
-    def targets(self) -> list[str]:
-        return order_targets({r.target for r in self.completed})
+    def ats(self) -> list[str]:
+        """The values of the axis compared at, in its order."""
+        return self.axes.at.order({r.at for r in self.completed})
 
     @property
-    def contexts(self) -> list[tuple[tuple[str, str], ...]]:
+    def contexts(self) -> list[Context]:
         return sorted({r.context for r in self.completed})
 
     @property
@@ -276,54 +213,36 @@ class Sweep:
         delays = {m.key: m for r in self.completed for m in r.delay_metrics}
         return [m for m in self.dash_metrics if m.key in present] + [delays[k] for k in sorted(delays)]
 
-    def cell(self, context: tuple[tuple[str, str], ...], target: str, aqm: str) -> list[RunResult]:
-        return [r for r in self.completed if (r.context, r.target, r.aqm) == (context, target, aqm)]
+    def cell(self, context: Context, at: str, compared: str) -> list[RunResult]:
+        return [r for r in self.completed if (r.context, r.at, r.compared) == (context, at, compared)]
+
+    def cells(self) -> list[CellKey]:
+        """Every (context, at, compared), in the report's order."""
+        return [(c, at, v) for c in self.contexts for at in self.ats for v in self.compared]
 
     def pairs(self) -> list[tuple[str, str]]:
-        return list(itertools.combinations(self.aqms, 2))
+        return list(itertools.combinations(self.compared, 2))
 
 
-def load_sweep(folder: Path, *, checks: RunChecks = no_checks,
-               dash_metrics: tuple[Metric, ...] = DASH_METRICS) -> Sweep:
-    """Every run folder below ``folder``, each with the study's ``checks``."""
+def load_sweep(folder: Path, *, checks: RunChecks = no_checks, dash_metrics: tuple[Metric, ...] = DASH_METRICS,
+               axes: Axes = AQM_AT_TARGET) -> Sweep:
+    """Every run folder below ``folder``, each with the study's ``checks``, keyed by its ``axes``."""
     dirs = run_dirs(folder)
     if not dirs:
         raise NestExpError(f"{folder}: no run folder (a folder with manifest.json) here")
-    return Sweep(folder=folder, runs=tuple(load_run(d, checks) for d in dirs), dash_metrics=dash_metrics)
-
-
-def order_aqms(aqms: Iterable[str]) -> list[str]:
-    """PIE first, then FQ-PIE, then the rest by name."""
-    rank = {"pie": 0, "fq_pie": 1}
-    return sorted(aqms, key=lambda a: (rank.get(a, 2), a))
-
-
-def order_targets(targets: Iterable[str]) -> list[str]:
-    """By duration when every part reads as one (``5ms`` < ``10ms``), else by name."""
-    def key(t: str) -> tuple[int, float, str]:
-        try:
-            return (0, sum(parse_time("target", p) for p in t.split("+")), t)
-        except NestExpError:
-            return (1, 0.0, t)
-    return sorted(targets, key=key)
-
-
-def target_ms(target: str) -> float | None:
-    try:
-        return parse_time("target", target) * 1e3
-    except NestExpError:
-        return None
+    return Sweep(folder=folder, runs=tuple(load_run(d, checks, axes) for d in dirs), dash_metrics=dash_metrics,
+                 axes=axes)
 
 
 def table(sweep: Sweep) -> list[Row]:
     rows = []
     for metric in sweep.metrics:
         for context in sweep.contexts:
-            for target in sweep.targets:
-                values = {a: [r.metrics.get(metric.key) for r in sweep.cell(context, target, a)] for a in sweep.aqms}
-                if not any(_present(v) for v in values.values()):
+            for at in sweep.ats:
+                values = {v: [r.metrics.get(metric.key) for r in sweep.cell(context, at, v)] for v in sweep.compared}
+                if not any(present(v) for v in values.values()):
                     continue
-                rows.append(Row(metric=metric, context=context, target=target,
+                rows.append(Row(metric=metric, context=context, at=at,
                                 estimates={a: estimate(v) for a, v in values.items()},
                                 p_values={(a, b): mann_whitney_p(values[a], values[b]) for a, b in sweep.pairs()}))
     return rows
@@ -338,9 +257,9 @@ class Profile:
 
     egress: str
     source: str
-    aqm: str
-    target: str
-    context: tuple[tuple[str, str], ...]
+    compared: str
+    at: str
+    context: Context
     t: tuple[float, ...]
     mean: tuple[float, ...]
     low: tuple[float, ...]
@@ -352,17 +271,14 @@ class Profile:
 
 def profiles(sweep: Sweep) -> list[Profile]:
     out = []
-    for context in sweep.contexts:
-        for target in sweep.targets:
-            for aqm in sweep.aqms:
-                runs = sweep.cell(context, target, aqm)
-                ids = sorted({(s.egress, s.source) for r in runs for s in r.series})
-                out += [_profile(runs, eg, src, aqm=aqm, target=target, context=context) for eg, src in ids]
+    for context, at, compared in sweep.cells():
+        runs = sweep.cell(context, at, compared)
+        ids = sorted({(s.egress, s.source) for r in runs for s in r.series})
+        out += [_profile(runs, eg, src, cell=(context, at, compared)) for eg, src in ids]
     return out
 
 
-def _profile(runs: Sequence[RunResult], egress: str, source: str, *, aqm: str, target: str,
-             context: tuple[tuple[str, str], ...]) -> Profile:
+def _profile(runs: Sequence[RunResult], egress: str, source: str, *, cell: CellKey) -> Profile:
     per_bin: dict[float, list[float]] = {}
     count = 0
     for r in runs:
@@ -377,7 +293,8 @@ def _profile(runs: Sequence[RunResult], egress: str, source: str, *, aqm: str, t
     high = [e.high if ci and e.high is not None else max(per_bin[t]) for t, e in zip(ts, ests, strict=True)]
     windows = [r.window for r in runs if r.window is not None]
     steady = (max(w[0] for w in windows), max(w[1] for w in windows)) if windows else None
-    return Profile(egress=egress, source=source, aqm=aqm, target=target, context=context, t=tuple(ts), steady=steady,
+    context, at, compared = cell
+    return Profile(egress=egress, source=source, compared=compared, at=at, context=context, t=tuple(ts), steady=steady,
                    mean=tuple(float(e.mean or 0.0) for e in ests), low=tuple(low), high=tuple(high),
                    runs=count, band="95% CI" if ci else "min-max")
 
@@ -386,9 +303,9 @@ def _profile(runs: Sequence[RunResult], egress: str, source: str, *, aqm: str, t
 class CellCheck:
     """A sanity check summed over a cell's runs."""
 
-    context: tuple[tuple[str, str], ...]
-    target: str
-    aqm: str
+    context: Context
+    at: str
+    compared: str
     name: str
     passed: int
     total: int
@@ -409,23 +326,21 @@ def no_cell_checks(runs: Sequence[RunResult], cell: CellKey) -> list[CellCheck]:
 def cell_checks(sweep: Sweep, extra: CellChecks = no_cell_checks) -> list[CellCheck]:
     """Every run check summed over each cell, then the study's ``extra`` checks on the cell as a whole."""
     out = []
-    for context in sweep.contexts:
-        for target in sweep.targets:
-            for aqm in sweep.aqms:
-                runs = sweep.cell(context, target, aqm)
-                names = list(dict.fromkeys(c.name for r in runs for c in r.checks))
-                out += [_cell_check(runs, name, context=context, target=target, aqm=aqm) for name in names]
-                out += extra(runs, (context, target, aqm))
+    for cell in sweep.cells():
+        runs = sweep.cell(*cell)
+        names = list(dict.fromkeys(c.name for r in runs for c in r.checks))
+        out += [_cell_check(runs, name, cell=cell) for name in names]
+        out += extra(runs, cell)
     return out
 
 
-def _cell_check(runs: Sequence[RunResult], name: str, *, context: tuple[tuple[str, str], ...], target: str,
-                aqm: str) -> CellCheck:
+def _cell_check(runs: Sequence[RunResult], name: str, *, cell: CellKey) -> CellCheck:
     checks = [c for r in runs for c in r.checks if c.name == name]
     failed = sorted({r.name for r in runs for c in r.checks if c.name == name and c.status != "pass"})
     values = [c.value for c in checks if c.value is not None]
     parts = [f"{min(values):.3g}-{max(values):.3g} {checks[0].unit}"] if values else []
     parts += [f"failed in {', '.join(failed)}"] if failed else []
     detail = "; ".join(parts)
-    return CellCheck(context=context, target=target, aqm=aqm, name=name, total=len(checks),
+    context, at, compared = cell
+    return CellCheck(context=context, at=at, compared=compared, name=name, total=len(checks),
                      passed=sum(c.status == "pass" for c in checks), detail=detail)

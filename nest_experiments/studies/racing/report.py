@@ -20,12 +20,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.dash.racing_log import read_racing  # noqa: E402
-from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies import racing_metrics as rm  # noqa: E402
-from nest_experiments.studies.abr_quic import fmt, fmt_p  # noqa: E402
-from nest_experiments.studies.racing import (  # noqa: E402
+from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
+from nest_experiments.analysis.stats import fmt_p  # noqa: E402
+from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
+from nest_experiments.studies.racing import metrics as rm  # noqa: E402
+from nest_experiments.studies.racing.sessions import (  # noqa: E402
     ALPHA,
     HIGHER_BETTER,
     PATTERNS,
@@ -110,7 +111,7 @@ def fig19(sessions: Sequence[Session], path: Path) -> Path:
 
 
 def timeline(s: Session, path: Path) -> Path:
-    rows = read_racing(s.path / "racing.csv") if (s.path / "racing.csv").exists() else []
+    rows = RunFolder(s.path).racing()
     transfers = read_transfers(s.path)
     n = len(s.series["rqvst"])
     quic, tcp = [0.0] * n, [0.0] * n
@@ -144,11 +145,6 @@ def timeline(s: Session, path: Path) -> Path:
 # ---------------------------------------------------------------- Markdown
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines] + [""]
-
-
 def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
     return [f"# QUIC/TCP connection racing: {folder.name}", "",
             "The paper `../shared/papers/quic-tcp-connection-racing.txt` on this sweep "
@@ -174,7 +170,7 @@ def _sessions_table(sessions: Sequence[Session]) -> list[str]:
                       probes, s.decision or "-"])
     header = ["run", "policy", "condition", "RQvsT", "switches", "bitrate (kbit/s)", "variation (kbit/s)", "stall (s)",
               "max corr B @ lag", "max corr S @ lag", "probe RTT QUIC/TCP (ms)", "last decision"]
-    return ["## Sessions", "", *_table(header, lines)]
+    return ["## Sessions", "", *md.table(header, lines)]
 
 
 def _per_cell(sessions: Sequence[Session]) -> list[str]:
@@ -188,7 +184,7 @@ def _per_cell(sessions: Sequence[Session]) -> list[str]:
                    for k in ("rqvst", "switches", "bitrate", "stall")]
             lines.append([cond, policy, str(len(group)), *med])
     return ["## Medians per condition and policy", "",
-            *_table(["condition", "policy", "sessions", "RQvsT", "switches", "bitrate (kbit/s)", "stall (s)"], lines)]
+            *md.table(["condition", "policy", "sessions", "RQvsT", "switches", "bitrate (kbit/s)", "stall (s)"], lines)]
 
 
 def _tests(sessions: Sequence[Session]) -> list[str]:
@@ -200,13 +196,13 @@ def _tests(sessions: Sequence[Session]) -> list[str]:
                       fmt_p(c.p_a_better), fmt_p(c.p_b_better)])
     header = ["groups (first vs second)", "metric", "first median", "second median", "n", "p two-sided",
               "p first better", "p second better"]
-    return ["## Mann-Whitney U between session groups", "", *_table(header, lines)]
+    return ["## Mann-Whitney U between session groups", "", *md.table(header, lines)]
 
 
 def render(sessions: Sequence[Session], folder: Path, figures: dict[str, Path]) -> str:
     parts = _head(sessions, folder)
     parts += ["## The paper's claims", "",
-              *_table(["paper", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claim_table(sessions)])]
+              *md.table(["paper", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claim_table(sessions)])]
     for name, alt in (("fig14_rqvst_ccdf.png", "Fig. 14"), ("fig09_crosscorr.png", "Fig. 9"),
                       ("fig19_probe_rtt.png", "Fig. 19a")):
         if name in figures:

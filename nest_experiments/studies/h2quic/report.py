@@ -24,16 +24,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nest_experiments.report_figures import save  # noqa: E402
-from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies.h2quic import (  # noqa: E402
+from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.report_figures import save  # noqa: E402
+from nest_experiments.rundir import DECISIONS, RATES, RunFolder, write_atomic  # noqa: E402
+from nest_experiments.studies.h2quic.metrics import (  # noqa: E402
     NAMES,
     PROTOCOLS,
     REPORT_FILE,
     Adaptation,
     Overhead,
     RunInfo,
-    _csv,
     adaptations,
     claim_table,
     kbit,
@@ -106,12 +106,12 @@ def utilization_figure(cells: dict[tuple[str, float, float], float], path: Path,
 
 def adaptation_figure(run: RunInfo, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    times, rates = trace_steps(_csv(run.path / "rates.csv"))
+    times, rates = trace_steps(RunFolder(run.path).rows(RATES))
     if times:
         end = max([times[-1]] + [s.t_last_byte or 0.0 for s in run.video])
         ax.step([*times, end], [r / 1e6 for r in [*rates, rates[-1]]], where="post", color="black",
                 label="available bandwidth")
-    est = [(float(d["t"]), float(d["throughput_bps"])) for d in _csv(run.path / "abr_decisions.csv")
+    est = [(float(d["t"]), float(d["throughput_bps"])) for d in RunFolder(run.path).rows(DECISIONS)
            if d.get("stream") == "video" and d.get("throughput_bps")]
     if est:
         ax.plot([t for t, _ in est], [b / 1e6 for _, b in est], ".-", color="#1f77b4", label="measured bandwidth")
@@ -149,11 +149,6 @@ def media_figure(points: Sequence[Adaptation], path: Path) -> Path:
 # ---------------------------------------------------------------- markdown
 
 
-def _table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(x) + " |" for x in lines),
-            ""]
-
-
 def _overhead_md(points: Sequence[Overhead], figures: dict[str, Path]) -> list[str]:
     if not points:
         return []
@@ -166,7 +161,7 @@ def _overhead_md(points: Sequence[Overhead], figures: dict[str, Path]) -> list[s
     parts = ["## Protocol overhead (Figure 1)", "",
              "Bytes on the bottleneck in both directions (in brackets: the media direction alone) over the media "
              "payload, minus 1; mean over the repetitions (n).", "",
-             *_table(["representation (kbit/s)", *(NAMES[p] for p in protos)], lines)]
+             *md.table(["representation (kbit/s)", *(NAMES[p] for p in protos)], lines)]
     split = []
     for p in protos:
         mine = [o for o in points if o.run.protocol == p]
@@ -175,7 +170,7 @@ def _overhead_md(points: Sequence[Overhead], figures: dict[str, Path]) -> list[s
         rev = sum(o.reverse_bytes / o.payload_bytes for o in mine) / len(mine)
         split.append([NAMES[p], pct(hdr, 2), pct(above, 2), pct(rev, 2)])
     parts += ["Where the extra bytes are (mean over the representations, % of the payload):", "",
-              *_table(["protocol", "Ethernet + IP + TCP/UDP headers", "above TCP/UDP (TLS/QUIC, HTTP, handshakes, "
+              *md.table(["protocol", "Ethernet + IP + TCP/UDP headers", "above TCP/UDP (TLS/QUIC, HTTP, handshakes, "
                        "MPD, retransmissions)", "reverse direction (requests, ACKs)"], split)]
     if "fig01_overhead.png" in figures:
         parts += ["![protocol overhead](fig01_overhead.png)", ""]
@@ -194,9 +189,9 @@ def _utilization_md(runs: Sequence[RunInfo], figures: dict[str, Path]) -> list[s
     parts = ["## Link utilization (Table 2, Figures 2-3)", "",
              "Effective throughput (video payload / time from the first request to the last byte) / the bottleneck's "
              "rate, which equals the representation's bitrate; mean over the bandwidths:", "",
-             *_table(["protocol", *(f"RTT {r:g} ms" for r in rtts)], lines)]
+             *md.table(["protocol", *(f"RTT {r:g} ms" for r in rtts)], lines)]
     parts += [f"![{name}]({name})\n" for name in sorted(figures) if name.startswith(("fig02", "fig03"))]
-    parts += ["Per bandwidth:", "", *_table(["protocol", "RTT (ms)", "bandwidth (kbit/s)", "utilization"], detail)]
+    parts += ["Per bandwidth:", "", *md.table(["protocol", "RTT (ms)", "bandwidth (kbit/s)", "utilization"], detail)]
     return parts
 
 
@@ -211,11 +206,11 @@ def _adaptation_md(points: Sequence[Adaptation], figures: dict[str, Path]) -> li
              f"{a.available_bps / 1e6:.2f}" if a.available_bps else "-", f"{a.stall_s:.1f}"] for a in points]
     parts = ["## Adaptation (Figures 4-8)", "",
              "Average media throughput (Mbit/s: media bits received / media seconds received) per protocol and RTT:",
-             "", *_table(["protocol", *(f"RTT {r:g} ms" for r in rtts)], lines)]
+             "", *md.table(["protocol", *(f"RTT {r:g} ms" for r in rtts)], lines)]
     if "fig08_media_throughput.png" in figures:
         parts += ["![average media throughput](fig08_media_throughput.png)", ""]
     parts += ["Per run (available = the trajectory's mean over the session):", "",
-              *_table(["run", "protocol", "RTT (ms)", "media (Mbit/s)", "available (Mbit/s)", "stalls (s)"], runs)]
+              *md.table(["run", "protocol", "RTT (ms)", "media (Mbit/s)", "available (Mbit/s)", "stalls (s)"], runs)]
     parts += ["Available bandwidth, measured bandwidth and selected bitrate over time (the blog's Figs. 4-6: SPDY "
               "over QUIC at RTT 0/50/150 ms, ours h3; its Fig. 7: HTTP/1.1 over QUIC at 150 ms, ours HTTP/1.1 over "
               "TCP):", ""]
@@ -228,7 +223,7 @@ def render(folder: Path, runs: Sequence[RunInfo], figures: dict[str, Path]) -> s
     head = [f"# The HTTP/2-QUIC DASH evaluation: {folder.name}", "",
             f"{len(runs)} completed runs of this study in `{folder}`. Protocols: " +
             ", ".join(f"`{p}` = {NAMES[p]}" for p in PROTOCOLS) + " (the DASH app's `transport`).", "",
-            "## The blog's claims", "", *_table(["paper", "ours", "agree?"],
+            "## The blog's claims", "", *md.table(["paper", "ours", "agree?"],
                                                 [[c.claim, c.ours, c.agree] for c in claims])]
     body = (_overhead_md(overheads(runs), figures) + _utilization_md(runs, figures)
             + _adaptation_md(adaptations(runs), figures))

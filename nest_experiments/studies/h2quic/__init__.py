@@ -1,0 +1,36 @@
+"""The HTTP/2-QUIC DASH evaluation (``dash-over-quic-http2-evaluation.txt``): overhead, link utilization, adaptation.
+
+The study's package: :mod:`.metrics` (its numbers, checks and claims), :mod:`.report` (its own
+report beside ``report.md``: figures and sections); this module declares the study (:data:`STUDY`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nest_experiments.studies.base import Study, table_metrics
+from nest_experiments.studies.h2quic.metrics import EXPERIMENTS, REPORT_FILE, claims, run_checks
+
+
+def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
+    """``h2quic.md`` and its figures beside the shared report (:mod:`.report`; matplotlib loads here)."""
+    from nest_experiments.studies.h2quic.report import write_report
+
+    return write_report(folder, out_dir)
+
+
+STUDY = Study(
+    name="h2quic",
+    title="the HTTP/1.1-TCP vs HTTP/2-TLS vs HTTP/3-QUIC DASH evaluation (overhead, link utilization, adaptation; "
+          f"../shared/papers/dash-over-quic-http2-evaluation.txt); its figures and tables: [{REPORT_FILE}]"
+          f"({REPORT_FILE})",
+    experiments=EXPERIMENTS,
+    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
+    run_checks=run_checks,
+    sanity_rules="Pass rules: the run has video segments; an overhead or utilization run kept one representation "
+                 "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "
+                 "(wire.csv).",
+    figure_sections=(),
+    claims=claims,
+    outputs=write_outputs,
+)

@@ -1,0 +1,34 @@
+"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, U tests, the paper's claims.
+
+The study's package: :mod:`.sessions` (its numbers, checks and claims, from :mod:`.metrics`), :mod:`.report` (its own
+report beside ``report.md``: figures and sections); this module declares the study (:data:`STUDY`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nest_experiments.studies.base import Study, table_metrics
+from nest_experiments.studies.racing.sessions import EXPERIMENTS, REPORT_FILE, claims, run_checks
+
+
+def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
+    from nest_experiments.studies.racing.report import write_report
+
+    return write_report(folder, out_dir)
+
+
+STUDY = Study(
+    name="racing",
+    title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
+          f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
+          f"[{REPORT_FILE}]({REPORT_FILE})",
+    experiments=EXPERIMENTS,
+    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
+    run_checks=run_checks,
+    sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
+                 f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
+    figure_sections=(),
+    claims=claims,
+    outputs=write_outputs,
+)

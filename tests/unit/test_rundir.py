@@ -1,0 +1,58 @@
+"""RunFolder, the one reader of a run folder: what a missing, empty or unreadable file reads as."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nest_experiments import rundir
+from nest_experiments.rundir import RunFolder, experiment_name, run_dirs, write_csv, write_failed_run
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "run_folders" / "cluster_short"  # a cluster sweep's folders
+
+
+def test_a_stored_run_folder_reads_through_its_accessors() -> None:
+    run = RunFolder(REAL / "qdisc-pfifo-20_r1")
+    assert run.completed() and run.manifest() is not None
+    assert run.config()["experiment"]["name"] == experiment_name(REAL)
+    assert run.egresses() and {"link", "node", "dev"} <= set(run.egresses()[0])
+    assert run.iperf3_summary() and float(run.iperf3_summary()[0]["bytes"]) > 0
+    qdisc = run.qdisc()
+    assert not qdisc.empty and {"t", "node", "dev", "backlog_pkts"} <= set(qdisc.columns)
+    flows = run.frame(rundir.IPERF3)
+    assert flows is not None and len(flows) == len(run.iperf3()) > 0
+
+
+def test_absent_files_read_as_empty_and_has_says_so(tmp_path: Path) -> None:
+    run = RunFolder(tmp_path)
+    assert not run.has(rundir.SEGMENTS)
+    assert run.manifest() is None and not run.completed()
+    assert run.config() == {} and run.egresses() == [] and run.qoe() is None
+    assert run.rows(rundir.RATES) == [] and run.racing() == []
+    assert run.frame(rundir.QDELAY) is None and run.qdisc().empty
+
+
+def test_unreadable_or_odd_files_read_as_empty(tmp_path: Path) -> None:
+    (tmp_path / rundir.CONFIG).write_text("this is = not [toml")
+    (tmp_path / rundir.QOE).write_text(json.dumps(["a", "list"]))
+    (tmp_path / rundir.QDELAY).write_text("")
+    run = RunFolder(tmp_path)
+    assert run.config() == {}
+    assert run.qoe() is None  # qoe.json maps app names to documents
+    empty = run.frame(rundir.QDELAY)
+    assert empty is not None and empty.empty  # present but empty: not None
+
+
+def test_rows_are_the_csv_as_written(tmp_path: Path) -> None:
+    write_csv(tmp_path / rundir.RATES, ("t", "rate_bps"), [{"t": 1.5, "rate_bps": 1000}])
+    assert RunFolder(tmp_path).rows(rundir.RATES) == [{"t": "1.5", "rate_bps": "1000"}]
+
+
+def test_a_failed_run_folder_is_found_and_named_by_its_config(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    write_failed_run(sweep / "r1", config_text='[experiment]\nname = "mine"\n', manifest={"reason": "lost"})
+    assert run_dirs(sweep) == [sweep / "r1"] and run_dirs(sweep / "r1") == [sweep / "r1"]
+    assert RunFolder(sweep / "r1").manifest() == {"schema_version": rundir.SCHEMA_VERSION, "warnings": [],
+                                                   "versions": {}, "reason": "lost", "status": "failed"}
+    assert experiment_name(sweep) == "mine"
+    assert experiment_name(tmp_path / "empty") == "empty"  # no run config: the folder's name
