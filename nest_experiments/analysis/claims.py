@@ -230,7 +230,7 @@ def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | Non
 
     ``look``: in a sequential run, how many times the claims have been judged on the growing sessions, this time
     included (1, 2, ...): alpha is spent as in :mod:`.sequential`. A report of a sequential run passes the last
-    look's number (or keeps the verdicts of :func:`.sequential.keep_decided`), never None: None is one
+    look's number (or keeps the verdicts of :func:`keep_decided`), never None: None is one
     fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
     alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
     alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
@@ -396,7 +396,7 @@ def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "blo
     A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``. A claim's own look
     count (its alpha, :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not
     "too few" or "no data": at those no data could reject, so they spend nothing of its alpha); a claim decided at
-    a look keeps that decision (:func:`.sequential.keep_decided`). The same sessions give the same verdicts, so a
+    a look keeps that decision (:func:`keep_decided`). The same sessions give the same verdicts, so a
     committed table of sessions regenerates the claim table."""
     if block not in sessions.columns:
         raise ConfigError(block, f"the sessions have no {block!r} column: a sequential run's sessions say their block")
@@ -413,6 +413,42 @@ def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "blo
     if not current:
         return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
     return [current[c.id] for c in claims]
+
+
+def keep_decided(previous: Sequence[Verdict], current: Sequence[Verdict]) -> list[Verdict]:
+    """The current verdicts, except that a claim decided at an earlier look keeps that decision: a sequential
+    run stops a claim at its first decision (the error bound covers "decided at some look"), and later looks, run
+    for other claims at a smaller alpha, neither undo nor re-decide it."""
+    decided = {v.claim.id: v for v in previous if v.verdict in seq.DECIDED}
+    return [decided.get(v.claim.id, v) for v in current]
+
+
+@dataclass(frozen=True)
+class CellNeed:
+    """A cell (arm x conditions: axis -> value, or the values it may take) that undecided claims need sessions in.
+    ``sessions``: the most any of them asked for (pairs count once per arm), None when none could say."""
+
+    cell: Mapping[str, Value | tuple[Value, ...]]
+    sessions: int | None
+    claims: tuple[str, ...]
+
+
+def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
+    """The cells still needing sessions: both arms (under the claim's conditions) of every claim not yet decided.
+    For ``--until-decided``: add blocks only to these cells, stop when the list is empty."""
+    need: dict[tuple[tuple[str, object], ...], tuple[dict[str, Value | tuple[Value, ...]], list[int | None],
+                                                       list[str]]] = {}
+    for v in verdicts:
+        if v.verdict in seq.DECIDED:
+            continue
+        for arm in (v.claim.a, v.claim.b):
+            cell = {**v.claim.conditions, **arm}
+            key = tuple(sorted(cell.items()))
+            entry = need.setdefault(key, (cell, [], []))
+            entry[1].append(v.more_needed)
+            entry[2].append(v.claim.id)
+    return [CellNeed(cell, max((n for n in ns if n is not None), default=None), tuple(ids))
+            for cell, ns, ids in need.values()]
 
 
 # --- the table ---------------------------------------------------------------------------------------------------

@@ -67,16 +67,11 @@ alpha_side at all. The sessions still needed are n minus those there are.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scipy import stats
 
 from nest_experiments.analysis.ranktests import ShiftTest
-
-if TYPE_CHECKING:
-    from nest_experiments.analysis.claims import Value, Verdict
 
 GREATER, LESS, EQUIVALENT = "a > b", "a < b", "|a - b| < margin"
 EXPECTATIONS = (GREATER, LESS, EQUIVALENT)
@@ -173,39 +168,3 @@ def sessions_for_power(*, distance: float, sd: float, alpha_side: float, power: 
 def side_alpha(expect: str, alpha: float) -> float:
     """The one-sided level each test of ``expect`` uses at a look with ``alpha``."""
     return alpha if expect == EQUIVALENT else alpha / 2
-
-
-def keep_decided(previous: Sequence[Verdict], current: Sequence[Verdict]) -> list[Verdict]:
-    """The current verdicts, except that a claim decided at an earlier look keeps that decision: a sequential
-    run stops a claim at its first decision (the error bound covers "decided at some look"), and later looks, run
-    for other claims at a smaller alpha, neither undo nor re-decide it."""
-    decided = {v.claim.id: v for v in previous if v.verdict in DECIDED}
-    return [decided.get(v.claim.id, v) for v in current]
-
-
-@dataclass(frozen=True)
-class CellNeed:
-    """A cell (arm x conditions: axis -> value, or the values it may take) that undecided claims need sessions in.
-    ``sessions``: the most any of them asked for (pairs count once per arm), None when none could say."""
-
-    cell: Mapping[str, Value | tuple[Value, ...]]
-    sessions: int | None
-    claims: tuple[str, ...]
-
-
-def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
-    """The cells still needing sessions: both arms (under the claim's conditions) of every claim not yet decided.
-    For ``--until-decided``: add blocks only to these cells, stop when the list is empty."""
-    need: dict[tuple[tuple[str, object], ...], tuple[dict[str, Value | tuple[Value, ...]], list[int | None],
-                                                       list[str]]] = {}
-    for v in verdicts:
-        if v.verdict in DECIDED:
-            continue
-        for arm in (v.claim.a, v.claim.b):
-            cell = {**v.claim.conditions, **arm}
-            key = tuple(sorted(cell.items()))
-            entry = need.setdefault(key, (cell, [], []))
-            entry[1].append(v.more_needed)
-            entry[2].append(v.claim.id)
-    return [CellNeed(cell, max((n for n in ns if n is not None), default=None), tuple(ids))
-            for cell, ns, ids in need.values()]

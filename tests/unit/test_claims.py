@@ -16,9 +16,11 @@ from scipy import stats
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import (
     Claim,
+    cells_needed,
     claim_from_table,
     claims_from_tables,
     evaluate,
+    keep_decided,
     replay,
     verdict_table,
 )
@@ -212,13 +214,13 @@ def test_cells_needed_lists_both_arms_of_undecided_claims_only() -> None:
     df = abr_sessions(traces=2)
     v_faster, v_same = evaluate([faster, same], df, look=2)
     assert v_faster.verdict not in seq.DECIDED
-    cells = seq.cells_needed([v_faster, v_same])
+    cells = cells_needed([v_faster, v_same])
     undecided = [v.claim.id for v in (v_faster, v_same) if v.verdict not in seq.DECIDED]
     assert {tuple(sorted(c.cell.items())) for c in cells} >= {
         (("abr", "bola"), ("target", ("5ms", "15ms")), ("transport", t)) for t in ("h3", "tcp")}
     assert all(set(c.claims) <= set(undecided) for c in cells)
     decided = evaluate([faster], abr_sessions())
-    assert seq.cells_needed(decided) == []
+    assert cells_needed(decided) == []
 
 
 def test_verdict_table_renders_one_row_per_claim() -> None:
@@ -294,7 +296,7 @@ def test_a_decided_claim_keeps_its_decision_over_later_looks() -> None:
     assert [v.verdict for v in first] == [seq.TOO_FEW, seq.AGREES] and "agrees at look 1" in verdict_table(first)
     assert "x1.1" in verdict_table(first) and "(no 97.0% CI at this n" in verdict_table(first)
     assert [v.verdict for v in later] == [seq.TOO_FEW, seq.TOO_FEW]
-    kept = seq.keep_decided(first, later)
+    kept = keep_decided(first, later)
     assert kept[0] is later[0] and kept[1] is first[1]
 
 
