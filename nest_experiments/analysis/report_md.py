@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from nest_experiments.analysis import decisions
 from nest_experiments.analysis import markdown as md
+from nest_experiments.analysis.claims import Verdict, verdict_table
 from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
 from nest_experiments.analysis.report_figures import context_text, metric_file, sweep_figures
 from nest_experiments.analysis.stats import MIN_REPS, TOO_FEW, Estimate, fmt_p
@@ -23,6 +25,7 @@ from nest_experiments.studies import Study, study_for
 REPORT_DIR = "report"
 REPORT_MD = "report.md"
 SUMMARY_CSV = "summary.csv"
+CLAIMS_CSV = "claims.csv"
 
 
 def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True,
@@ -37,8 +40,37 @@ def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bo
     pngs = (sweep_figures(sweep, rows, profiles(sweep), out, delay_reference=study.delay_reference)
             if figures else {})
     write_summary_csv(out / SUMMARY_CSV, sweep, rows)
-    write_atomic(out / REPORT_MD, render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study))
-    return [out / REPORT_MD, out / SUMMARY_CSV, *pngs.values()]
+    verdicts = study.verdicts(folder) if study.paper_claims else []
+    written = [out / REPORT_MD, out / SUMMARY_CSV]
+    if verdicts:
+        rows_out = decisions.verdict_rows(verdicts)
+        write_csv(out / CLAIMS_CSV, list(rows_out[0]), rows_out)
+        written.append(out / CLAIMS_CSV)
+    text = render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study,
+                  verdicts_md=verdicts_section(verdicts, sequential=decisions.is_sequential(folder)))
+    write_atomic(out / REPORT_MD, text)
+    return [*written, *pngs.values()]
+
+
+def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[str]:
+    """The paper's claims as data, judged (``claims.csv`` holds the same, tidy)."""
+    if not verdicts:
+        return []
+    rule = ("The sweep ran until decided (`run --until-decided`): a look after each block, alpha spent over each "
+            "claim's looks as alpha_k = 0.05 x 6 / (pi^2 k^2) (their sum is 0.05 over any number of looks, so the "
+            "chance of any false decision stays <= 0.05 by the union bound; a look at which a claim could not be "
+            "decided spends none of its alpha); a claim keeps its first decision."
+            if sequential else
+            "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged).")
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in dict.fromkeys(v.verdict for v in verdicts)}
+    return ["## The paper's claims, judged", "",
+            "Each claim is a metric per session (the unit of replication), two arms, its conditions and, where the "
+            "design pairs sessions, its pairing key; CPU-saturated sessions (machine or per-process rule) are "
+            "left out and counted. Paired claims: Wilcoxon signed-rank test and the Hodges-Lehmann estimate with "
+            "the CI that inverts it; unpaired: Mann-Whitney U and the Hodges-Lehmann shift; \"no difference\": "
+            "TOST, agreeing only when the CI lies inside the stated margin. " + rule, "",
+            "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ".", "",
+            verdict_table(verdicts)]
 
 
 # ---------------------------------------------------------------- formatting
@@ -72,8 +104,9 @@ def _p_cell(row: Row, pair: tuple[str, str]) -> str:
 
 
 def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path],
-           study: Study) -> str:
-    parts = _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + _claims(sweep, rows, study)
+           study: Study, *, verdicts_md: Sequence[str] = ()) -> str:
+    parts = _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
+    parts += _claims(sweep, rows, study)
     parts += _figures(sweep, figures, study) + _sanity(sweep, checks, study) + _excluded(sweep) + _warnings(sweep)
     parts += _gaps(sweep)
     return "\n".join(parts).rstrip() + "\n"

@@ -6,8 +6,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nest_experiments.analysis import report
+import pandas as pd
+
+from nest_experiments.analysis import decisions, report
 from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
+from nest_experiments.analysis.claims import Claim as PaperClaim
+from nest_experiments.analysis.claims import Verdict
 from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
 
 
@@ -49,6 +53,21 @@ class Study:
     delay_reference: str = ""  # appended to the queue-delay headings, e.g. " (cf. paper Figs. 12-13)"
     claims: ClaimsFn = field(default=no_claims)
     outputs: OutputsFn | None = None  # the study's own files beside report.md (``plot`` writes them after it)
+    # the paper's claims as data, judged on the per-session table (nest_experiments.analysis.decisions)
+    paper_claims: tuple[PaperClaim, ...] = ()
+    cell_of: decisions.CellFn | None = None  # a run's resolved config -> the values its claims name
+    session_metrics: decisions.MetricsFn | None = None  # a run folder -> its per-session metrics
+
+    def sessions(self, folder: Path) -> pd.DataFrame:
+        """The sweep's per-session table (:func:`.decisions.session_table`)."""
+        if self.cell_of is None or self.session_metrics is None:
+            return pd.DataFrame()
+        return decisions.session_table(folder, cell_of=self.cell_of, metrics=self.session_metrics)
+
+    def verdicts(self, folder: Path) -> list[Verdict]:
+        """The paper's claims judged on the sweep in ``folder`` (sequentially when it was run until decided)."""
+        return decisions.judge_sweep(self.paper_claims, self.sessions(folder),
+                                     sequential=decisions.is_sequential(folder))
 
     def load_sweep(self, folder: Path) -> Sweep:
         return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics, axes=self.axes)

@@ -1,0 +1,114 @@
+"""A study's claims judged on a sweep: the per-session table, and the verdicts (fixed-size or sequential).
+
+The session is the unit of replication (DESIGN §5): one row per completed run
+of the sweep, with
+
+- ``run`` (the run's name) and ``block`` (its repetition: the sweep's
+  randomized complete blocks, see :mod:`nest_experiments.sweep`);
+- the study's cell columns (:data:`CellFn`: from the run's resolved config to
+  the values its claims name: ``aqm``, ``target``, ``transport``, ``abr``,
+  ``trace`` ...), the same function the runner uses to pick the runs of the
+  cells that undecided claims need (``run --until-decided``);
+- the study's per-session metrics (:data:`MetricsFn`);
+- ``saturated``: the run had a CPU-saturated 1 s window, by the machine rule
+  or the per-process rule (the manifest's ``cpu`` record; older runs: its
+  ``cpu_saturated_windows``). Claims leave such sessions out and count them.
+
+A sweep run with ``--until-decided`` says so in :data:`SEQUENTIAL_FILE` (the
+rule, alpha, the looks); its verdicts are then the replay of its looks
+(:func:`.claims.replay`: alpha spent over the looks); any other sweep had its
+size fixed before it was judged, and is judged once at alpha.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nest_experiments.analysis.claims import Claim, Value, Verdict, evaluate, replay
+from nest_experiments.rundir import RunFolder, run_dirs, write_json
+
+SEQUENTIAL_FILE = "sequential.json"  # in the sweep folder: written by run --until-decided
+CellFn = Callable[[Mapping[str, Any]], dict[str, Value]]
+MetricsFn = Callable[[RunFolder], Mapping[str, float | None]]
+
+
+def saturated_windows(manifest: Mapping[str, Any]) -> int:
+    """CPU-saturated 1 s windows of a run, by every rule the manifest records (machine, process, qemu thread)."""
+    cpu = manifest.get("cpu")
+    if isinstance(cpu, Mapping) and "saturated_windows" in cpu:
+        return int(cpu["saturated_windows"] or 0)
+    return int(manifest.get("cpu_saturated_windows") or 0)
+
+
+def session_table(folder: Path, *, cell_of: CellFn, metrics: MetricsFn) -> pd.DataFrame:
+    """One row per completed run of the sweep ``folder`` (see the module docstring)."""
+    rows = []
+    for run_dir in run_dirs(folder):
+        run = RunFolder(run_dir)
+        manifest = run.manifest()
+        if manifest is None or manifest.get("status") != "completed":
+            continue
+        rows.append({"run": run.name, "block": int(manifest.get("repetition") or 1), **cell_of(run.config()),
+                     "saturated": saturated_windows(manifest) > 0, **metrics(run)})
+    return pd.DataFrame(rows)
+
+
+def is_sequential(folder: Path) -> bool:
+    return (folder / SEQUENTIAL_FILE).exists()
+
+
+def judge_sweep(claims: Sequence[Claim], sessions: pd.DataFrame, *, sequential: bool,
+                alpha: float = 0.05) -> list[Verdict]:
+    """The claims' verdicts: the replay of a sequential run's looks, or one fixed-size analysis at ``alpha``."""
+    if sessions.empty:
+        sessions = pd.DataFrame(columns=["run", "block", "saturated"])
+    missing = sorted({col for c in claims for col in _columns(c)} - set(sessions.columns))
+    for col in missing:  # a sweep without the cells a claim names: the claim has no data, not an error
+        sessions = sessions.assign(**{col: pd.NA})
+    if sequential:
+        return replay(claims, sessions, alpha=alpha)
+    return evaluate(claims, sessions, alpha=alpha)
+
+
+def _columns(c: Claim) -> set[str]:
+    return {c.metric, *c.a, *c.b, *c.conditions, *c.pair_by, *c.strata}
+
+
+def record_look(folder: Path, *, alpha: float, verdicts: Sequence[Verdict], block: int,
+                budget: Mapping[str, Any]) -> None:
+    """Add a look to the sweep's :data:`SEQUENTIAL_FILE` (the rule, alpha, and per look the block and each claim's
+    verdict): the record that the sweep is sequential, and what was decided when."""
+    path = folder / SEQUENTIAL_FILE
+    doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
+        "rule": "alpha spending alpha_k = alpha * 6 / (pi^2 k^2) over each claim's looks (union bound)",
+        "alpha": alpha, "looks": []}
+    doc["budget"] = dict(budget)
+    doc["looks"].append({"block": block, "verdicts": {v.claim.id: v.verdict for v in verdicts}})
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, doc)
+
+
+def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """The verdicts as tidy rows (``claims.csv``): one per claim."""
+    out = []
+    for v in verdicts:
+        c = v.claim
+        out.append({
+            "id": c.id, "figure": c.figure, "statement": c.statement, "paper_value": c.paper_value,
+            "metric": c.metric, "a": _cell(c.a), "b": _cell(c.b), "conditions": _cell(c.conditions),
+            "expect": c.expect, "margin": c.margin, "scale": c.scale, "verdict": v.verdict, "effect": v.effect,
+            "ci_low": v.ci[0] if v.ci else None, "ci_high": v.ci[1] if v.ci else None, "ci_level": v.ci_level,
+            "p": v.p, "alpha": v.alpha, "test": v.test, "n_a": v.n_a, "n_b": v.n_b, "n_pairs": v.n_pairs,
+            "saturated_excluded": v.n_saturated_excluded, "more_needed": v.more_needed,
+            "more_unit": v.more_unit, "look": v.look, "note": v.note,
+        })
+    return out
+
+
+def _cell(cell: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cell.items())
