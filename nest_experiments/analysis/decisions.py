@@ -3,8 +3,10 @@
 The session is the unit of replication (DESIGN §5): one row per completed run
 of the sweep, with
 
-- ``run`` (the run's name) and ``block`` (its repetition: the sweep's
-  randomized complete blocks, see :mod:`nest_experiments.sweep`);
+- ``run`` (the run's name), ``block`` (its repetition: the sweep's
+  randomized complete blocks, see :mod:`nest_experiments.sweep`) and
+  ``runtime`` (``host`` | ``vm``: a claim across an axis such as the RTT names
+  one runtime in its conditions, DESIGN §5);
 - the study's cell columns (:data:`CellFn`: from the run's resolved config to
   the values its claims name: ``aqm``, ``target``, ``transport``, ``abr``,
   ``trace`` ...), the same function the runner uses to pick the runs of the
@@ -53,7 +55,8 @@ def session_table(folder: Path, *, cell_of: CellFn, metrics: MetricsFn) -> pd.Da
         manifest = run.manifest()
         if manifest is None or manifest.get("status") != "completed":
             continue
-        rows.append({"run": run.name, "block": int(manifest.get("repetition") or 1), **cell_of(run.config()),
+        rows.append({"run": run.name, "block": int(manifest.get("repetition") or 1),
+                     "runtime": manifest.get("runtime"), **cell_of(run.config()),
                      "saturated": saturated_windows(manifest) > 0, **metrics(run)})
     return pd.DataFrame(rows)
 

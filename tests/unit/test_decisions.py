@@ -53,7 +53,7 @@ def test_session_table_has_one_row_per_completed_run_with_block_cell_metrics_and
              cpu={"saturated_windows": 2, "saturated_by": {"machine": 0, "process": 2}})
     table = decisions.session_table(folder, cell_of=cell_of, metrics=metrics)
     assert len(table) == 5  # the failed run is not a session
-    assert set(table.columns) >= {"run", "block", "aqm", "tput", "saturated"}
+    assert set(table.columns) >= {"run", "block", "runtime", "aqm", "tput", "saturated"}
     assert table.set_index("run").loc["aqm-fqpie_r3", "saturated"]  # by the per-process rule alone
     assert not table.set_index("run").loc["aqm-pie_r1", "saturated"]
 
