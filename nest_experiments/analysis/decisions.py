@@ -91,7 +91,8 @@ def record_look(folder: Path, *, alpha: float, verdicts: Sequence[Verdict], bloc
         "rule": "alpha spending alpha_k = alpha * 6 / (pi^2 k^2) over each claim's looks (union bound)",
         "alpha": alpha, "looks": []}
     doc["budget"] = dict(budget)
-    doc["looks"].append({"block": block, "verdicts": {v.claim.id: v.verdict for v in verdicts}})
+    looks = [look for look in doc["looks"] if look["block"] != block]  # a resumed sweep looks again: once a block
+    doc["looks"] = [*looks, {"block": block, "verdicts": {v.claim.id: v.verdict for v in verdicts}}]
     folder.mkdir(parents=True, exist_ok=True)
     write_json(path, doc)
 

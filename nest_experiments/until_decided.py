@@ -1,0 +1,127 @@
+"""``run --until-decided``: block after block until every claim of the study is decided, or the budget is spent.
+
+The sweep's randomized complete blocks (:mod:`nest_experiments.sweep`: block
+``k`` is repetition ``k``) are run one at a time. After each block the
+study's claims are judged on every session so far (a *look*; alpha is spent
+over the looks, :mod:`nest_experiments.analysis.sequential`), the look is
+recorded in the sweep's ``sequential.json``, and the next block holds only
+the sweep points whose cell an undecided claim needs
+(:func:`nest_experiments.analysis.claims.cells_needed`, matched through the
+study's ``cell_of``). It stops when no claim is undecided, at ``--max-reps``
+blocks, or when the next block would not fit in ``--budget`` (its estimate:
+the mean wall time of this invocation's runs so far). Resume-safe: run the
+same command again and the completed runs are skipped, the looks replayed
+from the sessions (the same sessions give the same decisions) and the next
+block planned as before. Each block runs through the same path as a plain
+``run`` (host, VM or ``--cluster``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from nest_experiments.analysis import decisions
+from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, verdict_table
+from nest_experiments.analysis.sequential import DECIDED
+from nest_experiments.errors import ConfigError
+from nest_experiments.studies import STUDIES, Study
+from nest_experiments.sweep import RunSpec, expand
+
+DEFAULT_MAX_REPS = 25  # the NeST paper's repetitions; --max-reps raises or lowers it
+Execute = Callable[[list[RunSpec]], int]  # runs one block's runs (skipping completed ones); returns an exit code
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    seconds: float | None = None  # wall time for this invocation's runs; None: no limit
+    max_reps: int = DEFAULT_MAX_REPS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "max_reps": self.max_reps}
+
+
+def study_of(experiment: str) -> Study:
+    """The study whose claims decide ``experiment``; an experiment without claims cannot run until decided."""
+    study = next((s for s in STUDIES.values() if experiment in s.experiments), None)
+    if study is None or not study.paper_claims or study.cell_of is None:
+        with_claims = sorted(e for s in STUDIES.values() if s.paper_claims for e in s.experiments)
+        raise ConfigError("--until-decided", f"experiment {experiment!r} has no study with claims to decide; "
+                                             f"experiments with claims: {', '.join(with_claims) or 'none'}")
+    return study
+
+
+def block_runs(raw: dict[str, Any], block: int) -> list[RunSpec]:
+    """The runs of block ``block`` (repetition ``block`` of every sweep point), in the sweep's order."""
+    return [r for r in expand(raw, repetitions=block) if r.repetition == block]
+
+
+def matches(cell: Mapping[str, Any], need: Mapping[str, Any]) -> bool:
+    """A run's cell is in a needed cell: every key the need names has its value (or one of its values)."""
+    return all(cell.get(k) in (v if isinstance(v, tuple) else (v,)) for k, v in need.items())
+
+
+def plan_block(runs: Sequence[RunSpec], needs: Sequence[CellNeed],
+               cell_of: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> list[RunSpec]:
+    """The runs of a block that some undecided claim needs (a run counts when its cell is in a needed cell)."""
+    return [r for r in runs if any(matches(cell_of(r.experiment.raw), n.cell) for n in needs)]
+
+
+def undecided(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if v.verdict not in DECIDED]
+
+
+def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_runs: Sequence[RunSpec]) -> bool:
+    """Whether the next block's runs fit in the budget: their configured durations times this invocation's wall
+    time per second of configured duration so far (at least 1: resumed runs that were skipped cost nothing)."""
+    if budget.seconds is None:
+        return True
+    ratio = max(1.0, spent_s / traffic_done_s) if traffic_done_s > 0 else 1.0
+    return spent_s + ratio * sum(r.experiment.duration_s for r in next_runs) <= budget.seconds
+
+
+def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, budget: Budget,
+                      out: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
+                      study: Study | None = None) -> list[Verdict]:
+    """Blocks until decided (see the module docstring); returns the last look's verdicts. ``study``: the one whose
+    claims decide (default: the experiment's)."""
+    first = block_runs(raw, 1)
+    if not first:
+        raise ConfigError("--until-decided", "the sweep has no runs")
+    study = study or study_of(first[0].experiment.name)
+    if study.cell_of is None:
+        raise ConfigError("--until-decided", f"study {study.name} maps no run to its claims' cells (cell_of)")
+    started, traffic_s, block = clock(), 0.0, 1
+    runs = first
+    while True:
+        print(f"until decided: block {block}: {len(runs)} run(s)", file=out, flush=True)
+        execute(runs)
+        traffic_s += sum(r.experiment.duration_s for r in runs)
+        sessions = study.sessions(folder)
+        if not sessions.empty:  # the looks so far only: a resumed sweep's later blocks exist already
+            sessions = sessions[sessions["block"] <= block]
+        verdicts = decisions.judge_sweep(study.paper_claims, sessions, sequential=True)
+        decisions.record_look(folder, alpha=0.05, verdicts=verdicts, block=block, budget=budget.as_dict())
+        open_claims = undecided(verdicts)
+        print(f"until decided: after block {block}: {len(verdicts) - len(open_claims)} of {len(verdicts)} claims "
+              f"decided", file=out, flush=True)
+        if not open_claims:
+            break
+        if block >= budget.max_reps:
+            print(f"until decided: --max-reps {budget.max_reps} reached", file=out, flush=True)
+            break
+        runs = plan_block(block_runs(raw, block + 1), cells_needed(verdicts), study.cell_of)
+        if not runs:
+            print("until decided: the undecided claims name no cell this sweep runs", file=out, flush=True)
+            break
+        if not next_block_fits(budget, clock() - started, traffic_s, runs):
+            print(f"until decided: the budget ({budget.seconds:.0f} s) has no room for block {block + 1}",
+                  file=out, flush=True)
+            break
+        block += 1
+    print(verdict_table(verdicts), file=out, flush=True)
+    return verdicts

@@ -1,0 +1,111 @@
+"""until_decided: blocks until the claims are decided, only the cells undecided claims need, within the budget."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nest_experiments.analysis import decisions
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import Claim
+from nest_experiments.errors import ConfigError
+from nest_experiments.rundir import RunFolder, dump_toml
+from nest_experiments.studies.base import Study
+from nest_experiments.sweep import RunSpec
+from nest_experiments.until_decided import Budget, block_runs, matches, run_until_decided, study_of
+
+RAW = {
+    "experiment": {"name": "ud", "duration": "10s", "repetitions": 1},
+    "links": {"bottleneck": {"qdisc": {"kind": "pie", "target": "5ms"}}},
+    "sweep": {"links.bottleneck.qdisc.kind": ["pie", "fq_pie"], "experiment.tcp_congestion_control": ["cubic", "reno"]},
+}
+FASTER = Claim(id="faster", statement="FQ-PIE faster", figure="Fig. 4", metric="tput", expect="a > b",
+               a={"aqm": "fq_pie"}, b={"aqm": "pie"}, pair_by=("block", "cc"))
+RENO = Claim(id="reno", statement="reno = cubic under PIE", figure="Fig. 0", metric="noise", expect="a > b",
+             a={"cc": "reno"}, b={"cc": "cubic"}, conditions={"aqm": "pie"}, pair_by=("block",))
+
+
+def cell_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {"aqm": config["links"]["bottleneck"]["qdisc"]["kind"],
+            "cc": config["experiment"].get("tcp_congestion_control", "cubic")}
+
+
+def metrics(run: RunFolder) -> dict[str, float | None]:
+    return json.loads((run.path / "m.json").read_text())
+
+
+STUDY = Study(name="ud", title="t", experiments=("ud",), paper_claims=(FASTER, RENO), cell_of=cell_of,
+              session_metrics=metrics)
+
+
+class Runner:
+    """Writes each run as a completed run folder: FQ-PIE 3 units faster, reno and cubic alike (seeded)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.blocks, self.rng = folder, [], random.Random(1)
+
+    def __call__(self, runs: list[RunSpec]) -> int:
+        self.blocks.append(sorted(r.name for r in runs))
+        for r in runs:
+            d = self.folder / r.name
+            if (d / "manifest.json").exists():
+                continue  # completed: skipped, as run_sweep does
+            d.mkdir(parents=True)
+            cell = cell_of(r.experiment.raw)
+            (d / "config.toml").write_text(dump_toml(r.experiment.raw))
+            (d / "m.json").write_text(json.dumps({"tput": 10 + 3 * (cell["aqm"] == "fq_pie") + self.rng.random(),
+                                                  "noise": self.rng.gauss(0, 1)}))
+            (d / "manifest.json").write_text(json.dumps({"status": "completed", "repetition": r.repetition}))
+        return 0
+
+
+def test_blocks_go_on_only_for_the_cells_undecided_claims_need(tmp_path: Path) -> None:
+    runner = Runner(tmp_path)
+    verdicts = run_until_decided(RAW, folder=tmp_path, execute=runner, budget=Budget(max_reps=7), out=io.StringIO(),
+                                 study=STUDY)
+    assert [v.verdict for v in verdicts][0] == seq.AGREES
+    assert verdicts[1].verdict not in seq.DECIDED
+    assert len(runner.blocks) == 7 and all(len(b) == 4 for b in runner.blocks[:4])  # 7 pairs decide at alpha_1
+    assert runner.blocks[4:] == [[f"kind-pie_tcp_congestion_control-{cc}_r{k}" for cc in ("cubic", "reno")]
+                                 for k in (5, 6, 7)]  # FASTER decided: only RENO's cells (aqm = pie)
+    doc = json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())
+    assert [look["block"] for look in doc["looks"]] == list(range(1, 8))
+    assert doc["looks"][3]["verdicts"]["faster"] == seq.AGREES and doc["budget"]["max_reps"] == 7
+    assert decisions.judge_sweep(STUDY.paper_claims, STUDY.sessions(tmp_path), sequential=True) == verdicts
+
+
+def test_resuming_replays_the_same_looks_and_plans_the_same_blocks(tmp_path: Path) -> None:
+    first = Runner(tmp_path)
+    run_until_decided(RAW, folder=tmp_path, execute=first, budget=Budget(max_reps=5), out=io.StringIO(), study=STUDY)
+    again = Runner(tmp_path)
+    run_until_decided(RAW, folder=tmp_path, execute=again, budget=Budget(max_reps=5), out=io.StringIO(), study=STUDY)
+    assert again.blocks == first.blocks
+    assert [look["block"] for look in json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"]] == \
+        [1, 2, 3, 4, 5]  # each look once
+
+
+def test_it_stops_when_the_next_block_does_not_fit_the_budget(tmp_path: Path) -> None:
+    ticks = iter(range(0, 10_000, 50))  # every clock read 50 s later: block 1's 4 runs of 10 s "took" 50 s
+    out = io.StringIO()
+    run_until_decided(RAW, folder=tmp_path, execute=Runner(tmp_path), budget=Budget(seconds=80, max_reps=9), out=out,
+                      clock=lambda: float(next(ticks)), study=STUDY)
+    assert "budget (80 s) has no room for block 2" in out.getvalue()
+    assert len(json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"]) == 1
+
+
+def test_block_runs_and_matches() -> None:
+    runs = block_runs(RAW, 3)
+    assert len(runs) == 4 and {r.repetition for r in runs} == {3}
+    assert matches({"aqm": "pie", "cc": "reno"}, {"aqm": "pie"})
+    assert matches({"aqm": "pie"}, {"aqm": ("pie", "fq_pie")}) and not matches({"aqm": "pie"}, {"aqm": "fq_pie"})
+
+
+def test_an_experiment_without_claims_cannot_run_until_decided() -> None:
+    with pytest.raises(ConfigError, match="until-decided.*no study with claims"):
+        study_of("no_such_experiment")
