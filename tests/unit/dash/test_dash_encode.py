@@ -135,3 +135,59 @@ def test_every_level_gets_the_ladders_display_aspect_ratio() -> None:
     for level in ladder.video.levels:
         argv = encode.video_argv(params, level, Path("v.mp4"))
         assert "setdar=1280/720" in argv[argv.index("-vf") + 1]
+
+
+TINY_LADDER = """name = "tiny_cli"
+source = "test_dash_encode.py"
+segment_duration_s = 1.0
+duration_s = 2.0
+[video]
+codecs = "avc1"
+frame_rate = 10
+levels = [{ bitrate_bps = 100_000, width = 160, height = 90 }, { bitrate_bps = 400_000, width = 320, height = 180 }]
+[audio]
+codecs = "mp4a.40.2"
+sample_rate_hz = 48000
+levels = [{ bitrate_bps = 64_000 }]
+"""
+FFPROBE_NAME = {"h264": "h264", "hevc": "hevc", "vp9": "vp9", "av1": "av1"}
+
+
+def _keyframes(path: Path) -> list[int]:
+    """Indexes of the key frames of a video file."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=key_frame",
+                          "-of", "default=nw=1:nk=1", str(path)], capture_output=True, text=True, check=True).stdout
+    return [i for i, flag in enumerate(out.split()) if flag == "1"]
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg missing: sudo ./setup.sh installs it")
+@pytest.mark.parametrize("codec", encode.CODECS)
+def test_media_encode_from_the_cli(tmp_path: Path, codec: str) -> None:
+    """``python -m nest_experiments media encode`` on a tiny ladder, every codec Debian's ffmpeg has: the MPD's path on
+    stdout, the codec in the streams, a key frame at every segment start in every level, every level decodes,
+    its measured rate recorded (and within the tolerance), and a second call reuses the cache."""
+    import sys
+
+    (tmp_path / "tiny.toml").write_text(TINY_LADDER)
+    argv = [sys.executable, "-m", "nest_experiments", "media", "encode", "--ladder", str(tmp_path / "tiny.toml"),
+            "--duration", "2", "--codec", codec, "--out", str(tmp_path / "cache")]
+    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    mpd = Path(run.stdout.strip())
+    assert mpd.parent.parent == tmp_path / "cache" and mpd.name == media.MPD_NAME
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
+                            str(mpd)], capture_output=True, text=True, check=True)
+    assert sorted(set(probe.stdout.split())) == sorted({"aac", FFPROBE_NAME[codec]})
+    manifest = parse_mpd(mpd.read_text())
+    for rep in manifest.adaptation_set("video").representations:
+        joined = tmp_path / f"{rep.id}.mp4"
+        joined.write_bytes(b"".join((mpd.parent / name).read_bytes() for name in
+                                    [init_url(rep) or "", *(segment_url(rep, i) for i in range(2))]))
+        assert _keyframes(joined) == [0, 10], rep.id  # one GOP per 1 s segment at 10 fps; decodes (ffprobe)
+    info = encode.encode_info(mpd)
+    assert info["codec"] == codec
+    ratios = {(row["stream"], row["level"]): row["ratio"] for row in info["levels"]}  # type: ignore[union-attr, index]
+    assert set(ratios) == {("audio", 0), ("video", 0), ("video", 1)}
+    assert all(abs(r - 1) <= encode.RATE_TOLERANCE for r in ratios.values()), ratios
+    again = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert again.stdout.strip() == str(mpd)
