@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -94,16 +95,37 @@ def test_our_player_plays_encoded_media(no_leftovers: None, tmp_path: Path) -> N
     assert doc["end_reason"] == "ended" and doc["player"] == "nest"
 
 
+def _decoded_it_all(run_dir: Path) -> dict[str, Any]:
+    """dash.js's qoe.json after checking that the element played the whole clip, decoding its frames."""
+    doc: dict[str, Any] = json.loads((run_dir / "qoe.json").read_text())["video"]
+    assert doc["end_reason"] == "ended", doc
+    assert doc["media_error"] is None and doc["errors"] == []
+    assert doc["played_s"] >= CLIP_S - 0.1  # the element's playback time reached the end of the clip
+    assert doc["frames_decoded"] >= (CLIP_S - 0.5) * FPS and doc["frames_dropped"] <= doc["frames_decoded"] // 10
+    return doc
+
+
+def test_dashjs_decodes_the_papers_av1_ladder(no_leftovers: None, tmp_path: Path) -> None:
+    """The NeST paper's codec: the Eldorado AV1 ladder (15 levels, 145 kbit/s - 27.5 Mbit/s, 4 s segments),
+    encoded with SVT-AV1 (codec = "av1"), played and decoded by dash.js in Chromium."""
+    raw = _raw("dashjs", "tcp")
+    raw["apps"]["video"].update(ladder="eldorado_av1", codec="av1")
+    mpd = _mpd(raw)
+    assert set(re.findall(r'codecs="(\w+)\.', mpd.read_text())) == {"av01", "mp4a"}
+    run_dir = _execute(raw, tmp_path)
+    rows = _segments(run_dir)
+    _check_rows(rows, "tcp", mpd)
+    doc = _decoded_it_all(run_dir)
+    print(f"AV1: levels {[int(r['level']) for r in rows if r['stream'] == 'video']}, "
+          f"{doc['frames_decoded']} frames decoded, {doc['frames_dropped']} dropped, played {doc['played_s']} s")
+
+
 @pytest.mark.parametrize("transport", ["tcp", "h2", "h3"])
 def test_dashjs_decodes_and_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str) -> None:
     raw = _raw("dashjs", transport)
     run_dir = _execute(raw, tmp_path)
     _check_rows(_segments(run_dir), transport, _mpd(raw))
-    doc = json.loads((run_dir / "qoe.json").read_text())["video"]
-    assert doc["end_reason"] == "ended", doc
-    assert doc["media_error"] is None and doc["errors"] == []
-    assert doc["played_s"] >= CLIP_S - 0.1  # the element's playback time reached the end of the clip
-    assert doc["frames_decoded"] >= (CLIP_S - 0.5) * FPS and doc["frames_dropped"] <= doc["frames_decoded"] // 10
+    doc = _decoded_it_all(run_dir)
     assert set(doc["protocols"]) == {{"tcp": "http/1.1"}.get(transport, transport)}, doc["protocols"]
     assert doc["client"].startswith("dash.js 5.2.1 in Chrome/")
     manifest = json.loads((run_dir / "manifest.json").read_text())
