@@ -191,3 +191,26 @@ def test_media_encode_from_the_cli(tmp_path: Path, codec: str) -> None:
     assert all(abs(r - 1) <= encode.RATE_TOLERANCE for r in ratios.values()), ratios
     again = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert again.stdout.strip() == str(mpd)
+
+
+def test_av1_argv_is_svt_av1_cbr_fastest_with_noise_on_the_pattern_only() -> None:
+    ladder = media.load_ladder("eldorado_av1")
+    params = encode.make_params(ladder, duration_s=8, codec="av1")
+    low, high = (encode.video_argv(params, ladder.video.levels[i], Path("v.mp4")) for i in (0, 14))
+    for argv in (low, high):
+        joined = " ".join(argv)
+        assert "-c:v libsvtav1 -preset 13" in joined and "keyint=120:scd=0:pred-struct=1:rc=2" in joined
+    assert "noise=alls=10:allf=t+u:all_seed=1," in low[low.index("-vf") + 1]  # 145 kbit/s at 320x180: 0.08 bpp
+    assert "noise=alls=20:allf=t+u:all_seed=1," in high[high.index("-vf") + 1]  # 27.5 Mbit/s at 640x360: 4 bpp
+    h264 = encode.make_params(ladder, duration_s=8)
+    assert "noise" not in " ".join(encode.video_argv(h264, ladder.video.levels[0], Path("v.mp4")))
+    assert h264.pattern_filter == "" and "pattern_filter" not in h264.identity()  # old h264 caches keep their key
+    assert params.cache_key() != encode.make_params(ladder, duration_s=8, codec="vp9").cache_key()
+
+
+def test_a_users_video_gets_no_noise(tmp_path: Path) -> None:
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"x")
+    params = encode.make_params(media.load_ladder("eldorado_av1"), duration_s=8, codec="av1", source=video)
+    assert params.pattern_filter == ""
+    assert "noise" not in " ".join(encode.video_argv(params, params.ladder.video.levels[0], Path("v.mp4")))
