@@ -143,8 +143,8 @@ segment_duration_s = 1.0
 duration_s = 2.0
 [video]
 codecs = "avc1"
-frame_rate = 10
-levels = [{ bitrate_bps = 100_000, width = 160, height = 90 }, { bitrate_bps = 400_000, width = 320, height = 180 }]
+frame_rate = 30
+levels = [{ bitrate_bps = 145_000, width = 320, height = 180 }, { bitrate_bps = 1_400_000, width = 640, height = 360 }]
 [audio]
 codecs = "mp4a.40.2"
 sample_rate_hz = 48000
@@ -183,7 +183,7 @@ def test_media_encode_from_the_cli(tmp_path: Path, codec: str) -> None:
         joined = tmp_path / f"{rep.id}.mp4"
         joined.write_bytes(b"".join((mpd.parent / name).read_bytes() for name in
                                     [init_url(rep) or "", *(segment_url(rep, i) for i in range(2))]))
-        assert _keyframes(joined) == [0, 10], rep.id  # one GOP per 1 s segment at 10 fps; decodes (ffprobe)
+        assert _keyframes(joined) == [0, 30], rep.id  # one GOP per 1 s segment at 30 fps; decodes (ffprobe)
     info = encode.encode_info(mpd)
     assert info["codec"] == codec
     ratios = {(row["stream"], row["level"]): row["ratio"] for row in info["levels"]}  # type: ignore[union-attr, index]
@@ -199,7 +199,7 @@ def test_av1_argv_is_svt_av1_cbr_fastest_with_noise_on_the_pattern_only() -> Non
     low, high = (encode.video_argv(params, ladder.video.levels[i], Path("v.mp4")) for i in (0, 14))
     for argv in (low, high):
         joined = " ".join(argv)
-        assert "-c:v libsvtav1 -preset 13" in joined and "keyint=120:scd=0:pred-struct=1:rc=2" in joined
+        assert "-c:v libsvtav1 -preset 13" in joined and "keyint=120:scd=0:pred-struct=1:rc=2:lp=1" in joined
     assert "noise=alls=10:allf=t+u:all_seed=1," in low[low.index("-vf") + 1]  # 145 kbit/s at 320x180: 0.08 bpp
     assert "noise=alls=20:allf=t+u:all_seed=1," in high[high.index("-vf") + 1]  # 27.5 Mbit/s at 640x360: 4 bpp
     h264 = encode.make_params(ladder, duration_s=8)
