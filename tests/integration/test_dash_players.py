@@ -200,9 +200,13 @@ def browser_pids(profile: Path) -> list[int]:
     return profile_pids(profile)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "mptcp"])
-def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str) -> None:
-    """GPAC's DASH client decodes and plays the encoded clip (SDL dummy output) over HTTP/1.1 and MPTCP.
+@pytest.mark.parametrize(("transport", "ladder", "codec"), [
+    ("tcp", "abr_quic_tcp", "h264"), ("mptcp", "abr_quic_tcp", "h264"),
+    ("mptcp", "eldorado_av1", "av1"),  # the NeST default's ladder and transport, the paper's codec
+])
+def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str, ladder: str, codec: str) -> None:
+    """GPAC's DASH client decodes and plays the encoded clip (SDL dummy output) over HTTP/1.1 and MPTCP, and the
+    NeST paper's AV1 ladder over MPTCP.
 
     Debian bookworm has no gpac package; setup.sh installs bullseye's 1.0.1 (CI included). Without gpac the
     test does not run and says exactly why; that is the only accepted reason, any other (mptcpize missing,
@@ -218,7 +222,7 @@ def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str)
     legacy = gpac.gpac_version(gpac.find_gpac(), {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}).legacy
     abr, algo = ("grate", "grate") if legacy else ("bba", "bba0")  # bba0: BBA-0's twin, GPAC prints its decisions
     raw = _raw("gpac", transport)
-    raw["apps"]["video"]["abr"] = abr
+    raw["apps"]["video"].update(abr=abr, ladder=ladder, codec=codec)
     run_dir = _execute(raw, tmp_path)
     rows = _segments(run_dir)
     _check_rows([{**r, "t_first_byte": r["t_request"]} for r in rows], transport, _mpd(raw))  # GPAC logs no first byte
