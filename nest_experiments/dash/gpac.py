@@ -16,6 +16,25 @@ can be after the next download started). ``t_first_byte`` is never known.
 Stalls come from ``[VideoOut]``/``[AudioOut]`` ``... rebuffering`` (start)
 and ``rebuffer done in N ms`` (end, duration); the duration is written on the
 last segment of that stream received before the end line.
+
+GPAC 1.0.x (Debian bullseye's 1.0.1, the one a bookworm machine can install:
+``setup.sh``) differs, found by running it (a real log:
+``tests/data/gpac/v1.0.1``): its ``got`` line is the older ``... (%d kbps) -
+duration %g sec - Media Rate: indicated %d - computed %d kbps - buffer %d
+ms`` (parsed too); ``aout``/``vout`` take only ``buffer`` (no
+``mbuffer``/``rbuffer``); ``debug_as`` is one index (``0,1`` plays the
+audio only, so it is left out); its SDL video output (SDL 1.2) crashes
+without an X display, so ``vout`` draws through X11 into a private X server
+(:func:`virtual_display`, Xvfb); its ``bba0`` stops after the first segment
+of each stream (``End of segment ... would block, postponing`` forever, no
+``BBA-0:`` line), so it is refused (:data:`LEGACY_BROKEN_ALGOS`). Its outputs
+log no rebuffering and, for video, not even an underflow: while video waits
+for a segment its ``[VideoOut] buffer`` lines stay at the one frame it holds
+(``33 / 2000 ms`` for 22 s in a real run whose second segment came 22 s
+late; GPAC then ended at once, that segment too late to show), so for 1.0
+such a spell is the stall (``starving``): until the buffer grows again, or,
+when the log ends first, until the video segment that came during it. :func:`gpac_version` tells
+the versions apart from ``gpac -version``.
 """
 
 from __future__ import annotations
@@ -63,6 +82,11 @@ _STALL_EMPTY = re.compile(r"^\[(Video|Audio)Out\] buffer empty, rebuffering")
 _DONE = re.compile(r"^\[(Video|Audio)Out\] rebuffer done in (\d+) ms")
 _UNDERFLOW = re.compile(r"^\[(Video|Audio)Out\] buffer underflow")
 _INSPECT_REBUF = re.compile(r"^\[Inspect\] PID \d+ rebuffering")
+_FRAME = re.compile(r"^\[VideoOut\] buffer (\d+) / \d+ ms")  # printed at every frame (and while waiting)
+#: GPAC 1.0.x logs no rebuffering: video starves when its buffer is down to the one frame it holds (33 ms at
+#: 30 fps) and plays again when the buffer grows; a starving spell this long or longer is a stall
+STARVED_MS = 50
+STARVED_MIN_S = 0.2
 _NUMBER = re.compile(r"(\d+)(?=\D*$)")
 
 
@@ -150,6 +174,10 @@ class _Parse:
     open_stalls: dict[str, int] = field(default_factory=dict)
     underflows: dict[str, int] = field(default_factory=lambda: {"video": 0, "audio": 0})
     inspect: int = 0
+    starving: bool = False
+    starved_since: float | None = None
+    arrived_while_starved: float | None = None  # a video segment came during the spell: the player was waiting
+    fed: bool = False
 
     def stream_of(self, as_number: int) -> str:
         if self.manifest is not None and 0 < as_number <= len(self.manifest.adaptation_sets):
@@ -174,12 +202,15 @@ class _Parse:
             (_DONE, self.on_done),
             (_UNDERFLOW, self.on_underflow),
             (_INSPECT_REBUF, self.on_inspect),
+            (_FRAME, self.on_frame),
         ]
 
     def on_got(self, t: float | None, m: re.Match[str]) -> None:
         stream = self.stream_of(int(m["aset"]))
         index, level, rate = self.locate(int(m["aset"]), m["name"])
         download = float(m["secs"])
+        if stream == "video" and self.starved_since is not None:
+            self.arrived_while_starved = t
         self.download_s.append(download)
         self.segments.append(
             SegmentRow(
@@ -275,6 +306,31 @@ class _Parse:
     def on_inspect(self, t: float | None, m: re.Match[str]) -> None:
         self.inspect += 1
 
+    def on_frame(self, t: float | None, m: re.Match[str]) -> None:
+        """With ``starving`` (GPAC 1.0.x, times known): the video buffer down to one frame until it grows again
+        is a stall."""
+        if not self.starving or t is None:
+            return
+        if int(m.group(1)) > STARVED_MS:
+            self._starved_until(t)
+            self.fed = True
+        elif self.fed and self.starved_since is None:
+            self.starved_since, self.arrived_while_starved = t, None
+
+    def _starved_until(self, t: float) -> None:
+        if self.starved_since is not None and t - self.starved_since >= STARVED_MIN_S:
+            duration = round(t - self.starved_since, 3)
+            self.stalls.append(GpacStall(stream="video", t_start=self.starved_since, buffer_s=0.0,
+                                         threshold_s=STARVED_MS / 1000, duration_s=duration))
+            self._attribute("video", duration)
+        self.starved_since = None
+
+    def finish(self) -> None:
+        """The log ended while video starved: a stall up to the segment that came during it (GPAC 1.0 ends at
+        once when that segment is already too late), else the end of the content (no stall)."""
+        if self.starved_since is not None and self.arrived_while_starved is not None:
+            self._starved_until(self.arrived_while_starved)
+
 
 def _match_template(rep: Representation, name: str) -> int | None:
     """The $Number$ of ``name`` if it is a media segment of ``rep``, else None."""
@@ -292,11 +348,15 @@ def parse_gpac_log(
     *,
     as_streams: Mapping[int, str] = DEFAULT_AS_STREAMS,
     transport: str = "",
+    starving: bool = False,
 ) -> GpacLog:
-    """Parse one GPAC stderr log. With ``manifest``, levels and bitrates are filled in."""
-    state = _Parse(manifest=manifest, as_streams=as_streams, transport=transport)
+    """Parse one GPAC stderr log. With ``manifest``, levels and bitrates are filled in. ``starving`` (for
+    GPAC 1.0.x, which logs no rebuffering): the ``[VideoOut] buffer X / Y ms`` level at or below
+    :data:`STARVED_MS` for :data:`STARVED_MIN_S` or more, then growing, is a video stall (needs ``-log-utc``)."""
+    state = _Parse(manifest=manifest, as_streams=as_streams, transport=transport, starving=starving)
     for t, text_line in records(text):
         state.line(t, text_line)
+    state.finish()
     return GpacLog(
         segments=tuple(state.segments),
         download_s=tuple(state.download_s),

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(home, ignore_errors=True)
         text = (args.out / "gpac.log").read_text(errors="replace")
         manifest = parse_mpd(args.mpd_file.read_text())
-        log = gpac.parse_gpac_log(text, manifest, transport=args.transport)
+        log = gpac.parse_gpac_log(text, manifest, transport=args.transport, starving=version.legacy)
         shift = run_clock_shift(text, wall_minus_mono=wall_minus_mono, t0=t0)
         rows = shifted(list(log.segments), shift)
         if not rows:

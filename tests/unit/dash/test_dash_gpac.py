@@ -215,3 +215,33 @@ def test_virtual_display_says_how_to_get_xvfb(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(gpac.shutil, "which", lambda name: None)
     with pytest.raises(MissingToolError, match="apt-get install xvfb"), gpac.virtual_display():
         pass
+
+
+def test_1_0_video_starving_is_a_stall() -> None:
+    """GPAC 1.0 logs no rebuffering: in this real run (Eldorado AV1 over MPTCP, 5 Mbit/s) grate asked for the
+    27.5 Mbit/s level, the 14 MB segment came 22 s late, and VideoOut sat at its one held frame meanwhile."""
+    text = (V1_0 / "av1_grate_mptcp_log-utc.log").read_text()
+    mpd = parse_mpd((V1_0 / "eldorado_av1_8s.mpd").read_text())
+    log = gpac.parse_gpac_log(text, mpd, starving=True)
+    assert [(s.stream, s.t_start, s.duration_s) for s in log.stalls] == [("video", 4.682, 22.009)]
+    assert [(s.stream, s.index, s.level, s.stall_s) for s in log.segments if s.stall_s] == [("video", 1, 14, 22.009)]
+    assert gpac.parse_gpac_log(text, mpd).stalls == ()  # only asked for (GPAC 1.0)
+    tcp = (V1_0 / "grate_tcp_log-utc.log").read_text()
+    assert gpac.parse_gpac_log(tcp, parse_mpd((V1_0 / "manifest.mpd").read_text()), starving=True).stalls == ()
+
+
+def _utc(ms: int, line: str) -> str:
+    return f"UTC 2026-11-25T00:00:00Z (TS {1795600000000 + ms}) - {line}\n"
+
+
+def test_1_0_starving_at_the_end_of_the_content_is_no_stall() -> None:
+    frames = [_utc(i * 33, f"[VideoOut] buffer {max(33, 1000 - i * 33)} / 2000 ms") for i in range(40)]
+    tail = [_utc(1400 + i * 200, "[VideoOut] buffer 33 / 2000 ms") for i in range(20)]  # 4 s at one frame
+    assert gpac.parse_gpac_log("".join(frames + tail), starving=True).stalls == ()
+    got = _utc(3000, "[DASH] AS#2 got v_2.m4s stats: 9 bytes in 1 sec (1 kbps) - duration 4 sec - Media Rate: "
+                     "indicated 1 - computed 1 kbps - buffer 0 ms")
+    refill = _utc(5600, "[VideoOut] buffer 900 / 2000 ms")
+    assert [s.duration_s for s in gpac.parse_gpac_log("".join(frames + tail + [got]), starving=True).stalls] \
+        == [round(3.0 - 0.957, 3)]  # ended by the log: up to the segment that came while starving
+    assert [s.duration_s for s in gpac.parse_gpac_log("".join(frames + tail + [refill]), starving=True).stalls] \
+        == [round(5.6 - 0.957, 3)]  # ended by the buffer growing
