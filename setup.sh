@@ -11,8 +11,9 @@
 # qemu, ffmpeg, chromium, ...), makes a virtualenv in ./.venv with the pinned requirements,
 # installs dash.js (npm ci in web/, pinned by web/package-lock.json),
 # installs this project into it (editable), builds the quic-go fetcher and
-# Caddy (native/, when Go >= 1.26 is installed) into it, and links /usr/lib/tc to
-# Debian's netem tables (NeST reads them there).
+# Caddy (native/, when Go >= 1.26 is installed) into it, installs GPAC (player = "gpac": on Debian 12
+# bullseye's gpac 1.0.1, pinned so that nothing of bookworm is replaced; NEST_GPAC=0 skips it) and links
+# /usr/lib/tc to Debian's netem tables (NeST reads them there).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -139,6 +140,33 @@ install_web() {
   fi
 }
 
+GPAC_SOURCES=/etc/apt/sources.list.d/nest-bullseye-gpac.sources
+GPAC_PIN=/etc/apt/preferences.d/nest-bullseye-gpac
+
+install_gpac() {
+  # player = "gpac": Debian 12 has no gpac; bullseye's 1.0.1 (its libraries have their own sonames) installs
+  # beside bookworm's: a bullseye source pinned at 100, so nothing of bookworm is ever replaced or upgraded
+  # from it and only what bookworm lacks comes from bullseye. xvfb: 1.0's video output needs an X display.
+  # Opt out with NEST_GPAC=0.
+  if [ "${NEST_GPAC:-1}" = 0 ] || { command -v gpac >/dev/null && command -v Xvfb >/dev/null; }; then return 0; fi
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if [ "$(. /etc/os-release && echo "${ID:-}")" != debian ] || [ "$codename" != bookworm ]; then
+    echo "setup.sh: player = \"gpac\" needs gpac: on Ubuntu apt-get install gpac; elsewhere build it from" \
+      "https://github.com/gpac/gpac (only Debian 12 gets bullseye's gpac from here)" >&2
+    return 0
+  fi
+  echo "setup.sh: installing gpac 1.0.1 from Debian bullseye (pinned, nothing of bookworm replaced) and xvfb" >&2
+  printf '%s\n' "# nest_experiments setup.sh: bullseye's gpac 1.0.1 (bookworm has none); pinned low in $GPAC_PIN" \
+    "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bullseye" "Components: main" \
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" > "$GPAC_SOURCES"
+  printf '%s\n' "# nest_experiments setup.sh: bullseye only for what bookworm lacks (gpac and its libraries)" \
+    "Package: *" "Pin: release n=bullseye" "Pin-Priority: 100" > "$GPAC_PIN"
+  apt_update
+  DEBIAN_FRONTEND=noninteractive apt-get -o "DPkg::Lock::Timeout=$APT_LOCK_TIMEOUT" install -y -q \
+    --no-install-recommends gpac xvfb
+}
+
 link_tc_tables() {
   if [ ! -e /usr/lib/tc ] && [ -d /usr/lib/x86_64-linux-gnu/tc ]; then
     ln -s /usr/lib/x86_64-linux-gnu/tc /usr/lib/tc
@@ -183,6 +211,7 @@ install_packages
 make_venv
 build_native
 install_web
+install_gpac
 link_tc_tables
 
 case "${1:-}" in

@@ -171,6 +171,8 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     elif t.has("vbr"):
         raise ConfigError(join(t.path, "vbr"), "applies to media = 'generated' only (encodes are CBR)")
     codec = t.get("codec", one_of(encode.CODECS), encode.DEFAULT_CODEC)
+    if player == "dashjs" and codec in encode.NOT_IN_CHROMIUM:
+        raise ConfigError(join(t.path, "codec"), encode.NOT_IN_CHROMIUM[codec])
     source = t.get("source", as_str, None)
     if source is not None and not Path(source).is_file():
         raise ConfigError(join(t.path, "source"), f"{source}: no such video file (a path relative to the "

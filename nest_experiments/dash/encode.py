@@ -20,8 +20,27 @@ ladder's; :func:`encode` checks it and records it in ``encode.json``):
   the encoder pads the stream to exactly R, so a simple picture at a high
   rate does not undershoot;
 - ``hevc`` (libx265): ABR with ``strict-cbr`` and the same VBV (no filler:
-  an easy picture can undershoot; ``encode.json`` says so);
-- ``vp9`` (libvpx-vp9): ``-b:v = -minrate = -maxrate = R`` (CBR mode).
+  an easy picture can undershoot; ``encode.json`` says so; see the noise below);
+- ``vp9`` (libvpx-vp9): ``-b:v = -minrate = -maxrate = R`` (CBR mode);
+- ``av1`` (libsvtav1, the AV1 encoder of Debian 12's ffmpeg 5.1; the NeST
+  paper's Eldorado ladder is AV1): its fastest preset (13) and CBR, which
+  SVT-AV1 has only in its low-delay prediction structure (``pred-struct=1:
+  rc=2``; SVT-AV1 calls that mode experimental), on one thread (``lp=1``:
+  with several, the same input gave segments 16 % apart from run to run).
+
+Only x264 pads (filler); libx265, libvpx-vp9 and SVT-AV1 spend what the
+picture needs, and the clean test pattern needs little: SVT-AV1 gave 0.67
+Mbit/s at 360 lines when asked for 27.5, libvpx-vp9 17 % of 400 kbit/s at
+180 lines. So for those three the pattern gets temporal noise
+(``noise=alls=N:allf=t+u:all_seed=1``, :data:`PATTERN_NOISE`, part of the cache
+key; N = 10 below 0.25 bits per pixel, else 20 (:data:`NOISE_STRENGTH`): 20
+made the lowest AV1 levels (0.08 bpp) overshoot by 13-16 %, 10 made a 10 fps
+160x90/320x180 ladder (0.7 bpp) undershoot by 15-32 % in VP9 and AV1):
+then every level of the unit tests' ladder (30 fps, 0.08 and 0.2 bpp) lands
+within 10 % in every codec (AV1 at 1.07 and 0.92), and every Eldorado level
+from 145 kbit/s to 27.5 Mbit/s in AV1 within 5 % (0.96-1.04,
+``bench/encode_ladder.py --ladder eldorado_av1 --codec av1 --clip 8``). A
+user's video gets no noise.
 
 Every encoder gets a fixed GOP of exactly one segment (``segment length x
 frame rate`` frames, no scene-cut keyframes), so that every segment starts
@@ -55,7 +74,17 @@ from nest_experiments.dash.media import Ladder, Level
 from nest_experiments.dash.mpd import Manifest, parse_mpd, segment_url
 from nest_experiments.errors import ConfigError, MissingToolError, RunError
 
-CODECS = ("h264", "hevc", "vp9")
+CODECS = ("h264", "hevc", "vp9", "av1")
+AV1_PRESET = 13  # SVT-AV1's fastest
+PATTERN_NOISE = "noise=alls={strength}:allf=t+u:all_seed=1"  # something to spend the bits on (see the module doc)
+#: (bits per pixel below which, strength): measured on Eldorado (0.07-4 bpp) and a 10 fps 160x90 ladder (0.7)
+NOISE_STRENGTH = ((0.25, 10), (float("inf"), 20))
+#: codecs Chromium's Media Source cannot play (player = "dashjs" refuses them at load): Debian 12's Chromium 156
+#: answers MediaSource.isTypeSupported false for hvc1/hev1 and true for avc1, vp09 and av01
+NOT_IN_CHROMIUM = {"hevc": "Chromium cannot decode HEVC (Debian's Chromium has no HEVC decoder: "
+                           "MediaSource.isTypeSupported('video/mp4; codecs=\"hvc1...\"') is false); "
+                           "use h264, vp9 or av1 with player = 'dashjs'"}
+FILLERLESS = ("hevc", "vp9", "av1")  # encoders that cannot pad to the rate: the pattern gets PATTERN_NOISE
 DEFAULT_CODEC = "h264"
 DEFAULT_MAX_HEIGHT = 360
 DEFAULT_FRAME_RATE = 30
@@ -78,6 +107,7 @@ class EncodeParams:
     max_height: int
     source: str | None  # None: the test pattern
     source_sha256: str | None
+    pattern_filter: str = ""  # added to the test pattern (hashed: a change makes a new cache entry)
 
     @property
     def frame_rate(self) -> int:
@@ -87,8 +117,16 @@ class EncodeParams:
     def gop_frames(self) -> int:
         return round(self.ladder.segment_duration_s * self.frame_rate)
 
+    def identity(self) -> dict[str, object]:
+        """What is hashed and stored in the marker: the fields, without an empty ``pattern_filter`` (so that
+        encodes made before that field existed keep their cache entries)."""
+        doc = asdict(self)
+        if not doc["pattern_filter"]:
+            del doc["pattern_filter"]
+        return doc
+
     def cache_key(self) -> str:
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        blob = json.dumps(self.identity(), sort_keys=True).encode()
         return f"{self.ladder.name}-enc-{hashlib.sha256(blob).hexdigest()[:12]}"
 
 
@@ -106,8 +144,9 @@ def make_params(ladder: Ladder, *, duration_s: float | None = None, codec: str =
     if abs(frames - round(frames)) > 1e-6:
         raise ConfigError("ladder", f"segment length x frame rate = {frames:g} frames: a GOP needs a whole number")
     path, digest = (None, None) if source is None else _source(Path(source))
+    noise = f"{PATTERN_NOISE} {NOISE_STRENGTH}" if source is None and codec in FILLERLESS else ""
     return EncodeParams(ladder=ladder, duration_s=duration, codec=codec, max_height=int(max_height),
-                        source=path, source_sha256=digest)
+                        source=path, source_sha256=digest, pattern_filter=noise)
 
 
 def _source(path: Path) -> tuple[str, str]:
@@ -151,12 +190,19 @@ def video_argv(params: EncodeParams, level: Level, out: Path) -> list[str]:
     dar = display_aspect(params)
     if params.source is None:
         inp = ["-f", "lavfi", "-i", f"testsrc=size={width}x{height}:rate={fps}:duration={params.duration_s:g}"]
-        vf = f"setdar={dar},format=yuv420p"
+        noise = f"{pattern_noise(level.bitrate_bps / (width * height * fps))}," if params.pattern_filter else ""
+        vf = f"setdar={dar},{noise}format=yuv420p"
     else:
         inp = ["-stream_loop", "-1", "-i", params.source, "-t", f"{params.duration_s:g}"]
         vf = f"scale={width}:{height},setdar={dar},fps={fps},format=yuv420p"
     return [*NICE, "ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", *inp, "-map", "0:v:0",
             "-vf", vf, "-an", *_codec_args(params.codec, rate, gop), "-f", "mp4", str(out)]
+
+
+def pattern_noise(bits_per_pixel: float) -> str:
+    """The noise filter for a level of this many bits per pixel (per frame): :data:`NOISE_STRENGTH`."""
+    strength = next(s for below, s in NOISE_STRENGTH if bits_per_pixel < below)
+    return PATTERN_NOISE.format(strength=strength)
 
 
 def _codec_args(codec: str, rate: str, gop: int) -> list[str]:
@@ -167,6 +213,9 @@ def _codec_args(codec: str, rate: str, gop: int) -> list[str]:
     if codec == "hevc":
         return ["-c:v", "libx265", "-preset", "veryfast", *vbv, "-tag:v", "hvc1",
                 "-x265-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:strict-cbr=1:log-level=error"]
+    if codec == "av1":
+        return ["-c:v", "libsvtav1", "-preset", str(AV1_PRESET), "-b:v", rate, "-g", str(gop),
+                "-svtav1-params", f"keyint={gop}:scd=0:pred-struct=1:rc=2:lp=1"]
     return ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1", *vbv,
             "-g", str(gop), "-keyint_min", str(gop)]
 
@@ -278,7 +327,7 @@ def is_complete(folder: Path, params: EncodeParams) -> bool:
         done = json.loads((folder / media.COMPLETE_MARKER).read_text())
     except (OSError, ValueError):
         return False
-    return bool(done == json.loads(json.dumps(asdict(params))))
+    return bool(done == json.loads(json.dumps(params.identity())))
 
 
 def _encode_into(folder: Path, params: EncodeParams) -> None:
@@ -303,7 +352,7 @@ def _encode_into(folder: Path, params: EncodeParams) -> None:
     info = {"codec": params.codec, "source": params.source or "testsrc", "package_s": round(times["package"], 3),
             "levels": rows}
     (folder / ENCODE_INFO).write_text(json.dumps(info, indent=2) + "\n")
-    (folder / media.COMPLETE_MARKER).write_text(json.dumps(asdict(params), sort_keys=True))
+    (folder / media.COMPLETE_MARKER).write_text(json.dumps(params.identity(), sort_keys=True))
 
 
 def _ffmpeg(argv: list[str], what: str) -> float:

@@ -1,4 +1,4 @@
-"""GPAC (26.07) as the DASH player: its command line and a parser for its log.
+"""GPAC (26.07, and Debian bullseye's 1.0.1) as the DASH player: its command line and a parser for its log.
 
 Formats and traps: ``tests/data/gpac/README.md``, beside the captured logs
 that the tests parse. The parser is pure (text in, records out); it splits on ``\\r`` as well as ``\\n`` (buffer
@@ -16,13 +16,35 @@ can be after the next download started). ``t_first_byte`` is never known.
 Stalls come from ``[VideoOut]``/``[AudioOut]`` ``... rebuffering`` (start)
 and ``rebuffer done in N ms`` (end, duration); the duration is written on the
 last segment of that stream received before the end line.
+
+GPAC 1.0.x (Debian bullseye's 1.0.1, the one a bookworm machine can install:
+``setup.sh``) differs, found by running it (a real log:
+``tests/data/gpac/v1.0.1``): its ``got`` line is the older ``... (%d kbps) -
+duration %g sec - Media Rate: indicated %d - computed %d kbps - buffer %d
+ms`` (parsed too); ``aout``/``vout`` take only ``buffer`` (no
+``mbuffer``/``rbuffer``); ``debug_as`` is one index (``0,1`` plays the
+audio only, so it is left out); its SDL video output (SDL 1.2) crashes
+without an X display, so ``vout`` draws through X11 into a private X server
+(:func:`virtual_display`, Xvfb); its ``bba0`` stops after the first segment
+of each stream (``End of segment ... would block, postponing`` forever, no
+``BBA-0:`` line), so it is refused (:data:`LEGACY_BROKEN_ALGOS`). Its outputs
+log no rebuffering and, for video, not even an underflow: while video waits
+for a segment its ``[VideoOut] buffer`` lines stay at the one frame it holds
+(``33 / 2000 ms`` for 22 s in a real run whose second segment came 22 s
+late; GPAC then ended at once, that segment too late to show), so for 1.0
+such a spell is the stall (``starving``): until the buffer grows again, or,
+when the log ends first, until the video segment that came during it. :func:`gpac_version` tells
+the versions apart from ``gpac -version``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from nest_experiments.dash.mpd import Manifest, Representation
@@ -34,14 +56,23 @@ GPAC_HINT = (
     "or build from https://github.com/gpac/gpac"
 )
 GPAC_ALGOS = ("none", "grate", "gbuf", "bba0", "bolaf", "bolab", "bolau", "bolao")
+#: GPAC 1.0.x's algorithms that do not play a whole stream (see the module doc)
+LEGACY_BROKEN_ALGOS = {"bba0": "GPAC 1.0.x's bba0 stops after the first segment of each stream; use grate or bolaf, "
+                               "or GPAC >= 2.0"}
+XVFB_HINT = "GPAC 1.0.x draws video through X11: apt-get install xvfb (sudo ./setup.sh installs it with gpac)"
 DEFAULT_AS_STREAMS: Mapping[int, str] = {1: "audio", 2: "video"}  # MP4Box input order in the samples
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _UTC = re.compile(r"^UTC \S+ \(TS (\d+)\) - ")
 _GOT = re.compile(
-    r"^\[DASH\] AS#(\d+) got (\S+) stats: (\d+) bytes in (\S+) sec at (\d+) kbps - dur (\S+) sec"
-    r" - bitrate: (\d+) \(avg (\d+)\) kbps - buffer (\d+) ms"
+    r"^\[DASH\] AS#(?P<aset>\d+) got (?P<name>\S+) stats: (?P<bytes>\d+) bytes in (?P<secs>\S+) sec at (\d+) kbps"
+    r" - dur (\S+) sec - bitrate: (\d+) \(avg (\d+)\) kbps - buffer (?P<buffer>\d+) ms"
 )
+_GOT_1_0 = re.compile(  # GPAC 1.0.x
+    r"^\[DASH\] AS#(?P<aset>\d+) got (?P<name>\S+) stats: (?P<bytes>\d+) bytes in (?P<secs>\S+) sec \((\d+) kbps\)"
+    r" - duration (\S+) sec - Media Rate: indicated (\d+) - computed (\d+) kbps - buffer (?P<buffer>\d+) ms"
+)
+_VERSION = re.compile(r"version (\d+)\.(\d+)")
 _QUALITY = re.compile(r"^\[DASH\] AS#(\d+) changed quality to bitrate (\d+) kbps")
 _DECISION = re.compile(
     r"^\[DASH\] (BBA-0|BOLA): buffer (\d+) ms, segment number (\d+), new quality (\d+) with rate (\d+)"
@@ -51,6 +82,11 @@ _STALL_EMPTY = re.compile(r"^\[(Video|Audio)Out\] buffer empty, rebuffering")
 _DONE = re.compile(r"^\[(Video|Audio)Out\] rebuffer done in (\d+) ms")
 _UNDERFLOW = re.compile(r"^\[(Video|Audio)Out\] buffer underflow")
 _INSPECT_REBUF = re.compile(r"^\[Inspect\] PID \d+ rebuffering")
+_FRAME = re.compile(r"^\[VideoOut\] buffer (\d+) / \d+ ms")  # printed at every frame (and while waiting)
+#: GPAC 1.0.x logs no rebuffering: video starves when its buffer is down to the one frame it holds (33 ms at
+#: 30 fps) and plays again when the buffer grows; a starving spell this long or longer is a stall
+STARVED_MS = 50
+STARVED_MIN_S = 0.2
 _NUMBER = re.compile(r"(\d+)(?=\D*$)")
 
 
@@ -138,6 +174,10 @@ class _Parse:
     open_stalls: dict[str, int] = field(default_factory=dict)
     underflows: dict[str, int] = field(default_factory=lambda: {"video": 0, "audio": 0})
     inspect: int = 0
+    starving: bool = False
+    starved_since: float | None = None
+    arrived_while_starved: float | None = None  # a video segment came during the spell: the player was waiting
+    fed: bool = False
 
     def stream_of(self, as_number: int) -> str:
         if self.manifest is not None and 0 < as_number <= len(self.manifest.adaptation_sets):
@@ -154,6 +194,7 @@ class _Parse:
     def _handlers(self) -> list[tuple[re.Pattern[str], Callable[[float | None, re.Match[str]], None]]]:
         return [
             (_GOT, self.on_got),
+            (_GOT_1_0, self.on_got),
             (_QUALITY, self.on_quality),
             (_DECISION, self.on_decision),
             (_STALL, self.on_stall),
@@ -161,12 +202,15 @@ class _Parse:
             (_DONE, self.on_done),
             (_UNDERFLOW, self.on_underflow),
             (_INSPECT_REBUF, self.on_inspect),
+            (_FRAME, self.on_frame),
         ]
 
     def on_got(self, t: float | None, m: re.Match[str]) -> None:
-        stream = self.stream_of(int(m.group(1)))
-        index, level, rate = self.locate(int(m.group(1)), m.group(2))
-        download = float(m.group(4))
+        stream = self.stream_of(int(m["aset"]))
+        index, level, rate = self.locate(int(m["aset"]), m["name"])
+        download = float(m["secs"])
+        if stream == "video" and self.starved_since is not None:
+            self.arrived_while_starved = t
         self.download_s.append(download)
         self.segments.append(
             SegmentRow(
@@ -174,11 +218,11 @@ class _Parse:
                 index=index,
                 level=level,
                 bitrate_bps=rate,
-                bytes=int(m.group(3)),
+                bytes=int(m["bytes"]),
                 t_request=None if t is None else t - download,
                 t_first_byte=None,
                 t_last_byte=t,
-                buffer_s=int(m.group(9)) / 1000,
+                buffer_s=int(m["buffer"]) / 1000,
                 stall_s=0.0,
                 transport=self.transport,
             )
@@ -262,6 +306,31 @@ class _Parse:
     def on_inspect(self, t: float | None, m: re.Match[str]) -> None:
         self.inspect += 1
 
+    def on_frame(self, t: float | None, m: re.Match[str]) -> None:
+        """With ``starving`` (GPAC 1.0.x, times known): the video buffer down to one frame until it grows again
+        is a stall."""
+        if not self.starving or t is None:
+            return
+        if int(m.group(1)) > STARVED_MS:
+            self._starved_until(t)
+            self.fed = True
+        elif self.fed and self.starved_since is None:
+            self.starved_since, self.arrived_while_starved = t, None
+
+    def _starved_until(self, t: float) -> None:
+        if self.starved_since is not None and t - self.starved_since >= STARVED_MIN_S:
+            duration = round(t - self.starved_since, 3)
+            self.stalls.append(GpacStall(stream="video", t_start=self.starved_since, buffer_s=0.0,
+                                         threshold_s=STARVED_MS / 1000, duration_s=duration))
+            self._attribute("video", duration)
+        self.starved_since = None
+
+    def finish(self) -> None:
+        """The log ended while video starved: a stall up to the segment that came during it (GPAC 1.0 ends at
+        once when that segment is already too late), else the end of the content (no stall)."""
+        if self.starved_since is not None and self.arrived_while_starved is not None:
+            self._starved_until(self.arrived_while_starved)
+
 
 def _match_template(rep: Representation, name: str) -> int | None:
     """The $Number$ of ``name`` if it is a media segment of ``rep``, else None."""
@@ -279,11 +348,15 @@ def parse_gpac_log(
     *,
     as_streams: Mapping[int, str] = DEFAULT_AS_STREAMS,
     transport: str = "",
+    starving: bool = False,
 ) -> GpacLog:
-    """Parse one GPAC stderr log. With ``manifest``, levels and bitrates are filled in."""
-    state = _Parse(manifest=manifest, as_streams=as_streams, transport=transport)
+    """Parse one GPAC stderr log. With ``manifest``, levels and bitrates are filled in. ``starving`` (for
+    GPAC 1.0.x, which logs no rebuffering): the ``[VideoOut] buffer X / Y ms`` level at or below
+    :data:`STARVED_MS` for :data:`STARVED_MIN_S` or more, then growing, is a video stall (needs ``-log-utc``)."""
+    state = _Parse(manifest=manifest, as_streams=as_streams, transport=transport, starving=starving)
     for t, text_line in records(text):
         state.line(t, text_line)
+    state.finish()
     return GpacLog(
         segments=tuple(state.segments),
         download_s=tuple(state.download_s),
@@ -311,6 +384,33 @@ def gpac_env() -> dict[str, str]:
     return {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
 
 
+@dataclass(frozen=True, kw_only=True)
+class GpacVersion:
+    """``gpac -version``: the line, and (major, minor) when it names them."""
+
+    line: str
+    number: tuple[int, int] | None
+
+    @property
+    def legacy(self) -> bool:
+        """GPAC 1.0.x: the older command line and log (see the module doc); unknown versions are taken as new."""
+        return self.number is not None and self.number < (2, 0)
+
+
+def parse_version(text: str) -> GpacVersion:
+    """The version of ``gpac -version``'s output (``... - version 26.07-revrelease``, ``version 1.0.1-rev...``)."""
+    line = next((ln.strip() for ln in _ANSI.sub("", text).splitlines() if "version" in ln), text.strip()[:80])
+    match = _VERSION.search(line)
+    return GpacVersion(line=line, number=(int(match.group(1)), int(match.group(2))) if match else None)
+
+
+def gpac_version(binary: str, env: Mapping[str, str]) -> GpacVersion:
+    """Run ``gpac -p=0 -version`` (with ``env``: GPAC writes ``$HOME/.gpac``) and parse it."""
+    out = subprocess.run([binary, "-p=0", "-version"], capture_output=True, text=True, check=False, env=dict(env),
+                         timeout=30)
+    return parse_version(out.stdout + out.stderr)
+
+
 def gpac_command(
     mpd_url: str,
     *,
@@ -322,6 +422,7 @@ def gpac_command(
     log_utc: bool = True,
     logs: str = "dash@info:mmio@info:ncl",
     binary: str | None = None,
+    legacy: bool = False,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """argv of a GPAC player run, after the README's verified ``grate_rbuf1000`` line.
@@ -330,10 +431,14 @@ def gpac_command(
     (``mbuffer``), ``rebuffer_ms`` the rebuffering threshold (``rbuffer``:
     the paper's 1 s; it must be below ``buffer_ms``, or GPAC disables
     rebuffering). Run it with :func:`gpac_env` in the environment.
+    ``legacy`` (GPAC 1.0.x): no ``debug_as``, ``aout``/``vout`` with
+    ``buffer`` only, and ``vout`` needs an X display (:func:`virtual_display`).
     """
     _check_command(algo, max_buffer_ms, rebuffer_ms, buffer_ms)
-    source = f"{mpd_url}:gpac:algo={algo}:start_with={start_with}:debug_as=0,1"
-    sink = f"buffer={buffer_ms}:mbuffer={max_buffer_ms}:rbuffer={rebuffer_ms}"
+    if legacy and algo in LEGACY_BROKEN_ALGOS:
+        raise ConfigError("gpac.algo", f"{algo!r}: {LEGACY_BROKEN_ALGOS[algo]}")
+    source = f"{mpd_url}:gpac:algo={algo}:start_with={start_with}" + ("" if legacy else ":debug_as=0,1")
+    sink = f"buffer={buffer_ms}" + ("" if legacy else f":mbuffer={max_buffer_ms}:rbuffer={rebuffer_ms}")
     argv = [
         binary or find_gpac(),
         "-p=0",
@@ -347,6 +452,35 @@ def gpac_command(
     if log_utc:
         argv.append("-log-utc")
     return argv + list(extra)
+
+
+XVFB_START_S = 10.0
+
+
+@contextmanager
+def virtual_display(xvfb: str | None = None) -> Iterator[str]:
+    """A private X server (Xvfb, no TCP) for GPAC 1.0.x's video output; yields its ``DISPLAY``, stops it after."""
+    path = xvfb or shutil.which("Xvfb")
+    if path is None:
+        raise MissingToolError(XVFB_HINT)
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([path, "-displayfd", str(write_fd), "-nolisten", "tcp", "-screen", "0", "1280x720x24"],
+                            pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    try:
+        with os.fdopen(read_fd) as pipe:
+            number = pipe.readline().strip()  # Xvfb writes its display number when it accepts connections
+        if not number.isdigit():
+            raise MissingToolError(f"Xvfb did not start (exit {proc.poll()}): {XVFB_HINT}")
+        yield f":{number}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=XVFB_START_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _check_command(algo: str, max_buffer_ms: int, rebuffer_ms: int, buffer_ms: int) -> None:

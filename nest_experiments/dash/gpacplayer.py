@@ -9,7 +9,10 @@ SDL's dummy audio/video drivers, so no window and no sound device; GPAC
 decodes and plays out in real time) with ``-log-utc``, over MPTCP through
 ``mptcpize run``; over h2/h3 with ``-broken-cert`` (our certificate is
 issued at run time) and, for h3, ``-h3=only`` (both need a GPAC built with
-nghttp2 / ngtcp2: untested here, where GPAC is absent). Its log goes to
+nghttp2 / ngtcp2: untested here). The command depends on the version
+(:func:`.gpac.gpac_version`): GPAC 1.0.x (Debian bullseye's, what
+``setup.sh`` installs on bookworm) gets its older command line and draws
+video into a private Xvfb (:func:`.gpac.virtual_display`). Its log goes to
 ``gpac.log`` in ``--out`` and is parsed (:func:`.gpac.parse_gpac_log`) into
 ``segments.csv``, ``abr_decisions.csv`` and ``qoe.json``: ``-log-utc`` times
 (ms since the epoch) moved onto the run clock. ``t_first_byte`` is not in
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -40,14 +44,15 @@ STOP_GRACE_S = 5.0
 
 
 def gpac_argv(*, binary: str, transport: str, url: str, algo: str, max_buffer_s: float, threshold_s: float,
-              mptcpize: str | None = None) -> list[str]:
+              mptcpize: str | None = None, legacy: bool = False) -> list[str]:
     """The whole command: GPAC's player line (README's verified one), MPTCP through mptcpize, TLS options."""
     buffer_ms = round(min(max_buffer_s, 2 * threshold_s) * 1000)
     extra = ["-broken-cert"] if transport in ("h2", "h3") else []
     if transport == "h3":
         extra.append("-h3=only")
     argv = gpac.gpac_command(url, algo=algo, max_buffer_ms=round(max_buffer_s * 1000),
-                             rebuffer_ms=round(threshold_s * 1000), buffer_ms=buffer_ms, binary=binary, extra=extra)
+                             rebuffer_ms=round(threshold_s * 1000), buffer_ms=buffer_ms, binary=binary, legacy=legacy,
+                             extra=extra)
     if transport == "mptcp":
         if mptcpize is None:
             raise MissingToolError(players.MPTCPIZE_HINT)
@@ -100,17 +105,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def gpac_environment(home: Path) -> dict[str, str]:
-    """SDL's dummy drivers, and a private HOME: GPAC writes ~/.gpac (a credential key) even with -p=0."""
-    return {**gpac.gpac_env(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home)}
+def gpac_environment(home: Path, display: str | None = None) -> dict[str, str]:
+    """SDL's dummy drivers, and a private HOME: GPAC writes ~/.gpac (a credential key) even with -p=0;
+    ``display``: the X server of GPAC 1.0.x's video output."""
+    env = {**gpac.gpac_env(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home)}
+    return env if display is None else {**env, "DISPLAY": display}
 
 
-def run_gpac(argv: list[str], log: Path, deadline: float, home: Path) -> str:
+def run_gpac(argv: list[str], log: Path, deadline: float, home: Path, display: str | None = None) -> str:
     """Run GPAC until it ends, the deadline passes, or we get SIGTERM; return how it ended."""
     stopped = {"term": False}
     signal.signal(signal.SIGTERM, lambda *_: stopped.update(term=True))
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=gpac_environment(home))
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                env=gpac_environment(home, display))
     while proc.poll() is None and not stopped["term"] and time.monotonic() < deadline:
         time.sleep(0.1)
     if proc.poll() is None:
@@ -130,29 +138,30 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         binary = gpac.find_gpac()
-        command = gpac_argv(binary=binary, transport=args.transport, url=mpd_url(args.transport, args.server, args.port),
-                            algo=players.gpac_algo(args.abr), max_buffer_s=args.max_buffer,
-                            threshold_s=args.threshold, mptcpize=shutil.which("mptcpize"))
         home = Path(tempfile.mkdtemp(prefix="gpac-home-"))
         try:
-            version = subprocess.run([binary, "-p=0", "-version"], capture_output=True, text=True, check=False,
-                                     env=gpac_environment(home))
-            t0 = wait_for_go(args.go_file) if args.go_file is not None else (
-                args.t0 if args.t0 is not None else time.monotonic())
-            wall_minus_mono = time.time() - time.monotonic()
-            args.out.mkdir(parents=True, exist_ok=True)
-            end = run_gpac(command, args.out / "gpac.log", t0 + args.max_duration, home)
+            version = gpac.gpac_version(binary, gpac_environment(home))
+            command = gpac_argv(binary=binary, transport=args.transport,
+                                url=mpd_url(args.transport, args.server, args.port), algo=players.gpac_algo(args.abr),
+                                max_buffer_s=args.max_buffer, threshold_s=args.threshold,
+                                mptcpize=shutil.which("mptcpize"), legacy=version.legacy)
+            with gpac.virtual_display() if version.legacy else nullcontext() as display:
+                t0 = wait_for_go(args.go_file) if args.go_file is not None else (
+                    args.t0 if args.t0 is not None else time.monotonic())
+                wall_minus_mono = time.time() - time.monotonic()
+                args.out.mkdir(parents=True, exist_ok=True)
+                end = run_gpac(command, args.out / "gpac.log", t0 + args.max_duration, home, display)
         finally:
             shutil.rmtree(home, ignore_errors=True)
         text = (args.out / "gpac.log").read_text(errors="replace")
         manifest = parse_mpd(args.mpd_file.read_text())
-        log = gpac.parse_gpac_log(text, manifest, transport=args.transport)
+        log = gpac.parse_gpac_log(text, manifest, transport=args.transport, starving=version.legacy)
         shift = run_clock_shift(text, wall_minus_mono=wall_minus_mono, t0=t0)
         rows = shifted(list(log.segments), shift)
         if not rows:
             raise RunError(f"GPAC received no media segment ({end}; see {args.out}/gpac.log)")
         write_outputs(args, rows, decisions(log, shift, players.gpac_algo(args.abr)), log, end=end,
-                      version=(version.stdout + version.stderr).strip(), command=command)
+                      version=version.line, command=command)
     except NestExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -165,9 +174,8 @@ def write_outputs(args: argparse.Namespace, rows: list[records.SegmentRow], choi
     records.write_segments(args.out / "segments.csv", rows)
     records.write_decisions(args.out / "abr_decisions.csv", choices)
     summary = qoe.summarize(rows, threshold_s=args.threshold)
-    first_line = next((line for line in version.splitlines() if "version" in line), version[:80])
     doc: dict[str, Any] = {
-        "transport": args.transport, "player": "gpac", "client": f"gpac ({first_line})",
+        "transport": args.transport, "player": "gpac", "client": f"gpac ({version})",
         "abr": args.abr, "gpac_algo": players.gpac_algo(args.abr), "command": command, "end_reason": end,
         "stalls": len(log.stalls), "underflows": log.underflows,
         "qoe": {name: asdict(s) for name, s in summary.items()},

@@ -55,6 +55,7 @@ def test_decoding_players_default_to_encoded_media_and_their_own_abr() -> None:
     ({"source": "x.mp4"}, "apps.v.source: applies to media = 'encoded' only"),
     ({"media": "encoded", "vbr": 0.2}, "apps.v.vbr: applies to media = 'generated' only"),
     ({"media": "encoded", "codec": "av2"}, "apps.v.codec: "),
+    ({"player": "dashjs", "codec": "hevc"}, "apps.v.codec: Chromium cannot decode HEVC"),
     ({"media": "encoded", "source": "/nonexistent.mp4"}, "apps.v.source: /nonexistent.mp4: no such video file"),
     ({"media": "real"}, "apps.v.media: "),
 ])
@@ -62,6 +63,13 @@ def test_errors_name_the_key(app: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_experiment(_exp(**app))
     assert str(err.value).startswith(message)
+
+
+@pytest.mark.usefixtures("all_players")
+@pytest.mark.parametrize("codec", ["h264", "vp9", "av1"])
+def test_dashjs_takes_the_codecs_chromium_decodes(codec: str) -> None:
+    (app,) = parse_experiment(_exp(player="dashjs", codec=codec)).apps
+    assert isinstance(app, DashApp) and app.codec == codec
 
 
 def test_a_missing_player_is_refused_at_load_with_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -135,3 +135,82 @@ def test_every_level_gets_the_ladders_display_aspect_ratio() -> None:
     for level in ladder.video.levels:
         argv = encode.video_argv(params, level, Path("v.mp4"))
         assert "setdar=1280/720" in argv[argv.index("-vf") + 1]
+
+
+TINY_LADDER = """name = "tiny_cli"
+source = "test_dash_encode.py"
+segment_duration_s = 1.0
+duration_s = 2.0
+[video]
+codecs = "avc1"
+frame_rate = 30
+levels = [{ bitrate_bps = 145_000, width = 320, height = 180 }, { bitrate_bps = 1_400_000, width = 640, height = 360 }]
+[audio]
+codecs = "mp4a.40.2"
+sample_rate_hz = 48000
+levels = [{ bitrate_bps = 64_000 }]
+"""
+FFPROBE_NAME = {"h264": "h264", "hevc": "hevc", "vp9": "vp9", "av1": "av1"}
+
+
+def _keyframes(path: Path) -> list[int]:
+    """Indexes of the key frames of a video file."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=key_frame",
+                          "-of", "default=nw=1:nk=1", str(path)], capture_output=True, text=True, check=True).stdout
+    return [i for i, flag in enumerate(out.split()) if flag == "1"]
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg missing: sudo ./setup.sh installs it")
+@pytest.mark.parametrize("codec", encode.CODECS)
+def test_media_encode_from_the_cli(tmp_path: Path, codec: str) -> None:
+    """``python -m nest_experiments media encode`` on a tiny ladder, every codec Debian's ffmpeg has: the MPD's path on
+    stdout, the codec in the streams, a key frame at every segment start in every level, every level decodes,
+    its measured rate recorded (and within the tolerance), and a second call reuses the cache."""
+    import sys
+
+    (tmp_path / "tiny.toml").write_text(TINY_LADDER)
+    argv = [sys.executable, "-m", "nest_experiments", "media", "encode", "--ladder", str(tmp_path / "tiny.toml"),
+            "--duration", "2", "--codec", codec, "--out", str(tmp_path / "cache")]
+    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    mpd = Path(run.stdout.strip())
+    assert mpd.parent.parent == tmp_path / "cache" and mpd.name == media.MPD_NAME
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
+                            str(mpd)], capture_output=True, text=True, check=True)
+    assert sorted(set(probe.stdout.split())) == sorted({"aac", FFPROBE_NAME[codec]})
+    manifest = parse_mpd(mpd.read_text())
+    for rep in manifest.adaptation_set("video").representations:
+        joined = tmp_path / f"{rep.id}.mp4"
+        joined.write_bytes(b"".join((mpd.parent / name).read_bytes() for name in
+                                    [init_url(rep) or "", *(segment_url(rep, i) for i in range(2))]))
+        assert _keyframes(joined) == [0, 30], rep.id  # one GOP per 1 s segment at 30 fps; decodes (ffprobe)
+    info = encode.encode_info(mpd)
+    assert info["codec"] == codec
+    ratios = {(row["stream"], row["level"]): row["ratio"] for row in info["levels"]}  # type: ignore[union-attr, index]
+    assert set(ratios) == {("audio", 0), ("video", 0), ("video", 1)}
+    assert all(abs(r - 1) <= encode.RATE_TOLERANCE for r in ratios.values()), ratios
+    again = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert again.stdout.strip() == str(mpd)
+
+
+def test_av1_argv_is_svt_av1_cbr_fastest_with_noise_on_the_pattern_only() -> None:
+    ladder = media.load_ladder("eldorado_av1")
+    params = encode.make_params(ladder, duration_s=8, codec="av1")
+    low, high = (encode.video_argv(params, ladder.video.levels[i], Path("v.mp4")) for i in (0, 14))
+    for argv in (low, high):
+        joined = " ".join(argv)
+        assert "-c:v libsvtav1 -preset 13" in joined and "keyint=120:scd=0:pred-struct=1:rc=2:lp=1" in joined
+    assert "noise=alls=10:allf=t+u:all_seed=1," in low[low.index("-vf") + 1]  # 145 kbit/s at 320x180: 0.08 bpp
+    assert "noise=alls=20:allf=t+u:all_seed=1," in high[high.index("-vf") + 1]  # 27.5 Mbit/s at 640x360: 4 bpp
+    h264 = encode.make_params(ladder, duration_s=8)
+    assert "noise" not in " ".join(encode.video_argv(h264, ladder.video.levels[0], Path("v.mp4")))
+    assert h264.pattern_filter == "" and "pattern_filter" not in h264.identity()  # old h264 caches keep their key
+    assert params.cache_key() != encode.make_params(ladder, duration_s=8, codec="vp9").cache_key()
+
+
+def test_a_users_video_gets_no_noise(tmp_path: Path) -> None:
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"x")
+    params = encode.make_params(media.load_ladder("eldorado_av1"), duration_s=8, codec="av1", source=video)
+    assert params.pattern_filter == ""
+    assert "noise" not in " ".join(encode.video_argv(params, params.ladder.video.levels[0], Path("v.mp4")))

@@ -153,3 +153,95 @@ def test_find_gpac_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
         gpac.find_gpac()
     with pytest.raises(MissingToolError):
         gpac.gpac_command("u")
+
+
+# ------------------------------------------------------------ GPAC 1.0.x
+
+V1_0 = DATA / "v1.0.1"
+
+
+def test_version_tells_1_0_from_26_07() -> None:
+    new = gpac.parse_version("\x1b[37mgpac - GPAC command line filter engine - version 26.07-revrelease\x1b[0m\n")
+    old = gpac.parse_version("Nothing to do\ngpac - GPAC command line filter engine - version 1.0.1-rev1.0.1+dfsg1-4\n")
+    assert (new.number, new.legacy, old.number, old.legacy) == ((26, 7), False, (1, 0), True)
+    assert old.line == "gpac - GPAC command line filter engine - version 1.0.1-rev1.0.1+dfsg1-4"
+    assert gpac.parse_version("gpac (unknown build)").legacy is False  # unknown: the current command line
+
+
+def test_legacy_command_has_only_what_1_0_knows() -> None:
+    argv = gpac.gpac_command("http://h:1/manifest.mpd", binary="gpac", legacy=True, log_utc=False)
+    assert argv == [
+        "gpac",
+        "-p=0",
+        "-i",
+        "http://h:1/manifest.mpd:gpac:algo=grate:start_with=min_bw",  # 1.0's debug_as=0,1 plays the audio only
+        "aout:buffer=2000",
+        "vout:disp=soft:buffer=2000",
+        "-logs=dash@info:mmio@info:ncl",
+        "-clean-cache",
+    ]
+    with pytest.raises(ConfigError, match="bba0 stops after the first segment"):
+        gpac.gpac_command("u", algo="bba0", binary="gpac", legacy=True)
+
+
+def test_the_real_1_0_1_log() -> None:
+    log = gpac.parse_gpac_log((V1_0 / "grate_tcp_log-utc.log").read_text(), parse_mpd((V1_0 / "manifest.mpd").read_text()))
+    got = [(s.stream, s.index, s.level, s.bitrate_bps, s.bytes, s.buffer_s) for s in log.segments]
+    assert got == [
+        ("audio", 0, 0, 64000, 32742, 7.285),
+        ("video", 0, 0, 200000, 99573, 6.559),
+        ("audio", 1, 1, 128000, 65169, 8.501),
+        ("video", 1, 7, 4000000, 2001389, 5.941),
+    ]
+    assert log.download_s == (0.004333, 0.031029, 0.021621, 0.07446)
+    assert [c.bitrate_kbps for c in log.quality_changes] == [62, 195, 125, 3906]  # 1.0 divides by 1024
+    t = [s.t_last_byte for s in log.segments]
+    assert all(x is not None for x in t) and t == sorted(t)  # type: ignore[type-var]
+
+
+@pytest.mark.skipif(gpac.shutil.which("Xvfb") is None, reason="no Xvfb (setup.sh installs it with gpac 1.0)")
+def test_virtual_display_starts_and_stops() -> None:
+    import socket
+
+    with gpac.virtual_display() as display:
+        assert re.fullmatch(r":\d+", display)
+        path = Path(f"/tmp/.X11-unix/X{display[1:]}")
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(path))  # the X server accepts connections
+    assert not path.exists()  # and it is gone
+
+
+def test_virtual_display_says_how_to_get_xvfb(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpac.shutil, "which", lambda name: None)
+    with pytest.raises(MissingToolError, match="apt-get install xvfb"), gpac.virtual_display():
+        pass
+
+
+def test_1_0_video_starving_is_a_stall() -> None:
+    """GPAC 1.0 logs no rebuffering: in this real run (Eldorado AV1 over MPTCP, 5 Mbit/s) grate asked for the
+    27.5 Mbit/s level, the 14 MB segment came 22 s late, and VideoOut sat at its one held frame meanwhile."""
+    text = (V1_0 / "av1_grate_mptcp_log-utc.log").read_text()
+    mpd = parse_mpd((V1_0 / "eldorado_av1_8s.mpd").read_text())
+    log = gpac.parse_gpac_log(text, mpd, starving=True)
+    assert [(s.stream, s.t_start, s.duration_s) for s in log.stalls] == [("video", 4.682, 22.009)]
+    assert [(s.stream, s.index, s.level, s.stall_s) for s in log.segments if s.stall_s] == [("video", 1, 14, 22.009)]
+    assert gpac.parse_gpac_log(text, mpd).stalls == ()  # only asked for (GPAC 1.0)
+    tcp = (V1_0 / "grate_tcp_log-utc.log").read_text()
+    assert gpac.parse_gpac_log(tcp, parse_mpd((V1_0 / "manifest.mpd").read_text()), starving=True).stalls == ()
+
+
+def _utc(ms: int, line: str) -> str:
+    return f"UTC 2026-11-25T00:00:00Z (TS {1795600000000 + ms}) - {line}\n"
+
+
+def test_1_0_starving_at_the_end_of_the_content_is_no_stall() -> None:
+    frames = [_utc(i * 33, f"[VideoOut] buffer {max(33, 1000 - i * 33)} / 2000 ms") for i in range(40)]
+    tail = [_utc(1400 + i * 200, "[VideoOut] buffer 33 / 2000 ms") for i in range(20)]  # 4 s at one frame
+    assert gpac.parse_gpac_log("".join(frames + tail), starving=True).stalls == ()
+    got = _utc(3000, "[DASH] AS#2 got v_2.m4s stats: 9 bytes in 1 sec (1 kbps) - duration 4 sec - Media Rate: "
+                     "indicated 1 - computed 1 kbps - buffer 0 ms")
+    refill = _utc(5600, "[VideoOut] buffer 900 / 2000 ms")
+    assert [s.duration_s for s in gpac.parse_gpac_log("".join(frames + tail + [got]), starving=True).stalls] \
+        == [round(3.0 - 0.957, 3)]  # ended by the log: up to the segment that came while starving
+    assert [s.duration_s for s in gpac.parse_gpac_log("".join(frames + tail + [refill]), starving=True).stalls] \
+        == [round(5.6 - 0.957, 3)]  # ended by the buffer growing

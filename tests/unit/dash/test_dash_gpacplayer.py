@@ -38,6 +38,18 @@ def test_gpac_argv_per_transport() -> None:
     assert gpacplayer.mpd_url("h2", "10.0.1.2", 8443) == "https://10.0.1.2:8443/manifest.mpd"
 
 
+def test_gpac_1_0_argv_over_mptcp() -> None:
+    """GPAC 1.0.x (Debian bullseye's, what setup.sh installs on bookworm): its own command line, same prefix."""
+    argv = gpacplayer.gpac_argv(transport="mptcp", mptcpize="/usr/bin/mptcpize", binary="/usr/bin/gpac",
+                                url="http://10.0.1.2:8080/manifest.mpd", algo="grate", max_buffer_s=10.0,
+                                threshold_s=1.0, legacy=True)
+    assert argv[:6] == ["/usr/bin/mptcpize", "run", "/usr/bin/gpac", "-p=0", "-i",
+                        "http://10.0.1.2:8080/manifest.mpd:gpac:algo=grate:start_with=min_bw"]
+    assert argv[6:8] == ["aout:buffer=2000", "vout:disp=soft:buffer=2000"]
+    assert gpacplayer.gpac_environment(Path("/h"), ":3")["DISPLAY"] == ":3"
+    assert "DISPLAY" not in gpacplayer.gpac_environment(Path("/h"))
+
+
 def test_our_names_map_to_gpacs_twins() -> None:
     assert [players.gpac_algo(a) for a in ("grate", "bba", "bolaf", "gbuf")] == ["grate", "bba0", "bolaf", "gbuf"]
     assert set(players.GPAC_ALGOS) <= set(gpac.GPAC_ALGOS)
