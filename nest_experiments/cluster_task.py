@@ -9,7 +9,7 @@ folder (:func:`nest_experiments.cluster.install`).
 The run's own process (:func:`task_command`): works in a private folder under ``.cache/tasks/`` (removed when it
 ends; one whose process is gone is removed by the next task), chooses the runtime by the worker's kernel (the
 host when it has what the run needs, else one VM for this run), runs it under the machine's shared emulation
-lock (:func:`nest_experiments.procs.run_lock`), and writes the tar to its stdout (whatever the run prints goes to
+lock (:func:`nest_experiments.net.procs.run_lock`), and writes the tar to its stdout (whatever the run prints goes to
 stderr). It always produces a run folder: when the run cannot start (a trace file missing on this worker, a
 one-machine sweep holding the lock), a folder that says ``failed`` with the reason. It gets SIGTERM when the
 worker process that started it dies, and then tears its run down and removes its folder.
@@ -162,7 +162,7 @@ def run_here(payload: dict[str, Any], folder: Path) -> None:
 
 def run_into(payload: dict[str, Any], folder: Path) -> int:
     """The run in this process (the host runtime, or inside the VM), beside other workers' runs on this machine."""
-    from nest_experiments.procs import run_lock
+    from nest_experiments.net.procs import run_lock
     from nest_experiments.runner import Run, signals_as_exceptions, warm_up
 
     spec = spec_from_payload(payload)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
-from nest_experiments.kernel import missing_on_host, require_host_features
+from nest_experiments.net.kernel import missing_on_host, require_host_features
 from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
 if TYPE_CHECKING:

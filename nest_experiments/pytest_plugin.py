@@ -104,7 +104,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if os.geteuid() != 0:
             skip_or_fail("needs root (network namespaces)")
     if item.get_closest_marker("vm"):
-        from nest_experiments.kernel import probe_feature
+        from nest_experiments.net.kernel import probe_feature
 
         missing = [f for f in ("pie", "fq_pie", "netem") if not probe_feature(f).ok]
         if missing:
@@ -132,7 +132,7 @@ class TestNetwork:
         return proc
 
     def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        from nest_experiments.procs import popen_in_ns
+        from nest_experiments.net.procs import popen_in_ns
 
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
@@ -145,7 +145,7 @@ class TestNetwork:
 @pytest.fixture
 def require_features() -> Callable[..., None]:
     def check(*features: str) -> None:
-        from nest_experiments.kernel import probe_feature
+        from nest_experiments.net.kernel import probe_feature
 
         missing = [f for f in features if not probe_feature(f).ok]
         if missing:
@@ -156,7 +156,7 @@ def require_features() -> Callable[..., None]:
 
 @pytest.fixture
 def nest_network() -> Iterator[Callable[..., TestNetwork]]:
-    from nest_experiments.procs import clean_dead_runs, run_lock
+    from nest_experiments.net.procs import clean_dead_runs, run_lock
 
     built: list[Any] = []
     lock = run_lock()
@@ -187,8 +187,8 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
 
 def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str, firewalls: dict[str, Any]) -> Any:
     from nest_experiments.config import parse_experiment
-    from nest_experiments.net import Network
-    from nest_experiments.procs import RunState, new_prefix
+    from nest_experiments.net.network import Network
+    from nest_experiments.net.procs import RunState, new_prefix
 
     name = topology if isinstance(topology, str) else topology.name
     raw = {"experiment": {"name": "pytest", "topology": name, "duration": "1s"}, "links": links}

@@ -30,7 +30,7 @@ import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.objects  # noqa: F401  (registers the app kind)
 import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
-from nest_experiments import PROJECT_ROOT, __version__, nftplan
+from nest_experiments import PROJECT_ROOT, __version__
 from nest_experiments.apps.base import APP_CLASSES, App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
@@ -38,8 +38,9 @@ from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
-from nest_experiments.net import Network
-from nest_experiments.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.net import nftplan
+from nest_experiments.net.network import Network
+from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
 from nest_experiments.progress import Progress
 from nest_experiments.rundir import SCHEMA_VERSION, dump_toml, is_completed, write_csv, write_json
 from nest_experiments.sweep import RunSpec, set_path

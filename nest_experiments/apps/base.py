@@ -19,8 +19,8 @@ from typing import IO, Any
 from nest_experiments.config import AppConfig
 from nest_experiments.dash import caddy, certs
 from nest_experiments.errors import RunError
-from nest_experiments.net import Network
-from nest_experiments.procs import check_run, popen_in_ns, stop, wait_exited
+from nest_experiments.net.network import Network
+from nest_experiments.net.procs import check_run, popen_in_ns, stop, wait_exited
 from nest_experiments.rundir import write_json
 
 

@@ -42,9 +42,9 @@ from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
+from nest_experiments.net.procs import check_run, in_netns
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.procs import check_run, in_netns
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0

@@ -7,8 +7,8 @@ from typing import Any
 
 from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.config import Iperf3App
+from nest_experiments.net.procs import require_tool
 from nest_experiments.parsers import iperf3 as parse
-from nest_experiments.procs import require_tool
 
 
 @register("iperf3")

@@ -20,8 +20,8 @@ from typing import Any
 
 from nest_experiments.apps.base import App, register, tool_version
 from nest_experiments.config import SippApp
+from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import sipp as parse
-from nest_experiments.procs import require_tool, stop
 
 SCENARIO = Path(__file__).with_name("sipp_uac_rtp.xml")
 PTIME_S = 0.02  # 20 ms of audio per RTP packet

@@ -37,7 +37,7 @@ from nest_experiments.collectors.capture import (
 )
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError
-from nest_experiments.procs import RunState, require_tool
+from nest_experiments.net.procs import RunState, require_tool
 from nest_experiments.rundir import write_csv, write_json
 from nest_experiments.topology import TopologySpec
 

@@ -103,8 +103,8 @@ FIREWALL_QUEUE_MAX = 10_000  # packets
 @dataclass(frozen=True, kw_only=True)
 class FirewallConfig:
     """``[firewalls.NAME]``: packets of ``proto`` to and/or from ``port`` crossing ``router`` are rate-limited
-    (policed or shaped), dropped or only counted (nftables, :mod:`nest_experiments.nftplan`; the shaper:
-    :mod:`nest_experiments.fwshape`).
+    (policed or shaped), dropped or only counted (nftables, :mod:`nest_experiments.net.nftplan`; the shaper:
+    :mod:`nest_experiments.net.fwshape`).
 
     ``direction``: ``to_port`` matches the destination port (client -> server), ``from_port`` the source port
     (server -> client), ``both`` each with a limit of its own. With ``action = "limit"``, ``rate`` is a policer's:

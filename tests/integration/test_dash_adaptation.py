@@ -2,7 +2,7 @@
 
 The DASH server runs on ``s1`` and the player on ``h1`` of the dumbbell; the
 test changes the bottleneck's rate mid-stream with
-:meth:`~nest_experiments.net.Network.set_rate` (``tc class change`` on both
+:meth:`~nest_experiments.net.network.Network.set_rate` (``tc class change`` on both
 directions' HTB class, read back) and judges the player's ``segments.csv``.
 Content: the ``abr_quic_tcp`` ladder (4 s segments, video 200 kbit/s -
 4 Mbit/s, audio 64/128 kbit/s), clipped short.
@@ -25,8 +25,8 @@ import pytest
 from nest_experiments.dash import media, qoe
 from nest_experiments.dash.records import SegmentRow, read_segments
 from nest_experiments.errors import ConfigError
-from nest_experiments.procs import stop
-from nest_experiments.tcplan import parse_htb_classes
+from nest_experiments.net.procs import stop
+from nest_experiments.net.tcplan import parse_htb_classes
 
 if TYPE_CHECKING:  # a module-level import would make pytest try to collect it
     from nest_experiments.pytest_plugin import TestNetwork

@@ -8,7 +8,7 @@ import sys
 import time
 
 from nest_experiments.collectors.cpu import CpuMonitor
-from nest_experiments.procs import wait_exited
+from nest_experiments.net.procs import wait_exited
 
 
 def test_app_cpu_seconds_survive_the_process_exit() -> None:
@@ -45,7 +45,7 @@ def test_cpu_used_before_the_start_is_not_counted() -> None:
 def test_timer_slack_reaches_the_program_and_its_threads() -> None:
     import functools
 
-    from nest_experiments.procs import _die_with_parent
+    from nest_experiments.net.procs import _die_with_parent
     code = ("import ctypes, threading\nslack = lambda: print(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))\n"
             "slack()\nt = threading.Thread(target=slack)\nt.start(); t.join()")  # 30: PR_GET_TIMERSLACK
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

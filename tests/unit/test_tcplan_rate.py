@@ -6,7 +6,7 @@ import pytest
 
 from nest_experiments.config import EgressConfig, QdiscConfig
 from nest_experiments.errors import ConfigError
-from nest_experiments.tcplan import compare_rate, plan_egress, plan_rate_change
+from nest_experiments.net.tcplan import compare_rate, plan_egress, plan_rate_change
 
 FIFO = QdiscConfig(kind="pfifo", params=(("limit", 1000),))
 

@@ -1,10 +1,10 @@
-"""HTB class changes as netlink messages (:mod:`nest_experiments.parsers.htbclass`), without a kernel."""
+"""HTB class changes as netlink messages (:mod:`nest_experiments.net.netlink`), without a kernel."""
 
 from __future__ import annotations
 
 import pytest
 
-from nest_experiments.parsers import htbclass as H
+from nest_experiments.net import netlink as H
 from nest_experiments.parsers.tcstats import netlink_messages
 
 
