@@ -31,7 +31,9 @@ from typing import Any
 
 import pytest
 
+from nest_experiments import runtime
 from nest_experiments import topology as topo
+from nest_experiments.net.procs import ns_exec
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -67,15 +69,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if config.getoption("runtime") != "vm" or os.environ.get("NEST_EXP_RUNTIME") == "vm":
+    if config.getoption("runtime") != "vm" or runtime.current() == "vm":
         return None
-    from nest_experiments.vm import run_in_vm, vm_settings
-
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
-    rw = [Path(config.rootpath)]
-    vm = vm_settings()
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env={**_guest_env(), **vm.guest_env()}, timeout_s=3600,
-                       accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
+    result = runtime.enter_vm(argv, rw_dirs=[Path(config.rootpath)], timeout_s=3600, keep_env=("CI",))
     return result.exit_code
 
 
@@ -92,11 +89,6 @@ def _without_runtime(args: list[str]) -> list[str]:
     return out
 
 
-def _guest_env() -> dict[str, str]:
-    env = {"NEST_EXP_RUNTIME": "vm", "PYTHONDONTWRITEBYTECODE": "1"}
-    if "CI" in os.environ:
-        env["CI"] = os.environ["CI"]
-    return env
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -125,7 +117,7 @@ class TestNetwork:
         return str(self.net.addr(node))
 
     def run(self, node: str, argv: Sequence[str], *, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["ip", "netns", "exec", self.ns(node), *argv], capture_output=True, text=True,
+        proc = subprocess.run(ns_exec(self.ns(node), argv), capture_output=True, text=True,
                               timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"{node}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nest_experiments import runtime
 from nest_experiments.apps.base import App, last_line, read_rows, register
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
@@ -42,16 +42,17 @@ from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
-from nest_experiments.net.procs import check_run, in_netns
+from nest_experiments.net import mptcp
+from nest_experiments.net.procs import in_netns
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.parsers.netstat import group_counters
 from nest_experiments.rundir import write_json
 
-READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
+READY_TIMEOUT_S = 20.0 if runtime.current() != "vm" else 120.0
 BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namespace's addresses settled
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
-SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
+SUBFLOW_INTERVAL_S = 1.0 if runtime.current() != "vm" else 5.0
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 
 
@@ -119,23 +120,16 @@ class Dash(App):
         self.port = CADDY_PORT
 
     def _setup_mptcp(self) -> None:
+        """Limits on both ends; the client opens subflows from its extra addresses, the server announces its
+        extra addresses (so that a subflow can also come back on the other path): planned, applied, read back."""
         c = self.cfg
-        n = str(c.mptcp_subflows)
-        flags = ["subflow", "fullmesh"] if c.mptcp_endpoints == "fullmesh" else ["subflow"]
-        for node in (c.client, c.server):
-            self._ip(node, ["mptcp", "limits", "set", "subflows", n, "add_addr_accepted", n])
+        flags = ("subflow", "fullmesh") if c.mptcp_endpoints == "fullmesh" else ("subflow",)
+        for node, node_flags in ((c.client, flags), (c.server, ("signal",))):
             if c.mptcp_add_addr_timeout_s is not None:
                 self.net.sysctl(node, "net.mptcp.add_addr_timeout", str(c.mptcp_add_addr_timeout_s))
-        # the client opens subflows from its extra addresses; the server announces its
-        # extra addresses, so that a subflow can also come back on the other path
-        for node, node_flags in ((c.client, flags), (c.server, ["signal"])):
-            spec = self.net.spec
-            for link in spec.links_of(node)[1:]:
-                self._ip(node, ["mptcp", "endpoint", "add", str(link.address(node, spec.base).ip),
-                                "dev", link.ifname(node), *node_flags])
-
-    def _ip(self, node: str, args: list[str]) -> None:
-        check_run(["ip", "-n", self.net.ns(node), *args], what=f"apps.{self.cfg.name}: ip {args[0]} on {node}")
+            plan = mptcp.plan_node(self.net.spec, node, ns=self.net.ns(node), subflows=c.mptcp_subflows,
+                                   flags=node_flags)
+            mptcp.apply(plan, what=f"apps.{c.name}")
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
         """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""

@@ -56,6 +56,7 @@ from nest_experiments.dash import dashjs, netlog, players, qoe, records
 from nest_experiments.dash.mpd import parse_mpd
 from nest_experiments.dash.racing_log import write_racing
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
+from nest_experiments.net.sockets import wait_addresses_settled
 
 POLL_S = 0.5
 CDP_TIMEOUT_S = 30.0
@@ -328,17 +329,6 @@ def _poll(cdp: Cdp, session: str, events: list[dict[str, Any]], result: dict[str
         if time.monotonic() > deadline:
             result["end_reason"] = "max_duration"
             return
-
-
-def wait_addresses_settled(timeout_s: float = 10.0) -> None:
-    """Wait until this namespace has no tentative IPv6 address: Chromium treats DAD finishing as a network
-    change and aborts every request in flight (ERR_NETWORK_CHANGED)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = subprocess.run(["ip", "-6", "addr", "show", "tentative"], capture_output=True, text=True, check=False)
-        if out.returncode != 0 or not out.stdout.strip():
-            return
-        time.sleep(0.1)
 
 
 def _evaluate(cdp: Cdp, session: str, expression: str) -> Any:

@@ -37,6 +37,8 @@ FEATURES: dict[str, tuple[list[str], str]] = {
     "ingress": (["tc", "qdisc", "add", "dev", "lo", "handle", "ffff:", "ingress"], "sch_ingress"),
 }
 
+IPROUTE2_VERSION = ("tc", "-V")  # what the manifest names as iproute2's version
+
 #: tool -> (executable, Debian/Ubuntu package, needed by): only programs the product runs
 TOOLS: dict[str, tuple[str, str, str]] = {
     "ip/tc": ("tc", "iproute2", "everything"),

@@ -18,7 +18,7 @@ import os
 import re
 import signal
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -352,25 +352,14 @@ class Network:
         if problems:
             raise NetworkSetupError("traffic control differs from the plan: " + "; ".join(problems))
 
-    def set_rate(self, link: str, direction: str, rate_bps: int) -> None:
-        """Change a shaped link's rate mid-run: ``tc class change`` on its HTB class, then read back.
+    def rate_egresses(self, link: str, direction: str) -> list[Egress]:
+        """The shaped egresses of ``link`` whose rate a change in ``direction`` applies to, for
+        :class:`~nest_experiments.net.rtnl.HtbRates` (the one way to change a rate mid-run).
 
         ``direction`` is "forward" (a -> b, at a), "reverse" (b -> a, at b) or
-        "both". The leaf queue and its backlog stay. A link, direction or
-        egress without a rate raises :class:`ConfigError` before anything
-        changes; a failing ``tc`` or a wrong read-back raises
-        :class:`NetworkSetupError`.
+        "both". A link, direction or egress without a rate raises
+        :class:`ConfigError` before anything changes.
         """
-        changes = [(i, *tcplan.plan_rate_change(self.egresses[i].plan, rate_bps))
-                   for i in self._rate_targets(link, direction)]
-        for i, plan, argv in changes:
-            egress = self.egresses[i]
-            check_run(argv, what=f"tc class change on {egress.node}/{egress.dev}")
-            self.read_back(plan)
-            self.egresses[i] = replace(egress, plan=plan)
-
-    def _rate_targets(self, link: str, direction: str) -> list[int]:
-        """Indexes in ``self.egresses`` of the egresses a rate change applies to."""
         where = f"links.{link}"
         try:
             spec = self.spec.link(link)
@@ -379,8 +368,8 @@ class Network:
         nodes = {"forward": [spec.a], "reverse": [spec.b], "both": [spec.a, spec.b]}.get(direction)
         if nodes is None:
             raise ConfigError(where, f"direction must be forward, reverse or both, got {direction!r}")
-        found = {e.node: i for i, e in enumerate(self.egresses) if e.link == link}
-        unshaped = [n for n in nodes if n not in found or self.egresses[found[n]].plan.htb_class is None]
+        found = {e.node: e for e in self.egresses if e.link == link}
+        unshaped = [n for n in nodes if n not in found or found[n].plan.htb_class is None]
         if unshaped:
             raise ConfigError(where, f"the egress at {', '.join(unshaped)} has no rate to change")
         return [found[n] for n in nodes]
