@@ -36,6 +36,7 @@ from typing import Any
 from nest_experiments import PROJECT_ROOT, runtime
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.outcome import config_text, now_iso
+from nest_experiments.preflight import preflight
 from nest_experiments.rundir import STATUSES, read_manifest, write_failed_run
 from nest_experiments.sweep import RunSpec
 
@@ -142,6 +143,7 @@ def run_here(payload: dict[str, Any], folder: Path) -> None:
     run_dir = folder / payload["experiment"] / payload["name"]
     try:
         spec = spec_from_payload(payload)
+        preflight([spec])
         if runtime.choose(payload["runtime"] or spec.experiment.runtime, [spec]) == "vm":
             spec_file = folder / "spec.json"
             spec_file.write_text(json.dumps(payload))

@@ -19,6 +19,7 @@ from nest_experiments import runtime
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
 from nest_experiments.outcome import exit_code
+from nest_experiments.preflight import preflight
 from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
 VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
@@ -44,6 +45,7 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
 
 def run_command(args: argparse.Namespace) -> int:
     _, runs = load_runs(args)
+    preflight(runs)  # this machine's players and tools, before anything is created (--check too)
     results = (args.results or _default_results()).resolve()
     if args.check:
         for r in runs:

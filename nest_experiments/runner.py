@@ -23,18 +23,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.objects  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
 from nest_experiments import PROJECT_ROOT, __version__, runtime
-from nest_experiments.apps.base import APP_CLASSES, App, tool_version
+from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
-from nest_experiments.config import EgressConfig, Experiment, parse_experiment
+from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
@@ -197,8 +192,8 @@ class Run:
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
                      firewalls=self.exp.firewalls) as net:
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
-            self.apps = [APP_CLASSES[a.kind](a, net=net, run_dir=self.run_dir, clock=self.clock,
-                                             duration_s=self.exp.duration_s) for a in self.exp.apps]
+            self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
+                                           duration_s=self.exp.duration_s) for a in self.exp.apps]
             try:
                 self._run_apps(net)
             finally:
@@ -310,6 +305,11 @@ class Run:
                 merged.setdefault(name, (fields, []))[1].extend(rows)
         for name, (fields, rows) in merged.items():
             write_csv(self.run_dir / name, fields, rows)
+
+
+def _launcher(kind: str) -> type[App]:
+    cls: type[App] = APP_KINDS[kind].launcher_class()
+    return cls
 
 
 def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:

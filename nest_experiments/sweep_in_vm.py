@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nest_experiments import runtime
-from nest_experiments.apps.base import APP_CLASSES
 from nest_experiments.collectors.capture import match_sweep_captures
+from nest_experiments.config import APP_KINDS
 from nest_experiments.runner import queue_grace_s
 from nest_experiments.sweep import RunSpec
 
@@ -53,7 +53,7 @@ def _prepare_on_host(runs: list[RunSpec]) -> None:
     """What the guest cannot do, because it sees the project read-only (e.g. generate DASH media)."""
     for r in runs:
         for app in r.experiment.apps:
-            APP_CLASSES[app.kind].prepare_host(app)
+            APP_KINDS[app.kind].launcher_class().prepare_host(app)
 
 
 def _compile_for_guest() -> None:

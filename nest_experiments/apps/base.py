@@ -141,16 +141,6 @@ def tool_version(argv: list[str]) -> str:
     return text[0] if text else "?"
 
 
-AppFactory = Callable[..., App]
-APP_CLASSES: dict[str, Any] = {}
-
-
-def register(kind: str) -> Callable[[type[App]], type[App]]:
-    def deco(cls: type[App]) -> type[App]:
-        APP_CLASSES[kind] = cls
-        return cls
-
-    return deco
 
 
 def read_rows(path: Path, *, app: str, missing_ok: bool = False) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments import runtime
-from nest_experiments.apps.base import App, last_line, read_rows, register
+from nest_experiments.apps.base import App, last_line, read_rows
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
@@ -63,7 +63,6 @@ def _version(package: str) -> str:
         return "?"
 
 
-@register("dash")
 class Dash(App):
     cfg: DashApp
 
