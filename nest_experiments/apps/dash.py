@@ -38,6 +38,7 @@ from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import caddy, encode, media, players, quicgo
+from nest_experiments.dash.playerargs import PlayerArgs
 from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
@@ -168,13 +169,8 @@ class Dash(App):
         if c.player == "gpac":
             self._spawn_gpac()
             return
-        argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
-                "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
-                "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
-                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
-        if c.transport in ("h2", "h3", "race"):
-            argv += ["--ca", str(self.ca)]
+        argv = [sys.executable, "-m", "nest_experiments.dash.client", *self._player_args().to_argv(),
+                "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client]
         if c.transport == "race":
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
@@ -182,28 +178,30 @@ class Dash(App):
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 
+    def _player_args(self) -> PlayerArgs:
+        """The session every player is given (the certificate over TLS transports: h2, h3, race)."""
+        c = self.cfg
+        return PlayerArgs(server=self.net.addr(c.server), port=self.port, transport=c.transport, out=self.out_dir,
+                          abr=c.abr, max_buffer_s=c.max_buffer_s, threshold_s=c.threshold_s, go_file=self.go_file,
+                          max_duration_s=max(1.0, self.run_duration_s - c.start_s),
+                          ca=self.ca if c.transport in ("h2", "h3", "race") else None)
+
     def _spawn_browser(self) -> None:
         """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`), its profile in a temp folder of the run."""
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
-        argv = [sys.executable, "-m", "nest_experiments.dash.browser", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--page", page, "--mpd-file", str(self.mpd),
-                "--abr", c.abr, "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}",
-                "--profile", str(self.net.state.temp_dir("chromium") / "profile"), "--out", str(self.out_dir),
-                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}",
+        argv = [sys.executable, "-m", "nest_experiments.dash.browser", *self._player_args().to_argv(),
+                "--page", page, "--mpd-file", str(self.mpd),
+                "--profile", str(self.net.state.temp_dir("chromium") / "profile"),
                 "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
-        if c.transport in ("h2", "h3", "race"):
-            argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
 
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
         c = self.cfg
-        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--mpd-file", str(self.mpd), "--abr", c.abr,
-                "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}", "--out", str(self.out_dir),
-                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
+        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", *self._player_args().to_argv(),
+                "--mpd-file", str(self.mpd)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 

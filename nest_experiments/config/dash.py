@@ -15,6 +15,7 @@ from nest_experiments.config.core import (
     start_time,
     two_nodes,
 )
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.errors import ConfigError
 from nest_experiments.tomlread import Table, as_str, join, one_of, positive_int
 from nest_experiments.units import format_rate, parse_rate, parse_time
@@ -36,8 +37,8 @@ class DashApp(AppConfig):
     transport: str = "tcp"
     ladder: str = "eldorado_av1"
     clip_s: float | None = None  # None: the ladder's whole duration
-    abr: str = "grate"
-    abr_audio: str = "grate"
+    abr: str = DEFAULT_ABR
+    abr_audio: str = DEFAULT_ABR
     level: int = 0  # abr = "fixed": the video level (0-based index into the ladder)
     max_buffer_s: float = 10.0
     threshold_s: float = 1.0

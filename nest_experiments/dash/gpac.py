@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from nest_experiments.dash.mpd import Manifest, Representation
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError, MissingToolError
 
@@ -314,7 +315,7 @@ def gpac_env() -> dict[str, str]:
 def gpac_command(
     mpd_url: str,
     *,
-    algo: str = "grate",
+    algo: str = DEFAULT_ABR,  # our default is GPAC's grate (players.GPAC_TWINS)
     max_buffer_ms: int = 10000,
     rebuffer_ms: int = 1000,
     buffer_ms: int = 2000,
