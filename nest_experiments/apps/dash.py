@@ -44,9 +44,7 @@ from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
 from nest_experiments.net import mptcp
-from nest_experiments.net.procs import in_netns
 from nest_experiments.parsers import caddy as caddy_log
-from nest_experiments.parsers.netstat import group_counters
 from nest_experiments.rundir import write_json
 
 READY_TIMEOUT_S = 20.0 if runtime.current() != "vm" else 120.0
@@ -256,10 +254,7 @@ class Dash(App):
         c = self.cfg
         counters, timeouts = {}, {}
         for node in (c.client, c.server):
-            with in_netns(self.net.ns(node)):  # /proc/thread-self/net: this thread's namespace
-                text = Path("/proc/thread-self/net/netstat").read_text()
-                timeouts[node] = int(Path("/proc/sys/net/mptcp/add_addr_timeout").read_text())
-            counters[node] = {k: v for k, v in group_counters(text, "MPTcpExt").items() if v}
+            counters[node], timeouts[node] = mptcp.read_counters(self.net.ns(node))
         _set_app_entry(self.run_dir / "mptcp.json", c.name, {"client": c.client, "server": c.server,
                                                              "add_addr_timeout_s": timeouts, "counters": counters})
 

@@ -1,4 +1,4 @@
-"""MPTCP path manager settings, planned, applied and read back like qdiscs.
+"""MPTCP in a namespace: the path manager's settings, planned, applied and read back like qdiscs; its counters.
 
 A node's plan is its limits (``ip mptcp limits set``) and endpoints (``ip
 mptcp endpoint add ADDR dev DEV FLAGS``) as argument lists (pure); applying
@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from nest_experiments.errors import NetworkSetupError
-from nest_experiments.net.procs import check_run
+from nest_experiments.net.procs import check_run, in_netns
+from nest_experiments.parsers.netstat import group_counters
 from nest_experiments.topology import TopologySpec
 
 
@@ -88,3 +90,11 @@ def apply(plan: MptcpPlan, *, what: str) -> None:
     problems = compare(plan, limits, endpoints)
     if problems:
         raise NetworkSetupError(f"{what}: MPTCP settings differ from the plan: " + "; ".join(problems))
+
+
+def read_counters(ns: str) -> tuple[dict[str, int], int]:
+    """The MPTCP MIB of namespace ``ns`` (its non-zero ``MPTcpExt`` counters) and its ``add_addr_timeout`` (s)."""
+    with in_netns(ns):  # /proc/thread-self/net: this thread's namespace
+        text = Path("/proc/thread-self/net/netstat").read_text()
+        timeout = int(Path("/proc/sys/net/mptcp/add_addr_timeout").read_text())
+    return {k: v for k, v in group_counters(text, "MPTcpExt").items() if v}, timeout
