@@ -36,3 +36,10 @@ def test_an_unknown_kind_lists_the_registry() -> None:
     with pytest.raises(ConfigError) as err:
         parse_experiment(raw)
     assert err.value.path == "apps.a.kind" and all(kind in str(err.value) for kind in APP_KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(APP_KINDS))
+def test_the_limits_declared_are_the_ones_the_parser_checks(kind: str) -> None:
+    k = APP_KINDS[kind]
+    source = inspect.getsource(inspect.getmodule(k.parse))  # type: ignore[arg-type]
+    assert {key for key in k.limits if f'["{key}"]' not in source} == set()
