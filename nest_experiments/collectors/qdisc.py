@@ -2,7 +2,7 @@
 
 One thread, one netlink socket per namespace (a ``tc`` process per sample
 would cost 2-700 ms). The socket is a plain one, and the dump is encoded and
-decoded by :mod:`nest_experiments.parsers.tcstats`, which reads only the
+decoded by :mod:`nest_experiments.net.netlink`, which reads only the
 attributes a row needs: pyroute2's ``IPRoute`` (an asyncio loop per request,
 a generic attribute decoder) cost 50-130 ms of guest CPU per egress and
 sample in the TCG VM, 11-16 s of CPU in a 65 s run at one sample of 4

@@ -3,7 +3,7 @@
 ``network``: the adapter (NeST, ip/tc/ethtool/sysctl; a realised topology);
 ``tcplan``, ``nftplan``, ``fwshape``: traffic-control and firewall plans as
 argument lists (pure), applied with the exit status checked and read back;
-``netlink``: HTB class messages (pure); ``rtnl``: netlink sockets in the
+``netlink``: netlink messages (pure: framing, qdisc dumps, HTB classes); ``rtnl``: netlink sockets in the
 namespaces (HTB rate changes, qdisc dumps); ``mptcp``: MPTCP limits and
 endpoints, planned, applied and read back; ``sockets``: ``ss`` in a
 namespace; ``procs``: processes in namespaces, the run state and the locks;

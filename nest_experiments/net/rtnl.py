@@ -3,7 +3,7 @@
 A socket is opened by this thread entering the namespace briefly
 (:func:`route_socket`) and stays in it, whichever thread uses it. The
 messages are built and read by pure code: :mod:`nest_experiments.net.netlink`
-(HTB classes) and :mod:`nest_experiments.parsers.tcstats` (qdiscs).
+(HTB classes, qdisc dumps).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from collections.abc import Callable
 
 from nest_experiments.errors import ConfigError, NetworkSetupError, RunError
 from nest_experiments.net import netlink
-from nest_experiments.net.network import Egress
-from nest_experiments.net.procs import in_netns
-from nest_experiments.parsers.tcstats import (
+from nest_experiments.net.netlink import (
     NLMSG_DONE,
     NLMSG_ERROR,
     RTM_NEWQDISC,
@@ -28,6 +26,8 @@ from nest_experiments.parsers.tcstats import (
     qdisc_dump_request,
     qdisc_message,
 )
+from nest_experiments.net.network import Egress
+from nest_experiments.net.procs import in_netns
 
 
 def route_socket(ns: str) -> tuple[socket.socket, dict[str, int]]:

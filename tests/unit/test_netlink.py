@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nest_experiments.net import netlink as H
-from nest_experiments.parsers.tcstats import netlink_messages
+from nest_experiments.net.netlink import netlink_messages
 
 
 def decode(msg: bytes) -> tuple[int, H.HtbClass | None]:
