@@ -37,8 +37,8 @@ from pathlib import Path
 
 from nest_experiments.config import parse_experiment
 from nest_experiments.dash import media
-from nest_experiments.net import Network
-from nest_experiments.procs import RunState, clean_dead_runs, new_prefix, popen_in_ns, run_lock, stop
+from nest_experiments.net.network import Network
+from nest_experiments.net.procs import RunState, clean_dead_runs, new_prefix, popen_in_ns, run_lock, stop
 
 KINDS = ("tcp", "mptcp", "h2", "h3")
 CADDY_PORT = 8443

@@ -13,8 +13,8 @@ import statistics
 import time
 
 from nest_experiments.config import parse_experiment
-from nest_experiments.net import Network, nest_modules
-from nest_experiments.procs import RunState, new_prefix, run_lock
+from nest_experiments.net.network import Network, nest_modules
+from nest_experiments.net.procs import RunState, new_prefix, run_lock
 
 
 def measure(topology: str) -> tuple[float, float]:

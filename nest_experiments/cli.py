@@ -97,7 +97,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _clean() -> int:
-    from nest_experiments.procs import clean_dead_runs
+    from nest_experiments.net.procs import clean_dead_runs
 
     _need_root("clean")
     cleaned = clean_dead_runs()

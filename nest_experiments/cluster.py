@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from nest_experiments.cluster_task import EVENT_TOPIC, base_manifest, execute, payload_for
 from nest_experiments.errors import NestExpError
+from nest_experiments.outcome import RunOutcome, config_text, sweep_summary
 from nest_experiments.progress import Progress
 from nest_experiments.rundir import is_completed, read_manifest, write_failed_run
 from nest_experiments.sweep import RunSpec
@@ -122,7 +123,6 @@ class _Tracker:
 def run_on_cluster(runs: list[RunSpec], *, cluster: str, results_root: Path, runtime: str = "auto",
                    out: TextIO = sys.stderr) -> list[ClusterResult]:
     """Every run not yet completed, as tasks on the cluster; each folder installed as its task ends."""
-    from nest_experiments.runner import config_text, sweep_summary
 
     if not runs:
         return []
@@ -142,7 +142,6 @@ def run_on_cluster(runs: list[RunSpec], *, cluster: str, results_root: Path, run
     t_start = time.monotonic()
     if todo:
         results += _submit_all(todo, texts, cluster=cluster, runtime=runtime, folder=folder, progress=progress)
-    from nest_experiments.runner import RunOutcome
 
     print(sweep_summary([RunOutcome(r.name, r.status, r.reason, r.seconds, folder / r.name) for r in results],
                         time.monotonic() - t_start, folder), file=out, flush=True)

@@ -9,7 +9,7 @@ folder (:func:`nest_experiments.cluster.install`).
 The run's own process (:func:`task_command`): works in a private folder under ``.cache/tasks/`` (removed when it
 ends; one whose process is gone is removed by the next task), chooses the runtime by the worker's kernel (the
 host when it has what the run needs, else one VM for this run), runs it under the machine's shared emulation
-lock (:func:`nest_experiments.procs.run_lock`), and writes the tar to its stdout (whatever the run prints goes to
+lock (:func:`nest_experiments.net.procs.run_lock`), and writes the tar to its stdout (whatever the run prints goes to
 stderr). It always produces a run folder: when the run cannot start (a trace file missing on this worker, a
 one-machine sweep holding the lock), a folder that says ``failed`` with the reason. It gets SIGTERM when the
 worker process that started it dies, and then tears its run down and removes its folder.
@@ -33,8 +33,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import PROJECT_ROOT, runtime
 from nest_experiments.errors import Interrupted, NestExpError
+from nest_experiments.outcome import config_text, now_iso
+from nest_experiments.preflight import preflight
 from nest_experiments.rundir import STATUSES, read_manifest, write_failed_run
 from nest_experiments.sweep import RunSpec
 
@@ -54,7 +56,6 @@ def payload_for(spec: RunSpec, *, config_text: str, runtime: str, cluster: dict[
 def spec_from_payload(payload: dict[str, Any]) -> RunSpec:
     """The run again, validated on this machine; its ``config.toml`` must be the submitter's, byte for byte."""
     from nest_experiments.config import parse_experiment
-    from nest_experiments.runner import config_text
 
     spec = RunSpec(name=payload["name"], repetition=int(payload["repetition"]), position=int(payload["position"]),
                    point=tuple((str(k), v) for k, v in payload["point"]), experiment=parse_experiment(payload["raw"]))
@@ -137,12 +138,13 @@ def task_command(args: argparse.Namespace) -> int:
 
 def run_here(payload: dict[str, Any], folder: Path) -> None:
     """The run into ``folder/<experiment>/<run>``, on this kernel or in a VM; always leaves a finished manifest."""
-    from nest_experiments.launch import choose_runtime, run_in_guest
+    from nest_experiments.sweep_in_vm import run_in_guest
 
     run_dir = folder / payload["experiment"] / payload["name"]
     try:
         spec = spec_from_payload(payload)
-        if choose_runtime(argparse.Namespace(runtime=payload["runtime"]), [spec]) == "vm":
+        preflight([spec])
+        if runtime.choose(payload["runtime"] or spec.experiment.runtime, [spec]) == "vm":
             spec_file = folder / "spec.json"
             spec_file.write_text(json.dumps(payload))
             argv = [sys.executable, "-m", "nest_experiments", "task", str(spec_file), "--out", str(folder)]
@@ -162,11 +164,11 @@ def run_here(payload: dict[str, Any], folder: Path) -> None:
 
 def run_into(payload: dict[str, Any], folder: Path) -> int:
     """The run in this process (the host runtime, or inside the VM), beside other workers' runs on this machine."""
-    from nest_experiments.procs import run_lock
+    from nest_experiments.net.procs import run_lock
     from nest_experiments.runner import Run, signals_as_exceptions, warm_up
 
     spec = spec_from_payload(payload)
-    warmup = float(os.environ.get("NEST_EXP_VM_WARMUP_S", "0")) if os.environ.get("NEST_EXP_RUNTIME") == "vm" else 0
+    warmup = runtime.warmup_s()
     with run_lock(shared=True), signals_as_exceptions():
         if warmup > 0:  # each run boots a VM of its own: warm it as the VM runtime warms its first run
             warm_up(spec, warmup)
@@ -177,20 +179,14 @@ def run_into(payload: dict[str, Any], folder: Path) -> int:
 def _record_failure(payload: dict[str, Any], run_dir: Path, reason: str) -> None:
     old = read_manifest(run_dir) or {}
     write_failed_run(run_dir, config_text=payload["config_text"], manifest={
-        **base_manifest(payload), **old, "reason": reason, "finished": old.get("finished") or _now()})
+        **base_manifest(payload), **old, "reason": reason, "finished": old.get("finished") or now_iso()})
 
 
 def base_manifest(payload: dict[str, Any]) -> dict[str, Any]:
     """The manifest fields a run has before it starts (for a folder that records a run that could not run)."""
     return {"experiment": payload["experiment"], "run": payload["name"], "repetition": payload["repetition"],
             "position": payload["position"], "point": dict((k, v) for k, v in payload["point"]),
-            "cluster": payload["cluster"], "started": _now()}
-
-
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+            "cluster": payload["cluster"], "started": now_iso()}
 
 
 def pack(parent: Path, name: str) -> bytes:

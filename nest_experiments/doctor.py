@@ -7,7 +7,7 @@ import shutil
 import sys
 from typing import TextIO
 
-from nest_experiments.kernel import FEATURES, TOOLS, kernel_release, probe_feature
+from nest_experiments.net.kernel import FEATURES, TOOLS, kernel_release, probe_feature
 
 #: what the default experiment needs from the kernel (pie/fq_pie through the VM when missing)
 DEFAULT_NEEDS = ("veth", "htb", "pie", "fq_pie", "netem")

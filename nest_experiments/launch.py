@@ -13,17 +13,15 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nest_experiments import runtime
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
-from nest_experiments.kernel import missing_on_host, require_host_features
+from nest_experiments.outcome import exit_code
+from nest_experiments.preflight import preflight
 from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
-if TYPE_CHECKING:
-    from nest_experiments.vm.hostload import HostSample
-
-VM_TIMEOUT_MARGIN_S = 600.0
 VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
 
 
@@ -45,20 +43,9 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
     return raw, runs
 
 
-def choose_runtime(args: argparse.Namespace, runs: list[RunSpec]) -> str:
-    wanted = args.runtime or runs[0].experiment.runtime
-    if os.environ.get("NEST_EXP_RUNTIME") == "vm":
-        return "host"  # we are the guest
-    if wanted == "auto":
-        return "vm" if any(missing_on_host(r.experiment) for r in runs) else "host"
-    if wanted == "host":
-        for r in runs:
-            require_host_features(r.experiment)
-    return wanted
-
-
 def run_command(args: argparse.Namespace) -> int:
     _, runs = load_runs(args)
+    preflight(runs)  # this machine's players and tools, before anything is created (--check too)
     results = (args.results or _default_results()).resolve()
     if args.check:
         for r in runs:
@@ -68,16 +55,14 @@ def run_command(args: argparse.Namespace) -> int:
         return _run_on_cluster(args, runs, results)
     if os.geteuid() != 0:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
-    runtime = choose_runtime(args, runs)
-    if runtime == "vm":
+    if runtime.choose(args.runtime or runs[0].experiment.runtime, runs) == "vm":
         return _run_in_vm(args, runs, results)
     from nest_experiments.runner import run_sweep
 
-    warmup = float(os.environ.get("NEST_EXP_VM_WARMUP_S", "0")) if os.environ.get("NEST_EXP_RUNTIME") == "vm" else 0.0
-    outcomes = run_sweep(runs, results_root=results, warmup_s=warmup)
-    if not args.no_plot and os.environ.get("NEST_EXP_RUNTIME") != "vm":
+    outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s())
+    if not args.no_plot and runtime.current() != "vm":
         _plot(results / runs[0].experiment.name)
-    return 1 if any(o.status == "failed" for o in outcomes) else 0
+    return exit_code(outcomes)
 
 
 def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
@@ -91,7 +76,7 @@ def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path
                               runtime=args.runtime or runs[0].experiment.runtime)
     if not args.no_plot:
         _plot(results / runs[0].experiment.name)
-    return 1 if any(o.status == "failed" for o in outcomes) else 0
+    return exit_code(outcomes)
 
 
 def _default_results() -> Path:
@@ -113,6 +98,8 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     results.mkdir(parents=True, exist_ok=True)
     experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
+    from nest_experiments.sweep_in_vm import run_in_guest
+
     try:
         code = run_in_guest(argv, runs, results)
     finally:
@@ -123,66 +110,6 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     if not args.no_plot:
         _plot(results / runs[0].experiment.name)
     return code
-
-
-def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path) -> int:
-    """Run ``argv`` (a ``nest_experiments`` command that runs ``runs`` into ``results``) in one VM, with
-    ``results`` writable; then, on the host, match the runs' captures and add the host's load to their
-    manifests. Returns the guest command's exit code."""
-    from nest_experiments.vm import run_in_vm, vm_settings
-
-    _prepare_on_host(runs)
-    _compile_for_guest()
-    from nest_experiments.runner import queue_grace_s  # the runner (apps, collectors) only when a VM runs
-
-    budget = sum((r.experiment.duration_s + 60) * 3 + queue_grace_s(r.experiment) for r in runs) + VM_TIMEOUT_MARGIN_S
-    print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
-          f"{', '.join(sorted({f for r in runs for f in missing_on_host(r.experiment)})) or 'nothing; --runtime vm'})",
-          file=sys.stderr, flush=True)
-    vm = vm_settings()
-    env = {"NEST_EXP_RUNTIME": "vm", **vm.guest_env(), "PYTHONDONTWRITEBYTECODE": "1"}
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=[results], env=env, timeout_s=budget, accel=vm.accel,
-                       keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
-    from nest_experiments.collectors.capture import match_sweep_captures
-
-    match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
-    _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
-    return result.exit_code
-
-
-def _host_load_into_manifests(folder: Path, samples: list[HostSample]) -> None:
-    """Each run of this VM's sweep gets the host's steal and qemu's CPU during its traffic (vm.hostload)."""
-    from nest_experiments.rundir import read_manifest, write_json
-    from nest_experiments.vm.hostload import STEAL_WARN, annotate
-
-    for path in sorted(folder.glob("*/manifest.json")):
-        manifest = read_manifest(path.parent)
-        if manifest is not None and annotate(manifest, samples):
-            write_json(path, manifest)
-            if manifest["host_steal"] >= STEAL_WARN:
-                print(f"{path.parent.name}: the host's hypervisor took {manifest['host_steal']:.0%} of its CPU "
-                      "during the run (manifest: host_steal)", file=sys.stderr, flush=True)
-
-
-def _prepare_on_host(runs: list[RunSpec]) -> None:
-    """What the guest cannot do, because it sees the project read-only (e.g. generate DASH media)."""
-    import nest_experiments.runner  # noqa: F401  (registers every app kind)
-    from nest_experiments.apps.base import APP_CLASSES
-
-    for r in runs:
-        for app in r.experiment.apps:
-            APP_CLASSES[app.kind].prepare_host(app)
-
-
-def _compile_for_guest() -> None:
-    """Byte-compile the project on the host: the guest sees it read-only (and runs with
-    PYTHONDONTWRITEBYTECODE), so every Python process it starts (the runner, each run's DASH server and
-    player) would otherwise compile the modules it imports again, at TCG's ~8x slower speed."""
-    import compileall
-
-    import nest_experiments
-
-    compileall.compile_dir(Path(nest_experiments.__file__).parent, quiet=1)  # a read-only install: nothing to do
 
 
 def _visible_to_guest(experiment: Path, results: Path) -> Path:

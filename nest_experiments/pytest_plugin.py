@@ -31,7 +31,9 @@ from typing import Any
 
 import pytest
 
+from nest_experiments import runtime
 from nest_experiments import topology as topo
+from nest_experiments.net.procs import ns_exec
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -67,15 +69,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if config.getoption("runtime") != "vm" or os.environ.get("NEST_EXP_RUNTIME") == "vm":
+    if config.getoption("runtime") != "vm" or runtime.current() == "vm":
         return None
-    from nest_experiments.vm import run_in_vm, vm_settings
-
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
-    rw = [Path(config.rootpath)]
-    vm = vm_settings()
-    result = run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw, env={**_guest_env(), **vm.guest_env()}, timeout_s=3600,
-                       accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
+    result = runtime.enter_vm(argv, rw_dirs=[Path(config.rootpath)], timeout_s=3600, keep_env=("CI",))
     return result.exit_code
 
 
@@ -92,11 +89,6 @@ def _without_runtime(args: list[str]) -> list[str]:
     return out
 
 
-def _guest_env() -> dict[str, str]:
-    env = {"NEST_EXP_RUNTIME": "vm", "PYTHONDONTWRITEBYTECODE": "1"}
-    if "CI" in os.environ:
-        env["CI"] = os.environ["CI"]
-    return env
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -104,7 +96,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if os.geteuid() != 0:
             skip_or_fail("needs root (network namespaces)")
     if item.get_closest_marker("vm"):
-        from nest_experiments.kernel import probe_feature
+        from nest_experiments.net.kernel import probe_feature
 
         missing = [f for f in ("pie", "fq_pie", "netem") if not probe_feature(f).ok]
         if missing:
@@ -125,14 +117,14 @@ class TestNetwork:
         return str(self.net.addr(node))
 
     def run(self, node: str, argv: Sequence[str], *, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["ip", "netns", "exec", self.ns(node), *argv], capture_output=True, text=True,
+        proc = subprocess.run(ns_exec(self.ns(node), argv), capture_output=True, text=True,
                               timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"{node}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc
 
     def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        from nest_experiments.procs import popen_in_ns
+        from nest_experiments.net.procs import popen_in_ns
 
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
@@ -145,7 +137,7 @@ class TestNetwork:
 @pytest.fixture
 def require_features() -> Callable[..., None]:
     def check(*features: str) -> None:
-        from nest_experiments.kernel import probe_feature
+        from nest_experiments.net.kernel import probe_feature
 
         missing = [f for f in features if not probe_feature(f).ok]
         if missing:
@@ -156,7 +148,7 @@ def require_features() -> Callable[..., None]:
 
 @pytest.fixture
 def nest_network() -> Iterator[Callable[..., TestNetwork]]:
-    from nest_experiments.procs import clean_dead_runs, run_lock
+    from nest_experiments.net.procs import clean_dead_runs, run_lock
 
     built: list[Any] = []
     lock = run_lock()
@@ -187,8 +179,8 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
 
 def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str, firewalls: dict[str, Any]) -> Any:
     from nest_experiments.config import parse_experiment
-    from nest_experiments.net import Network
-    from nest_experiments.procs import RunState, new_prefix
+    from nest_experiments.net.network import Network
+    from nest_experiments.net.procs import RunState, new_prefix
 
     name = topology if isinstance(topology, str) else topology.name
     raw = {"experiment": {"name": "pytest", "topology": name, "duration": "1s"}, "links": links}

@@ -10,7 +10,6 @@ the same config, and goes on after a failed run.
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import functools
 import os
 import platform
@@ -21,27 +20,24 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import nest_experiments.apps.dash  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.httperf  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.iperf3  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.objects  # noqa: F401  (registers the app kind)
-import nest_experiments.apps.sipp  # noqa: F401  (registers the app kind)
-from nest_experiments import PROJECT_ROOT, __version__, nftplan
-from nest_experiments.apps.base import APP_CLASSES, App, tool_version
+from nest_experiments import PROJECT_ROOT, __version__, runtime
+from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
-from nest_experiments.config import EgressConfig, Experiment, parse_experiment
+from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
 from nest_experiments.errors import Interrupted, NestExpError
-from nest_experiments.net import Network
-from nest_experiments.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.net import nftplan
+from nest_experiments.net.kernel import IPROUTE2_VERSION
+from nest_experiments.net.network import Network
+from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.outcome import RunOutcome, config_text, now_iso, sweep_summary
 from nest_experiments.progress import Progress
-from nest_experiments.rundir import SCHEMA_VERSION, dump_toml, is_completed, write_csv, write_json
+from nest_experiments.rundir import SCHEMA_VERSION, is_completed, write_csv, write_json
 from nest_experiments.sweep import RunSpec, set_path
 from nest_experiments.traceplay import TracePlayer
 
@@ -88,26 +84,12 @@ def queue_drain_s(e: EgressConfig, at_s: float) -> float:
     return float(q.param("target", 0.0)) + AQM_BURST_PKTS * PACKET_BITS / rate
 
 
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
-def runtime_name() -> str:
-    return os.environ.get("NEST_EXP_RUNTIME", "host")
-
-
 def clocksource() -> str:
     """The kernel's clock (``tsc``, ``kvm-clock``; ``hpet`` in a TCG guest costs ~2 us per read: vm.qemu)."""
     try:
         return CLOCKSOURCE.read_text().strip()
     except OSError:
         return "?"
-
-
-def config_text(spec: RunSpec) -> str:
-    raw = dict(spec.experiment.raw)
-    raw["run"] = {"name": spec.name, "repetition": spec.repetition, "seed": spec.seed}
-    return dump_toml(raw)
 
 
 @contextmanager
@@ -133,15 +115,6 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-
-
-@dataclass
-class RunOutcome:
-    name: str
-    status: str
-    reason: str
-    seconds: float
-    run_dir: Path
 
 
 class Run:
@@ -171,7 +144,7 @@ class Run:
             if cleaned:
                 self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
             self._run_network()
-            if runtime_name() != "vm":  # in the VM runtime the host matches after the guest exits (launch.py)
+            if runtime.current() != "vm":  # in the VM runtime the host matches after the guest exits (launch.py)
                 self.manifest["warnings"] += match_captures(self.run_dir, self.manifest)
             self.manifest["status"] = "completed"
         except (KeyboardInterrupt, Interrupted) as exc:
@@ -197,20 +170,20 @@ class Run:
             "schema_version": SCHEMA_VERSION, "status": "running", "experiment": self.exp.name,
             "run": self.spec.name, "repetition": self.spec.repetition, "point": dict(self.spec.point),
             "position": self.spec.position, "runs_before": self.runs_before,
-            "seed": self.spec.seed, "runtime": runtime_name(), "kernel": platform.release(),
+            "seed": self.spec.seed, "runtime": runtime.current(), "kernel": platform.release(),
             "started": now_iso(), "warnings": [], "versions": self._versions(),
             "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
             "clocksource": clocksource(), **self.extra,
         }
-        if runtime_name() == "vm":
-            self.manifest["vm"] = {k[12:].lower(): v for k, v in os.environ.items() if k.startswith("NEST_EXP_VM_")}
+        if runtime.current() == "vm":
+            self.manifest["vm"] = runtime.vm_settings()
         write_json(self.run_dir / "manifest.json", self.manifest)
 
     def _versions(self) -> dict[str, str]:
         from importlib.metadata import version
 
         return {"nest_experiments": __version__, "python": platform.python_version(), "nest": version("nest"),
-                "pyroute2": version("pyroute2"), "iproute2": tool_version(["tc", "-V"])}
+                "pyroute2": version("pyroute2"), "iproute2": tool_version(list(IPROUTE2_VERSION))}
 
     def _run_network(self) -> None:
         state = RunState(prefix=new_prefix())
@@ -219,8 +192,8 @@ class Run:
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
                      firewalls=self.exp.firewalls) as net:
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
-            self.apps = [APP_CLASSES[a.kind](a, net=net, run_dir=self.run_dir, clock=self.clock,
-                                             duration_s=self.exp.duration_s) for a in self.exp.apps]
+            self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
+                                           duration_s=self.exp.duration_s) for a in self.exp.apps]
             try:
                 self._run_apps(net)
             finally:
@@ -255,7 +228,7 @@ class Run:
             raise
         targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
         sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
-        deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime_name() == "vm")
+        deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime.current() == "vm")
         rates = TracePlayer.for_run(self.exp, net, self.run_dir, clock=self.clock, until_s=deadline)  # trace-driven links
         try:
             sampler.open()
@@ -334,6 +307,11 @@ class Run:
             write_csv(self.run_dir / name, fields, rows)
 
 
+def _launcher(kind: str) -> type[App]:
+    cls: type[App] = APP_KINDS[kind].launcher_class()
+    return cls
+
+
 def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
     link = exp.link(e.link)
     cfg = link.forward if e.node == link.a else link.reverse
@@ -359,7 +337,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     outcomes: list[RunOutcome] = []
     progress = Progress(total=len(runs), out=out)
     # the guest has no host name ("(none)"): the VM runtime's runs say so
-    here = "the VM runtime's guest" if os.environ.get("NEST_EXP_RUNTIME") == "vm" else f"this machine ({platform.node()})"
+    here = "the VM runtime's guest" if runtime.current() == "vm" else f"this machine ({platform.node()})"
     t_start = time.monotonic()
     with run_lock(), signals_as_exceptions():
         for spec in runs:
@@ -379,12 +357,6 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     print(sweep_summary(outcomes, time.monotonic() - t_start, results_root / runs[0].experiment.name if runs else
                         results_root), file=out, flush=True)
     return outcomes
-
-
-def sweep_summary(outcomes: list[RunOutcome], seconds: float, folder: Path) -> str:
-    count = {s: sum(o.status == s for o in outcomes) for s in ("completed", "skipped", "failed")}
-    return (f"{count['completed']} completed, {count['skipped']} skipped, {count['failed']} failed in {seconds:.0f} s; "
-            f"results in {folder}")
 
 
 def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOutcome:

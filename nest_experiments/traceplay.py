@@ -5,7 +5,7 @@ The schedule of each egress comes from its config
 ``trace_step``, looped to cover the run and its finishing grace). The HTB
 class was built at the trace's first rate; from the run's t = 0 this thread
 sleeps until the next change is due and applies it over netlink
-(:class:`~nest_experiments.net.HtbRates`: no process per change), waiting
+(:class:`~nest_experiments.net.rtnl.HtbRates`: no process per change), waiting
 for the kernel's acknowledgement. A thread that wakes late applies, per
 egress, only the newest due rate (the older ones are counted as skipped).
 
@@ -27,8 +27,9 @@ from typing import Any, Protocol
 
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
-from nest_experiments.net import Egress, HtbRates, Network
-from nest_experiments.parsers.htbclass import HtbClass
+from nest_experiments.net.netlink import HtbClass
+from nest_experiments.net.network import Egress, Network
+from nest_experiments.net.rtnl import HtbRates
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "t_scheduled", "link", "direction", "node", "rate_bps")
@@ -36,7 +37,7 @@ LATE_WARNING_S = 0.05
 
 
 class RateSetter(Protocol):
-    """What the player needs of :class:`~nest_experiments.net.HtbRates` (a fake in unit tests)."""
+    """What the player needs of :class:`~nest_experiments.net.rtnl.HtbRates` (a fake in unit tests)."""
 
     def set(self, egress: Egress, rate_bps: int) -> None: ...
 
@@ -67,7 +68,7 @@ def changes_for(exp: Experiment, egresses: list[Egress], until_s: float) -> list
 class TracePlayer:
     """Applies ``changes`` on the run's ``clock``; rows to ``path``. open() before t0, start() at t0, stop().
 
-    ``rates`` opens the rate setter for the traced egresses (:class:`~nest_experiments.net.HtbRates`).
+    ``rates`` opens the rate setter for the traced egresses (:class:`~nest_experiments.net.rtnl.HtbRates`).
     """
 
     def __init__(self, changes: list[Change], path: Path, *, clock: Callable[[], float],

@@ -19,8 +19,9 @@ from typing import IO, Any
 from nest_experiments.config import AppConfig
 from nest_experiments.dash import caddy, certs
 from nest_experiments.errors import RunError
-from nest_experiments.net import Network
-from nest_experiments.procs import check_run, popen_in_ns, stop, wait_exited
+from nest_experiments.net.network import Network
+from nest_experiments.net.procs import popen_in_ns, stop, wait_exited
+from nest_experiments.net.sockets import is_listening
 from nest_experiments.rundir import write_json
 
 
@@ -112,11 +113,9 @@ class App(abc.ABC):
 
     def wait_listening(self, node: str, port: int, *, proto: str = "tcp", timeout_s: float = 10.0,
                        proc: subprocess.Popen[bytes] | None = None) -> None:
-        flag = "-Hltn" if proto == "tcp" else "-Hlun"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            out = check_run(["ip", "netns", "exec", self.net.ns(node), "ss", flag, "sport", "=", f":{port}"], what="ss")
-            if out.strip():
+            if is_listening(self.net.ns(node), port, proto=proto):
                 return
             if proc is not None and proc.poll() is not None:
                 break
@@ -142,16 +141,6 @@ def tool_version(argv: list[str]) -> str:
     return text[0] if text else "?"
 
 
-AppFactory = Callable[..., App]
-APP_CLASSES: dict[str, Any] = {}
-
-
-def register(kind: str) -> Callable[[type[App]], type[App]]:
-    def deco(cls: type[App]) -> type[App]:
-        APP_CLASSES[kind] = cls
-        return cls
-
-    return deco
 
 
 def read_rows(path: Path, *, app: str, missing_ok: bool = False) -> list[dict[str, Any]]:

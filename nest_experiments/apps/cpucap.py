@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nest_experiments.procs import RunState, remove_cgroup
+from nest_experiments.net.procs import RunState, remove_cgroup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 10_000

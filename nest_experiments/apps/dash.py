@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,25 +32,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows, register
+from nest_experiments import runtime
+from nest_experiments.apps.base import App, last_line, read_rows
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import caddy, encode, media, players, quicgo
+from nest_experiments.dash.playerargs import PlayerArgs
 from nest_experiments.dash.racing_log import RACING_FIELDS
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
 from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.errors import RunError
+from nest_experiments.net import mptcp
 from nest_experiments.parsers import caddy as caddy_log
-from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.procs import check_run, in_netns
 from nest_experiments.rundir import write_json
 
-READY_TIMEOUT_S = 20.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 120.0
+READY_TIMEOUT_S = 20.0 if runtime.current() != "vm" else 120.0
 BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namespace's addresses settled
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
-SUBFLOW_INTERVAL_S = 1.0 if os.environ.get("NEST_EXP_RUNTIME") != "vm" else 5.0
+SUBFLOW_INTERVAL_S = 1.0 if runtime.current() != "vm" else 5.0
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 
 
@@ -62,7 +62,6 @@ def _version(package: str) -> str:
         return "?"
 
 
-@register("dash")
 class Dash(App):
     cfg: DashApp
 
@@ -119,23 +118,16 @@ class Dash(App):
         self.port = CADDY_PORT
 
     def _setup_mptcp(self) -> None:
+        """Limits on both ends; the client opens subflows from its extra addresses, the server announces its
+        extra addresses (so that a subflow can also come back on the other path): planned, applied, read back."""
         c = self.cfg
-        n = str(c.mptcp_subflows)
-        flags = ["subflow", "fullmesh"] if c.mptcp_endpoints == "fullmesh" else ["subflow"]
-        for node in (c.client, c.server):
-            self._ip(node, ["mptcp", "limits", "set", "subflows", n, "add_addr_accepted", n])
+        flags = ("subflow", "fullmesh") if c.mptcp_endpoints == "fullmesh" else ("subflow",)
+        for node, node_flags in ((c.client, flags), (c.server, ("signal",))):
             if c.mptcp_add_addr_timeout_s is not None:
                 self.net.sysctl(node, "net.mptcp.add_addr_timeout", str(c.mptcp_add_addr_timeout_s))
-        # the client opens subflows from its extra addresses; the server announces its
-        # extra addresses, so that a subflow can also come back on the other path
-        for node, node_flags in ((c.client, flags), (c.server, ["signal"])):
-            spec = self.net.spec
-            for link in spec.links_of(node)[1:]:
-                self._ip(node, ["mptcp", "endpoint", "add", str(link.address(node, spec.base).ip),
-                                "dev", link.ifname(node), *node_flags])
-
-    def _ip(self, node: str, args: list[str]) -> None:
-        check_run(["ip", "-n", self.net.ns(node), *args], what=f"apps.{self.cfg.name}: ip {args[0]} on {node}")
+            plan = mptcp.plan_node(self.net.spec, node, ns=self.net.ns(node), subflows=c.mptcp_subflows,
+                                   flags=node_flags)
+            mptcp.apply(plan, what=f"apps.{c.name}")
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
         """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""
@@ -175,13 +167,8 @@ class Dash(App):
         if c.player == "gpac":
             self._spawn_gpac()
             return
-        argv = [sys.executable, "-m", "nest_experiments.dash.client", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--mpd", f"/{self.mpd.name}",
-                "--abr", c.abr, "--abr-audio", c.abr_audio, "--max-buffer", f"{c.max_buffer_s:g}",
-                "--threshold", f"{c.threshold_s:g}", "--go-file", str(self.go_file), "--out", str(self.out_dir),
-                "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--h3-client", c.h3_client]
-        if c.transport in ("h2", "h3", "race"):
-            argv += ["--ca", str(self.ca)]
+        argv = [sys.executable, "-m", "nest_experiments.dash.client", *self._player_args().to_argv(),
+                "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client]
         if c.transport == "race":
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
@@ -189,28 +176,30 @@ class Dash(App):
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 
+    def _player_args(self) -> PlayerArgs:
+        """The session every player is given (the certificate over TLS transports: h2, h3, race)."""
+        c = self.cfg
+        return PlayerArgs(server=self.net.addr(c.server), port=self.port, transport=c.transport, out=self.out_dir,
+                          abr=c.abr, max_buffer_s=c.max_buffer_s, threshold_s=c.threshold_s, go_file=self.go_file,
+                          max_duration_s=max(1.0, self.run_duration_s - c.start_s),
+                          ca=self.ca if c.transport in ("h2", "h3", "race") else None)
+
     def _spawn_browser(self) -> None:
         """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`), its profile in a temp folder of the run."""
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
-        argv = [sys.executable, "-m", "nest_experiments.dash.browser", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--page", page, "--mpd-file", str(self.mpd),
-                "--abr", c.abr, "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}",
-                "--profile", str(self.net.state.temp_dir("chromium") / "profile"), "--out", str(self.out_dir),
-                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}",
+        argv = [sys.executable, "-m", "nest_experiments.dash.browser", *self._player_args().to_argv(),
+                "--page", page, "--mpd-file", str(self.mpd),
+                "--profile", str(self.net.state.temp_dir("chromium") / "profile"),
                 "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
-        if c.transport in ("h2", "h3", "race"):
-            argv += ["--ca", str(self.ca)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
 
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
         c = self.cfg
-        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", "--server", self.net.addr(c.server),
-                "--port", str(self.port), "--transport", c.transport, "--mpd-file", str(self.mpd), "--abr", c.abr,
-                "--max-buffer", f"{c.max_buffer_s:g}", "--threshold", f"{c.threshold_s:g}", "--out", str(self.out_dir),
-                "--go-file", str(self.go_file), "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}"]
+        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", *self._player_args().to_argv(),
+                "--mpd-file", str(self.mpd)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")
 
@@ -265,10 +254,7 @@ class Dash(App):
         c = self.cfg
         counters, timeouts = {}, {}
         for node in (c.client, c.server):
-            with in_netns(self.net.ns(node)):  # /proc/thread-self/net: this thread's namespace
-                text = Path("/proc/thread-self/net/netstat").read_text()
-                timeouts[node] = int(Path("/proc/sys/net/mptcp/add_addr_timeout").read_text())
-            counters[node] = {k: v for k, v in group_counters(text, "MPTcpExt").items() if v}
+            counters[node], timeouts[node] = mptcp.read_counters(self.net.ns(node))
         _set_app_entry(self.run_dir / "mptcp.json", c.name, {"client": c.client, "server": c.server,
                                                              "add_addr_timeout_s": timeouts, "counters": counters})
 

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.base import App, tool_version
 from nest_experiments.apps.cpucap import CpuCap
 from nest_experiments.apps.selectwait import WAIT_US, preload_library
 from nest_experiments.config import HttperfApp
+from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import httperf as parse
-from nest_experiments.procs import require_tool, stop
 
 FILE_NAME = "object.bin"
 
@@ -63,7 +63,6 @@ def file_bytes(size: int) -> bytes:
     return (block * (size // len(block) + 1))[:size]
 
 
-@register("httperf")
 class Httperf(App):
     cfg: HttperfApp
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.base import App, tool_version
 from nest_experiments.config import Iperf3App
+from nest_experiments.net.procs import require_tool
 from nest_experiments.parsers import iperf3 as parse
-from nest_experiments.procs import require_tool
 
 
-@register("iperf3")
 class Iperf3(App):
     cfg: Iperf3App
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows, register
+from nest_experiments.apps.base import App, last_line, read_rows
 from nest_experiments.config import ObjectsApp
 from nest_experiments.dash import caddy, objects
 from nest_experiments.errors import RunError
@@ -44,7 +44,6 @@ def design_argv(c: ObjectsApp) -> list[str]:
             "--sessions", str(c.sessions), "--seed", str(c.seed)]
 
 
-@register("objects")
 class Objects(App):
     cfg: ObjectsApp
 

@@ -25,7 +25,7 @@ import subprocess
 from pathlib import Path
 
 from nest_experiments.errors import MissingToolError
-from nest_experiments.procs import RunState, require_tool
+from nest_experiments.net.procs import RunState, require_tool
 
 SOURCE = Path(__file__).with_name("selectwait.c")
 WAIT_US = 10_000

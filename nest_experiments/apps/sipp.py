@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, register, tool_version
+from nest_experiments.apps.base import App, tool_version
 from nest_experiments.config import SippApp
+from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import sipp as parse
-from nest_experiments.procs import require_tool, stop
 
 SCENARIO = Path(__file__).with_name("sipp_uac_rtp.xml")
 PTIME_S = 0.02  # 20 ms of audio per RTP packet
@@ -63,7 +63,6 @@ def _ipv4_header(payload_len: int, *, ident: int) -> bytes:
     return header[:10] + struct.pack("!H", ~total & 0xFFFF) + header[12:]
 
 
-@register("sipp")
 class Sipp(App):
     cfg: SippApp
 

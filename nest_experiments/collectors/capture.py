@@ -22,7 +22,7 @@ CLOCK_REALTIME, the run clock is monotonic.
 
 After the run (:func:`match_captures`; on the host: right after the run's
 network is gone, or after the VM exits for a VM sweep): matching
-(:mod:`nest_experiments.qdelay`), ``qdelay.csv`` (DESIGN §4),
+(:mod:`nest_experiments.analysis.qdelay`), ``qdelay.csv`` (DESIGN §4),
 ``qdelay_summary.json``, then the pcaps are deleted unless
 ``experiment.keep_captures``. A failure becomes a warning in the manifest,
 never a lost run.
@@ -45,7 +45,7 @@ from typing import IO, Any, Protocol, TextIO
 from nest_experiments.analysis import qdelay
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
-from nest_experiments.procs import RunState, popen_in_ns, require_tool, stop
+from nest_experiments.net.procs import RunState, popen_in_ns, require_tool, stop
 from nest_experiments.rundir import read_csv, read_manifest, write_csv, write_json
 from nest_experiments.topology import TopologySpec
 

@@ -2,7 +2,7 @@
 
 One thread, one netlink socket per namespace (a ``tc`` process per sample
 would cost 2-700 ms). The socket is a plain one, and the dump is encoded and
-decoded by :mod:`nest_experiments.parsers.tcstats`, which reads only the
+decoded by :mod:`nest_experiments.net.netlink`, which reads only the
 attributes a row needs: pyroute2's ``IPRoute`` (an asyncio loop per request,
 a generic attribute decoder) cost 50-130 ms of guest CPU per egress and
 sample in the TCG VM, 11-16 s of CPU in a 65 s run at one sample of 4
@@ -19,84 +19,18 @@ the host descheduled) between the two cannot misplace a sample. Rows go to
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nest_experiments.errors import NetworkSetupError, RunError
-from nest_experiments.parsers.tcstats import (
-    NLMSG_DONE,
-    NLMSG_ERROR,
-    RTM_NEWQDISC,
-    NetlinkError,
-    QdiscMessage,
-    netlink_error,
-    netlink_messages,
-    qdisc_dump_request,
-    qdisc_message,
-    qdisc_row,
-)
-from nest_experiments.procs import in_netns
+from nest_experiments.errors import RunError
+from nest_experiments.net.rtnl import QdiscDumper
+from nest_experiments.parsers.tcstats import qdisc_row
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "node", "dev", "link", "kind", "handle", "parent", "backlog_bytes", "backlog_pkts", "drops",
           "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob")
-
-
-class QdiscDumper:
-    """A netlink socket inside namespace ``ns`` (opened by this thread entering it briefly) that dumps qdiscs.
-
-    pyroute2's own ``IPRoute(netns=...)`` forks a child of this process to
-    open it; in the TCG VM, forking a process that has numpy loaded took
-    over 20 s. A netlink socket stays in the namespace it was created in.
-    """
-
-    def __init__(self, ns: str, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ns = ns
-        self.clock = clock
-        self.t_request = 0.0  # on ``clock``, the middle of the last dump request's send (when the kernel dumped)
-        self._seq = 0
-        try:
-            with in_netns(ns):
-                self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-                self._indexes = {name: index for index, name in socket.if_nameindex()}
-        except NetworkSetupError as exc:
-            raise RunError(f"qdisc sampler: {exc}") from exc
-        self.sock.bind((0, 0))
-
-    def index(self, dev: str) -> int | None:
-        return self._indexes.get(dev)
-
-    def dump(self, index: int) -> list[QdiscMessage]:
-        """Every qdisc on interface ``index``."""
-        self._seq += 1
-        request = qdisc_dump_request(index, self._seq)
-        before = self.clock()
-        self.sock.send(request)
-        self.t_request = (before + self.clock()) / 2
-        out: list[QdiscMessage] = []
-        while True:
-            try:
-                messages = list(netlink_messages(self.sock.recv(1 << 16)))
-            except NetlinkError as exc:
-                raise RunError(f"qdisc sampler: {self.ns}: {exc}") from exc
-            for kind, seq, payload in messages:
-                if seq != self._seq:
-                    continue
-                if kind == NLMSG_DONE:
-                    return out
-                if kind == NLMSG_ERROR and netlink_error(payload):
-                    raise RunError(f"qdisc sampler: qdisc dump in {self.ns}: {os.strerror(-netlink_error(payload))}")
-                if kind == RTM_NEWQDISC:
-                    msg = qdisc_message(payload)
-                    if msg.index == index:
-                        out.append(msg)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _handle(value: int) -> str:

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nest_experiments.net.sockets import established_argv
 from nest_experiments.parsers.ss import tcp_sockets
 
 FIELDS = ("t", "app", "local", "local_port", "remote", "remote_port", "link", "client_link", "mptcp", "bytes_received",
@@ -30,7 +31,7 @@ class SubflowSampler:
                  interval_s: float = 1.0) -> None:
         """``link_of``: address -> link name, for the server's and the client's addresses."""
         self.app = app
-        self.argv = ["ip", "netns", "exec", ns, "ss", "-tinH", "state", "established", "dport", "=", f":{port}"]
+        self.argv = established_argv(ns, port)
         self.link_of = dict(link_of)
         self.clock = clock
         self.interval_s = interval_s

@@ -11,7 +11,7 @@ counted as one packet with one set of headers.
 The captures start before the run clock and any traffic and stop after the
 traffic (1.2 s later: libpcap hands packets over in blocks); they write to a
 private temp folder of the run. At the stop, each pcap is accounted
-(:mod:`nest_experiments.wire`) into ``wire.csv``: one row per link, direction
+(:mod:`nest_experiments.analysis.wire_bytes`) into ``wire.csv``: one row per link, direction
 and protocol (``tcp``, ``udp``, ``other``) with packets, frame, IP, L4-header
 and L4-payload bytes; ``wire.json`` holds the taps, tcpdump's own counts
 (``dropped_by_kernel`` > 0 means the figures are short: a warning) and the
@@ -37,7 +37,7 @@ from nest_experiments.collectors.capture import (
 )
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError
-from nest_experiments.procs import RunState, require_tool
+from nest_experiments.net.procs import RunState, require_tool
 from nest_experiments.rundir import write_csv, write_json
 from nest_experiments.topology import TopologySpec
 

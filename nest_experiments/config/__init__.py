@@ -45,17 +45,17 @@ from nest_experiments.config.core import (
     QdiscConfig,
     _parse_link,
     load_default_raw,
-    parse_experiment,
     qdisc_kinds,
     read_toml,
-    register_app_kind,
 )
 from nest_experiments.config.dash import CADDY_TRANSPORTS, DASH_H3_CLIENTS, DashApp
+from nest_experiments.config.experiment import parse_experiment
+from nest_experiments.config.kinds import APP_KINDS, AppKind
 from nest_experiments.config.objects import ObjectsApp
 from nest_experiments.config.traffic import HttperfApp, Iperf3App, SippApp
 
 __all__ = [
-    "CADDY_TRANSPORTS", "DASH_H3_CLIENTS", "DEFAULT_EXPERIMENT", "AppConfig", "DashApp", "EgressConfig", "Experiment",
+    "APP_KINDS", "CADDY_TRANSPORTS", "DASH_H3_CLIENTS", "AppKind", "DEFAULT_EXPERIMENT", "AppConfig", "DashApp", "EgressConfig", "Experiment",
     "FirewallConfig", "HttperfApp", "Iperf3App", "LinkConfig", "ObjectsApp", "QdiscConfig", "SippApp", "_parse_link",
-    "load_default_raw", "parse_experiment", "qdisc_kinds", "read_toml", "register_app_kind",
+    "load_default_raw", "parse_experiment", "qdisc_kinds", "read_toml",
 ]

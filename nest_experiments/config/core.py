@@ -1,6 +1,6 @@
-"""The experiment's core: links, firewalls, the run's settings, the loading of a file, and the app-kind
-registry; each app kind's dataclass and parser live in a module of its own (:mod:`.traffic`, :mod:`.dash`,
-:mod:`.objects`), registered with :func:`register_app_kind`. The package's docstring shows a file."""
+"""The experiment's core: links, firewalls, the run's settings, the loading of a file; each app kind's
+dataclass and parser live in a module of its own (:mod:`.traffic`, :mod:`.dash`, :mod:`.objects`), declared in
+:mod:`.kinds`; :mod:`.experiment` puts an experiment together. The package's docstring shows a file."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ FIREWALL_QUEUE_MAX = 10_000  # packets
 @dataclass(frozen=True, kw_only=True)
 class FirewallConfig:
     """``[firewalls.NAME]``: packets of ``proto`` to and/or from ``port`` crossing ``router`` are rate-limited
-    (policed or shaped), dropped or only counted (nftables, :mod:`nest_experiments.nftplan`; the shaper:
-    :mod:`nest_experiments.fwshape`).
+    (policed or shaped), dropped or only counted (nftables, :mod:`nest_experiments.net.nftplan`; the shaper:
+    :mod:`nest_experiments.net.fwshape`).
 
     ``direction``: ``to_port`` matches the destination port (client -> server), ``from_port`` the source port
     (server -> client), ``both`` each with a limit of its own. With ``action = "limit"``, ``rate`` is a policer's:
@@ -165,41 +165,6 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def load_default_raw() -> dict[str, Any]:
     return read_toml(DEFAULT_EXPERIMENT)
-
-
-def parse_experiment(raw: dict[str, Any]) -> Experiment:
-    """Validate one resolved experiment (sweep already applied)."""
-    top = Table("", raw)
-    top.mark("sweep", "paper", "experiment", "links", "apps", "firewalls")  # sweep, paper: applied by nest_experiments.sweep
-    top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
-    e = top.table("experiment")
-    name = e.get("name", as_name_long)
-    topology = topo.load("experiment.topology", e.get("topology", as_str, "dumbbell"))
-    duration = e.get("duration", lambda p, v: parse_time(p, v, allow_zero=False))
-    links = _parse_links(top.table("links"), topology)
-    apps = _parse_apps(top.table("apps"), topology, duration)
-    exp = Experiment(
-        name=name,
-        description=e.get("description", as_str, ""),
-        topology=topology,
-        duration_s=duration,
-        repetitions=e.get("repetitions", positive_int, 1),
-        seed=e.get("seed", as_int, 1),
-        congestion_control=e.get("tcp_congestion_control", one_of(CONGESTION_CONTROLS), "cubic"),
-        runtime=e.get("runtime", one_of(RUNTIMES), "auto"),
-        sample_interval_s=e.get("sample_interval", lambda p, v: parse_time(p, v, allow_zero=False), 0.1),
-        sample_links=_sample_links(e, links),
-        qdelay_links=_qdelay_links(e, links, topology),
-        keep_captures=e.get("keep_captures", as_bool, False),
-        wire_links=_wire_links(e, links),
-        links=links,
-        apps=apps,
-        firewalls=_parse_firewalls(top.table("firewalls"), topology),
-        raw=copy.deepcopy(raw),
-    )
-    e.done()
-    top.done()
-    return exp
 
 
 def as_name_long(path: str, value: object) -> str:
@@ -497,32 +462,6 @@ def parse_qdisc(path: str, value: object) -> QdiscConfig:
 
 
 # ---------------------------------------------------------------- apps
-
-AppParser = Callable[[Table, str, topo.TopologySpec, float], AppConfig]
-APP_KINDS: dict[str, AppParser] = {}
-
-
-def register_app_kind(kind: str) -> Callable[[AppParser], AppParser]:
-    def deco(fn: AppParser) -> AppParser:
-        APP_KINDS[kind] = fn
-        return fn
-
-    return deco
-
-
-def _parse_apps(t: Table, spec: topo.TopologySpec, duration: float) -> tuple[AppConfig, ...]:
-    from nest_experiments.config import dash, objects, traffic  # noqa: F401  (each registers its app kinds)
-
-    apps = []
-    for name in t.data:
-        a = t.table(name)
-        as_name(a.path, name, max_len=20)
-        kind = a.get("kind", one_of(tuple(APP_KINDS)))
-        app = APP_KINDS[kind](a, name, spec, duration)
-        a.done()
-        apps.append(app)
-    return tuple(apps)
-
 
 def node_of(spec: topo.TopologySpec) -> Callable[[str, object], str]:
     return one_of(tuple(spec.nodes))

@@ -12,10 +12,10 @@ from nest_experiments import toollimits
 from nest_experiments import topology as topo
 from nest_experiments.config.core import (
     AppConfig,
-    register_app_kind,
     start_time,
     two_nodes,
 )
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.errors import ConfigError
 from nest_experiments.tomlread import Table, as_str, join, one_of, positive_int
 from nest_experiments.units import format_rate, parse_rate, parse_time
@@ -37,8 +37,8 @@ class DashApp(AppConfig):
     transport: str = "tcp"
     ladder: str = "eldorado_av1"
     clip_s: float | None = None  # None: the ladder's whole duration
-    abr: str = "grate"
-    abr_audio: str = "grate"
+    abr: str = DEFAULT_ABR
+    abr_audio: str = DEFAULT_ABR
     level: int = 0  # abr = "fixed": the video level (0-based index into the ladder)
     max_buffer_s: float = 10.0
     threshold_s: float = 1.0
@@ -62,8 +62,7 @@ class DashApp(AppConfig):
 
 
 
-@register_app_kind("dash")
-def _parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
+def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
     from nest_experiments.dash import abr, media, players  # pure modules; loaded only when a dash app is used
 
     server, client = two_nodes(t, spec, "server", "client")
@@ -153,7 +152,8 @@ def _positive_number(path: str, value: object) -> float:
 
 
 def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[str, str, str, str | None]:
-    """``player``, ``media``, ``codec``, ``source`` of a dash app; a player missing here is refused now."""
+    """``player``, ``media``, ``codec``, ``source`` of a dash app (whether this machine has the player: the
+    preflight's check, config.kinds)."""
     from nest_experiments.dash import encode, players
 
     player = t.get("player", one_of(players.PLAYERS), "nest")
@@ -180,9 +180,6 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     if player == "gpac" and t.get("threshold", lambda p, v: parse_time(p, v, allow_zero=False), 1.0) >= \
             t.get("max_buffer", lambda p, v: parse_time(p, v, allow_zero=False), 10.0):
         raise ConfigError(join(t.path, "threshold"), "GPAC rebuffers only with a threshold below max_buffer")
-    why = players.missing(player, transport)
-    if why is not None:
-        raise ConfigError(join(t.path, "player"), why)
     return player, kind, codec, source
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from nest_experiments import topology as topo
 from nest_experiments.config.core import (
     AppConfig,
-    register_app_kind,
     start_time,
     two_nodes,
 )
@@ -69,8 +68,7 @@ def _range_of(conv: Callable[[str, object], Any]) -> Callable[[str, object], tup
     return parse
 
 
-@register_app_kind("objects")
-def _parse_objects(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> ObjectsApp:
+def parse_objects(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> ObjectsApp:
     server, client = two_nodes(t, spec, "server", "client")
     mode = t.get("mode", one_of(OBJECT_MODES), "sequential")
     if mode == "sequential" and t.has("streams"):

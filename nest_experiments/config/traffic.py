@@ -11,7 +11,6 @@ from nest_experiments import topology as topo
 from nest_experiments.config.core import (
     CONGESTION_CONTROLS,
     AppConfig,
-    register_app_kind,
     start_time,
     time_in,
     two_nodes,
@@ -35,8 +34,7 @@ class Iperf3App(AppConfig):
 
 
 
-@register_app_kind("iperf3")
-def _parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> Iperf3App:
+def parse_iperf3(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> Iperf3App:
     limits = toollimits.IPERF3
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
@@ -124,8 +122,7 @@ def _traffic_length(t: Table, start: float, duration: float) -> float | None:
     return length
 
 
-@register_app_kind("sipp")
-def _parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> SippApp:
+def parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> SippApp:
     limits = toollimits.SIPP
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)
@@ -144,8 +141,7 @@ def _parse_sipp(t: Table, name: str, spec: topo.TopologySpec, duration: float) -
 WEB_SERVERS = ("nginx", "caddy")
 
 
-@register_app_kind("httperf")
-def _parse_httperf(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> HttperfApp:
+def parse_httperf(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> HttperfApp:
     limits = toollimits.HTTPERF
     src, dst = two_nodes(t, spec, "src", "dst")
     start = start_time(t, duration)

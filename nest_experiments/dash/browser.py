@@ -54,8 +54,10 @@ from typing import Any
 
 from nest_experiments.dash import dashjs, netlog, players, qoe, records
 from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.dash.playerargs import PlayerArgs
 from nest_experiments.dash.racing_log import write_racing
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
+from nest_experiments.net.sockets import wait_addresses_settled
 
 POLL_S = 0.5
 CDP_TIMEOUT_S = 30.0
@@ -248,24 +250,14 @@ def profile_pids(profile: Path) -> list[int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.browser", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--server", required=True)
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--transport", choices=players.TRANSPORTS["dashjs"], required=True)
+    p = PlayerArgs.parser(prog="python -m nest_experiments.dash.browser", description=__doc__,
+                          transports=players.TRANSPORTS["dashjs"], abrs=players.DASHJS_ABRS,
+                          default_abr=players.default_abr("dashjs"), max_duration_s=600.0)
     p.add_argument("--page", required=True, help="URL path of the player page, e.g. /nest_dashjs.html")
     p.add_argument("--mpd-file", type=Path, required=True, help="the MPD on disk (levels of the representations)")
-    p.add_argument("--abr", choices=players.DASHJS_ABRS, default="dynamic")
-    p.add_argument("--max-buffer", type=float, default=10.0)
-    p.add_argument("--threshold", type=float, default=1.0, help="for the QoE's startup (dash.js has its own)")
     p.add_argument("--profile", type=Path, required=True, help="Chromium's user-data-dir (removed at the end)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--t0", type=float)
-    p.add_argument("--go-file", type=Path)
-    p.add_argument("--max-duration", type=float, default=600.0)
-    p.add_argument("--ca", type=Path, help="the server's CA or leaf (PEM): its SPKI hash is accepted over h2/h3")
     p.add_argument("--netlog", type=Path, help="write Chromium's NetLog here")
-    return p.parse_args(argv)
+    return PlayerArgs.from_argv(argv, p)[1]  # --ca: its SPKI hash is accepted over h2/h3
 
 
 def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any], float]:
@@ -328,17 +320,6 @@ def _poll(cdp: Cdp, session: str, events: list[dict[str, Any]], result: dict[str
         if time.monotonic() > deadline:
             result["end_reason"] = "max_duration"
             return
-
-
-def wait_addresses_settled(timeout_s: float = 10.0) -> None:
-    """Wait until this namespace has no tentative IPv6 address: Chromium treats DAD finishing as a network
-    change and aborts every request in flight (ERR_NETWORK_CHANGED)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = subprocess.run(["ip", "-6", "addr", "show", "tentative"], capture_output=True, text=True, check=False)
-        if out.returncode != 0 or not out.stdout.strip():
-            return
-        time.sleep(0.1)
 
 
 def _evaluate(cdp: Cdp, session: str, expression: str) -> Any:

@@ -32,6 +32,7 @@ from typing import Any
 from nest_experiments.dash import qoe, racing, records
 from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
+from nest_experiments.dash.playerargs import DEFAULT_ABR, PlayerArgs
 from nest_experiments.dash.race import RaceFetcher
 from nest_experiments.dash.racing_log import write_racing
 from nest_experiments.dash.transports import H3_CLIENTS, KINDS, FetcherOptions, open_fetcher
@@ -39,30 +40,18 @@ from nest_experiments.errors import ConfigError, NestExpError, RunError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.client", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--server", required=True, help="server address")
-    p.add_argument("--port", type=int, required=True, help="server port of the transport")
-    p.add_argument("--transport", choices=(*KINDS, "race"), required=True,
-                   help="race: QUIC/TCP connection racing (h2 over TLS on --port, h3 where alt-svc says), see --racing")
+    # --transport race: QUIC/TCP connection racing (h2 over TLS on --port, h3 where alt-svc says), see --racing
+    p = PlayerArgs.parser(prog="python -m nest_experiments.dash.client", description=__doc__,
+                          transports=(*KINDS, "race"))
     p.add_argument("--racing", choices=racing.POLICIES, default="chromium", help="the race transport's policy")
     p.add_argument("--racing-params", type=json.loads, default={},
                    help='the policy\'s numbers as JSON, e.g. {"idle_timeout_s": 29} (dash.racing.RacingParams)')
     p.add_argument("--mpd", required=True, help="URL path of the MPD, e.g. /manifest.mpd")
-    p.add_argument("--abr", default="grate", help="video ABR algorithm")
-    p.add_argument("--abr-audio", default="grate", help="audio ABR algorithm")
+    p.add_argument("--abr-audio", default=DEFAULT_ABR, help="audio ABR algorithm")
     p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
-    p.add_argument("--max-buffer", type=float, default=10.0, help="seconds of media buffered at most")
-    p.add_argument("--threshold", type=float, default=1.0, help="seconds of media to start/resume playback")
-    p.add_argument("--t0", type=float, help="time.monotonic() at the run's t = 0 (default: now)")
-    p.add_argument("--go-file", type=Path,
-                   help='print {"ready": true}, wait until this JSON file exists, take "t0" from it, then play')
-    p.add_argument("--out", type=Path, required=True, help="folder for segments.csv, abr_decisions.csv, qoe.json")
-    p.add_argument("--max-duration", type=float, help="stop the session after this many seconds")
-    p.add_argument("--ca", type=Path, help="server certificate (PEM) for h2/h3")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
-    return p.parse_args(argv)
+    return PlayerArgs.from_argv(argv, p)[1]
 
 
 CLOSE_TIMEOUT_S = 5.0

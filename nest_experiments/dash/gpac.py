@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from nest_experiments.dash.mpd import Manifest, Representation
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError, MissingToolError
 
@@ -414,7 +415,7 @@ def gpac_version(binary: str, env: Mapping[str, str]) -> GpacVersion:
 def gpac_command(
     mpd_url: str,
     *,
-    algo: str = "grate",
+    algo: str = DEFAULT_ABR,  # our default is GPAC's grate (players.GPAC_TWINS)
     max_buffer_ms: int = 10000,
     rebuffer_ms: int = 1000,
     buffer_ms: int = 2000,

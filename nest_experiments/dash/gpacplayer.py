@@ -37,6 +37,7 @@ from typing import Any
 
 from nest_experiments.dash import gpac, players, qoe, records
 from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.dash.playerargs import PlayerArgs
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
 
 _FIRST_UTC = re.compile(r"UTC \S+ \(TS (\d+)\) - ")
@@ -89,20 +90,11 @@ def decisions(log: gpac.GpacLog, shift: float | None, algo: str) -> list[records
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.dash.gpacplayer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--server", required=True)
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--transport", choices=players.TRANSPORTS["gpac"], required=True)
+    # --abr: our name of a GPAC twin (grate, bba) or GPAC's algo
+    p = PlayerArgs.parser(prog="python -m nest_experiments.dash.gpacplayer", description=__doc__,
+                          transports=players.TRANSPORTS["gpac"], max_duration_s=600.0)
     p.add_argument("--mpd-file", type=Path, required=True)
-    p.add_argument("--abr", default="grate", help="our name of a GPAC twin (grate, bba) or GPAC's algo")
-    p.add_argument("--max-buffer", type=float, default=10.0)
-    p.add_argument("--threshold", type=float, default=1.0)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--t0", type=float)
-    p.add_argument("--go-file", type=Path)
-    p.add_argument("--max-duration", type=float, default=600.0)
-    return p.parse_args(argv)
+    return PlayerArgs.from_argv(argv, p)[1]
 
 
 def gpac_environment(home: Path, display: str | None = None) -> dict[str, str]:

@@ -34,6 +34,7 @@ from typing import Any
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
 from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
 from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.qoe import EndStall
 from nest_experiments.dash.records import DecisionRow, SegmentRow
 from nest_experiments.errors import ConfigError, RunError
@@ -460,8 +461,8 @@ async def play(
     mpd_url_path: str,
     fetcher: Fetcher,
     *,
-    abr: str = "grate",
-    abr_audio: str = "grate",
+    abr: str = DEFAULT_ABR,
+    abr_audio: str = DEFAULT_ABR,
     fixed_level: int = 0,
     max_buffer_s: float = 10.0,
     threshold_s: float = 1.0,

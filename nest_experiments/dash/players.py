@@ -23,6 +23,8 @@ import shutil
 from pathlib import Path
 
 from nest_experiments import PROJECT_ROOT
+from nest_experiments.dash.gpac import GPAC_ALGOS
+from nest_experiments.dash.playerargs import DEFAULT_ABR
 
 PLAYERS = ("nest", "dashjs", "gpac")
 DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
@@ -86,7 +88,6 @@ def missing(player: str, transport: str = "tcp") -> str | None:
 DASHJS_ABRS = ("throughput", "bola", "dynamic", "l2a", "lolp")
 #: our ABR name -> GPAC's ``algo`` where they are the same algorithm (abr.GpacRate, abr.Bba)
 GPAC_TWINS = {"grate": "grate", "bba": "bba0"}
-GPAC_ALGOS = ("grate", "gbuf", "bba0", "bolaf", "bolab", "bolau", "bolao")
 
 
 def abr_names(player: str, ours: tuple[str, ...]) -> tuple[str, ...]:
@@ -99,7 +100,7 @@ def abr_names(player: str, ours: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def default_abr(player: str) -> str:
-    return "dynamic" if player == "dashjs" else "grate"
+    return "dynamic" if player == "dashjs" else DEFAULT_ABR
 
 
 def gpac_algo(abr: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import procs
+from nest_experiments.net import procs
 from nest_experiments.rundir import STATUSES
 from tests.conftest import ROOT, child_processes, cli, our_namespaces
 

@@ -2,8 +2,8 @@
 
 The DASH server runs on ``s1`` and the player on ``h1`` of the dumbbell; the
 test changes the bottleneck's rate mid-stream with
-:meth:`~nest_experiments.net.Network.set_rate` (``tc class change`` on both
-directions' HTB class, read back) and judges the player's ``segments.csv``.
+:class:`~nest_experiments.net.rtnl.HtbRates` (the runner's trace player's way: a netlink class
+change on both directions' HTB class, read back) and judges the player's ``segments.csv``.
 Content: the ``abr_quic_tcp`` ladder (4 s segments, video 200 kbit/s -
 4 Mbit/s, audio 64/128 kbit/s), clipped short.
 """
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +26,9 @@ import pytest
 from nest_experiments.dash import media, qoe
 from nest_experiments.dash.records import SegmentRow, read_segments
 from nest_experiments.errors import ConfigError
-from nest_experiments.procs import stop
-from nest_experiments.tcplan import parse_htb_classes
+from nest_experiments.net.procs import stop
+from nest_experiments.net.rtnl import HtbRates
+from nest_experiments.net.tcplan import parse_htb_classes
 
 if TYPE_CHECKING:  # a module-level import would make pytest try to collect it
     from nest_experiments.pytest_plugin import TestNetwork
@@ -74,11 +76,15 @@ def play(net: TestNetwork, tmp: Path, *, clip_s: float, abr: str, max_buffer_s: 
                                   "--max-buffer", f"{max_buffer_s:g}", "--threshold", f"{THRESHOLD_S:g}",
                                   "--t0", repr(t0), "--out", str(out), "--max-duration", f"{clip_s + 60:g}"])
         done = []
-        for at, rate in changes:
-            time.sleep(max(0.0, t0 + at - time.monotonic()))
-            before = time.monotonic() - t0
-            net.net.set_rate("bottleneck", "both", rate)
-            done.append((before, time.monotonic() - t0, rate))
+        egresses = net.net.rate_egresses("bottleneck", "both")
+        with closing(HtbRates(egresses)) as rates:
+            for at, rate in changes:
+                time.sleep(max(0.0, t0 + at - time.monotonic()))
+                before = time.monotonic() - t0
+                for egress in egresses:
+                    rates.set(egress, rate)
+                    assert rates.read(egress).rate_bps == rate
+                done.append((before, time.monotonic() - t0, rate))
         try:
             _, client_err = client.communicate(timeout=clip_s + 90)
         finally:
@@ -99,7 +105,7 @@ def test_step_from_5_to_1_mbit_goes_below_1_mbit_within_3_segments(no_leftovers:
                                                                     tmp_path: Path) -> None:  # fmt: skip
     net = nest_network("dumbbell", links={"bottleneck": {"rate": "5mbit"}})
     with pytest.raises(ConfigError, match="no rate to change"):
-        net.net.set_rate("h1_r1", "both", MBIT)  # an unshaped link: refused, nothing changed
+        net.net.rate_egresses("h1_r1", "both")  # an unshaped link: refused, nothing changed
     s = play(net, tmp_path, clip_s=36, abr="throughput", max_buffer_s=8, changes=[(10.0, MBIT)])
     assert [_htb_rate(net, n) for n in ("r1", "r2")] == [MBIT, MBIT]  # the kernel's view, independently
     (t_before, t_step, _), = s.changes

@@ -117,7 +117,7 @@ def _ifbs(ns: str) -> list[str]:
 
 
 def test_a_shaped_udp_flow_queues_at_the_rate_and_is_counted_once(nest_network: Callable[..., TestNetwork]) -> None:
-    from nest_experiments import nftplan
+    from nest_experiments.net import nftplan
 
     net = nest_network("dumbbell", firewalls={"udp443": {"router": "r1", "port": 443, "action": "shape",
                                                          "rate": "200kbit", "queue": SHAPE_QUEUE}})

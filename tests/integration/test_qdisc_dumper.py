@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.collectors.qdisc import QdiscDumper
+from nest_experiments.net.procs import in_netns
+from nest_experiments.net.rtnl import QdiscDumper
 from nest_experiments.parsers.tcstats import qdisc_row
-from nest_experiments.procs import in_netns
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 

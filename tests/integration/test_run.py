@@ -97,7 +97,7 @@ def test_bad_file_is_rejected_before_any_namespace(no_leftovers: None) -> None:
 
 
 def test_missing_qdisc_stops_before_any_namespace(no_leftovers: None, tmp_path: Path) -> None:
-    from nest_experiments.kernel import probe_feature
+    from nest_experiments.net.kernel import probe_feature
 
     if probe_feature("pie").ok:
         pytest.skip("this kernel has pie: nothing to refuse")

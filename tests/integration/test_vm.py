@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import PROJECT_ROOT, runtime
 from nest_experiments.vm import VMTimeoutError, probe, run_in_vm
 from nest_experiments.vm.qemu import guest_clock_params
 
@@ -33,7 +33,7 @@ RUNS = PROJECT_ROOT / ".cache" / "vm" / "runs"
 
 @pytest.fixture(autouse=True)
 def _needs_vm() -> None:
-    if os.environ.get("NEST_EXP_RUNTIME") == "vm":
+    if runtime.current() == "vm":
         pytest.skip("already inside the VM: no nested qemu")
     if os.geteuid() != 0:
         pytest.skip("the VM runtime needs root (9p passthrough shares)")

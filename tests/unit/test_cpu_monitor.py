@@ -27,7 +27,7 @@ from nest_experiments.collectors.cpu import (
     process_cpu_s,
     window_shares,
 )
-from nest_experiments.procs import wait_exited
+from nest_experiments.net.procs import wait_exited
 
 
 def test_app_cpu_seconds_survive_the_process_exit() -> None:
@@ -64,7 +64,7 @@ def test_cpu_used_before_the_start_is_not_counted() -> None:
 def test_timer_slack_reaches_the_program_and_its_threads() -> None:
     import functools
 
-    from nest_experiments.procs import _die_with_parent
+    from nest_experiments.net.procs import _die_with_parent
     code = ("import ctypes, threading\nslack = lambda: print(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))\n"
             "slack()\nt = threading.Thread(target=slack)\nt.start(); t.join()")  # 30: PR_GET_TIMERSLACK
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -243,7 +243,8 @@ SPIN_S = 12  # the busy loop ends by itself after this, whatever happens to the 
 def _spin_at_high_priority() -> None:
     """Other work shares this machine's CPUs: ahead of it (root only), the loop gets a CPU of its own. In a
     session of its own (start_new_session), so under the kernel's autogroups its nice is its group's."""
-    from nest_experiments.procs import _die_with_parent
+    from nest_experiments.net.procs import _die_with_parent
+
     _die_with_parent()
     with contextlib.suppress(OSError):
         Path("/proc/self/autogroup").write_text("-10")

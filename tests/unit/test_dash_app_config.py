@@ -6,7 +6,7 @@ import pytest
 
 from nest_experiments.config import DashApp, parse_experiment
 from nest_experiments.errors import ConfigError
-from nest_experiments.kernel import features_needed
+from nest_experiments.net.kernel import features_needed
 
 
 def _exp(**app: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The dash app's ``player`` and ``media`` keys: defaults, errors naming the key, a missing player refused at load."""
+"""The dash app's ``player`` and ``media`` keys: defaults, errors naming the key, a missing player refused by the
+preflight (the config itself does not probe the machine)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ import pytest
 from nest_experiments.config import DashApp, parse_experiment
 from nest_experiments.dash import players
 from nest_experiments.errors import ConfigError
+from nest_experiments.preflight import preflight
+from nest_experiments.sweep import RunSpec
 
 
 def _exp(**app: Any) -> dict[str, Any]:
     return {"experiment": {"name": "d", "topology": "dumbbell", "duration": "30s"},
             "apps": {"v": {"kind": "dash", "server": "s1", "client": "h1", **app}}}
-
-
-@pytest.fixture
-def all_players(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every player installed (the config's check of this machine is tested on its own below)."""
-    monkeypatch.setattr(players, "missing", lambda player, transport="tcp": None)
 
 
 def test_our_player_keeps_generated_media_by_default() -> None:
@@ -33,7 +30,6 @@ def test_our_player_plays_encoded_media() -> None:
     assert isinstance(app, DashApp) and (app.media, app.codec) == ("encoded", "vp9")
 
 
-@pytest.mark.usefixtures("all_players")
 def test_decoding_players_default_to_encoded_media_and_their_own_abr() -> None:
     (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
     assert isinstance(js, DashApp) and (js.player, js.media, js.abr) == ("dashjs", "encoded", "dynamic")
@@ -42,7 +38,6 @@ def test_decoding_players_default_to_encoded_media_and_their_own_abr() -> None:
     assert players.gpac_algo(gp.abr) == "bba0" and players.gpac_algo("bolaf") == "bolaf"
 
 
-@pytest.mark.usefixtures("all_players")
 @pytest.mark.parametrize(("app", "message"), [
     ({"player": "vlc"}, "apps.v.player: "),
     ({"player": "dashjs", "media": "generated"}, "apps.v.media: player 'dashjs' decodes"),
@@ -65,21 +60,24 @@ def test_errors_name_the_key(app: dict[str, Any], message: str) -> None:
     assert str(err.value).startswith(message)
 
 
-@pytest.mark.usefixtures("all_players")
 @pytest.mark.parametrize("codec", ["h264", "vp9", "av1"])
 def test_dashjs_takes_the_codecs_chromium_decodes(codec: str) -> None:
     (app,) = parse_experiment(_exp(player="dashjs", codec=codec)).apps
     assert isinstance(app, DashApp) and app.codec == codec
 
 
-def test_a_missing_player_is_refused_at_load_with_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_player_is_refused_by_the_preflight_with_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(players.shutil, "which", lambda name: None)
+    gpac, dashjs = (RunSpec(name="r", repetition=1, point=(), experiment=parse_experiment(_exp(player=p)))
+                    for p in ("gpac", "dashjs"))  # the config loads: it does not probe this machine
     with pytest.raises(ConfigError) as err:
-        parse_experiment(_exp(player="gpac"))
+        preflight([gpac])
     assert str(err.value) == f"apps.v.player: {players.GPAC_HINT}"
     with pytest.raises(ConfigError) as err:
-        parse_experiment(_exp(player="dashjs"))
+        preflight([dashjs])
     assert str(err.value) == f"apps.v.player: {players.CHROMIUM_HINT}"
+    monkeypatch.setattr(players.shutil, "which", lambda name: f"/usr/bin/{name}")
+    preflight([gpac])  # GPAC installed: nothing to refuse
 
 
 def test_gpac_over_mptcp_needs_mptcpize(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +86,6 @@ def test_gpac_over_mptcp_needs_mptcpize(monkeypatch: pytest.MonkeyPatch) -> None
     assert players.missing("gpac", "mptcp") == players.MPTCPIZE_HINT
 
 
-@pytest.mark.usefixtures("all_players")
 def test_dashjs_races_only_behind_caddy() -> None:
     (js,) = parse_experiment(_exp(player="dashjs", transport="race", http_server="caddy")).apps
     assert isinstance(js, DashApp) and (js.transport, js.http_server) == ("race", "caddy")

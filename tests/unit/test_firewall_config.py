@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from nest_experiments import nftplan
 from nest_experiments.config import FirewallConfig, parse_experiment
 from nest_experiments.errors import ConfigError
+from nest_experiments.net import nftplan
 from nest_experiments.sweep import expand
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nft"

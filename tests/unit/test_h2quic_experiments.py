@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nest_experiments.config import DashApp, Experiment, read_toml
 from nest_experiments.dash import media
-from nest_experiments.kernel import features_needed
+from nest_experiments.net.kernel import features_needed
 from nest_experiments.sweep import apply_paper, expand
 
 DIR = Path(__file__).resolve().parents[2] / "experiments"

@@ -158,7 +158,7 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
                                                                      tmp_path: Path) -> None:
     import contextlib
 
-    from nest_experiments import runner
+    from nest_experiments import outcome, runner
 
     executed: list[tuple[str, float, Path]] = []
 
@@ -166,9 +166,9 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
         def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0) -> None:
             self.spec, self.run_dir = spec, run_dir
 
-        def execute(self) -> runner.RunOutcome:
+        def execute(self) -> outcome.RunOutcome:
             executed.append((self.spec.name, self.spec.experiment.duration_s, self.run_dir))
-            return runner.RunOutcome(self.spec.name, "completed", "", 0.0, self.run_dir)
+            return outcome.RunOutcome(self.spec.name, "completed", "", 0.0, self.run_dir)
 
     runs = expand(BASE)
     done = runs[0]

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.config import EgressConfig, QdiscConfig, qdisc_kinds
-from nest_experiments.tcplan import EgressPlan, compare_qdiscs, compare_rate, parse_htb_classes, plan_egress
+from nest_experiments.net.tcplan import EgressPlan, compare_qdiscs, compare_rate, parse_htb_classes, plan_egress
 
 PIE = QdiscConfig(kind="pie", params=(("target", 0.005), ("limit", 1000), ("ecn", False)))
 

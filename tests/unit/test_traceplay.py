@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.errors import NetworkSetupError, RunError
-from nest_experiments.net import Egress
-from nest_experiments.parsers.htbclass import HtbClass
+from nest_experiments.net.netlink import HtbClass
+from nest_experiments.net.network import Egress
+from nest_experiments.net.tcplan import EgressPlan
 from nest_experiments.rundir import read_csv
-from nest_experiments.tcplan import EgressPlan
 from nest_experiments.traceplay import Change, TracePlayer
 
 

@@ -6,14 +6,14 @@ import struct
 
 import pytest
 
-from nest_experiments.parsers.tcstats import (
+from nest_experiments.net.netlink import (
     NetlinkError,
     netlink_error,
     netlink_messages,
     qdisc_dump_request,
     qdisc_message,
-    qdisc_row,
 )
+from nest_experiments.parsers.tcstats import qdisc_row
 
 
 def nla(kind: int, value: bytes) -> bytes:

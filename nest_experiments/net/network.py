@@ -17,27 +17,23 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments import fwshape, nftplan, tcplan
 from nest_experiments import topology as topo
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
-from nest_experiments.parsers import htbclass
-from nest_experiments.parsers.tcstats import NLMSG_DONE, NLMSG_ERROR, NetlinkError, netlink_error, netlink_messages
-from nest_experiments.procs import (
+from nest_experiments.net import fwshape, nftplan, tcplan
+from nest_experiments.net.procs import (
     RunState,
     build_lock,
     check_run,
     delete_namespaces,
     delete_nft_tables,
-    in_netns,
     kill_namespace_processes,
     list_root_ifnames,
     ns_exec,
@@ -356,25 +352,14 @@ class Network:
         if problems:
             raise NetworkSetupError("traffic control differs from the plan: " + "; ".join(problems))
 
-    def set_rate(self, link: str, direction: str, rate_bps: int) -> None:
-        """Change a shaped link's rate mid-run: ``tc class change`` on its HTB class, then read back.
+    def rate_egresses(self, link: str, direction: str) -> list[Egress]:
+        """The shaped egresses of ``link`` whose rate a change in ``direction`` applies to, for
+        :class:`~nest_experiments.net.rtnl.HtbRates` (the one way to change a rate mid-run).
 
         ``direction`` is "forward" (a -> b, at a), "reverse" (b -> a, at b) or
-        "both". The leaf queue and its backlog stay. A link, direction or
-        egress without a rate raises :class:`ConfigError` before anything
-        changes; a failing ``tc`` or a wrong read-back raises
-        :class:`NetworkSetupError`.
+        "both". A link, direction or egress without a rate raises
+        :class:`ConfigError` before anything changes.
         """
-        changes = [(i, *tcplan.plan_rate_change(self.egresses[i].plan, rate_bps))
-                   for i in self._rate_targets(link, direction)]
-        for i, plan, argv in changes:
-            egress = self.egresses[i]
-            check_run(argv, what=f"tc class change on {egress.node}/{egress.dev}")
-            self.read_back(plan)
-            self.egresses[i] = replace(egress, plan=plan)
-
-    def _rate_targets(self, link: str, direction: str) -> list[int]:
-        """Indexes in ``self.egresses`` of the egresses a rate change applies to."""
         where = f"links.{link}"
         try:
             spec = self.spec.link(link)
@@ -383,95 +368,11 @@ class Network:
         nodes = {"forward": [spec.a], "reverse": [spec.b], "both": [spec.a, spec.b]}.get(direction)
         if nodes is None:
             raise ConfigError(where, f"direction must be forward, reverse or both, got {direction!r}")
-        found = {e.node: i for i, e in enumerate(self.egresses) if e.link == link}
-        unshaped = [n for n in nodes if n not in found or self.egresses[found[n]].plan.htb_class is None]
+        found = {e.node: e for e in self.egresses if e.link == link}
+        unshaped = [n for n in nodes if n not in found or found[n].plan.htb_class is None]
         if unshaped:
             raise ConfigError(where, f"the egress at {', '.join(unshaped)} has no rate to change")
         return [found[n] for n in nodes]
-
-
-class HtbRates:
-    """Rate changes of HTB classes over netlink: one socket per namespace, no process per change.
-
-    For trace-driven links (:mod:`nest_experiments.traceplay`): :meth:`set`
-    sends what ``tc class change ... htb rate R ceil R`` sends
-    (:mod:`~nest_experiments.parsers.htbclass`) and waits for the kernel's
-    acknowledgement, so a refused change raises :class:`NetworkSetupError` at
-    once; :meth:`read` dumps the class back from the kernel. Only the class
-    changes: the leaf qdisc and its backlog stay. The sockets stay in the
-    namespaces they were opened in, whichever thread uses them.
-    """
-
-    def __init__(self, egresses: list[Egress]) -> None:
-        self._socks: dict[str, socket.socket] = {}
-        self._index: dict[tuple[str, str], int] = {}
-        self._seq = 0
-        try:
-            for egress in egresses:
-                self._open(egress)
-        except BaseException:
-            self.close()
-            raise
-
-    def _open(self, egress: Egress) -> None:
-        if egress.plan.htb_class is None:
-            raise ConfigError(f"links.{egress.link}", f"the egress at {egress.node} has no rate (HTB class) to change")
-        if egress.ns not in self._socks:
-            with in_netns(egress.ns):
-                sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-                names = {name: index for index, name in socket.if_nameindex()}
-            sock.bind((0, 0))
-            sock.settimeout(5.0)
-            self._socks[egress.ns] = sock
-            self._index.update({(egress.ns, name): index for name, index in names.items()})
-        if (egress.ns, egress.dev) not in self._index:
-            raise NetworkSetupError(f"no interface {egress.dev} in {egress.ns}")
-
-    def set(self, egress: Egress, rate_bps: int) -> None:
-        """rate = ceil = ``rate_bps`` on the egress's HTB class; raises when the kernel refuses."""
-        assert egress.plan.htb_class is not None
-        self._seq += 1
-        msg = htbclass.change_request(index=self._index[(egress.ns, egress.dev)], classid=egress.plan.htb_class,
-                                      parent=egress.plan.htb_class.split(":")[0] + ":", rate_bps=rate_bps, seq=self._seq)
-        self._exchange(egress, msg, dump=False)
-
-    def read(self, egress: Egress) -> htbclass.HtbClass:
-        """The egress's HTB class as the kernel has it now."""
-        self._seq += 1
-        index = self._index[(egress.ns, egress.dev)]
-        assert egress.plan.htb_class is not None
-        want = htbclass.parse_handle(egress.plan.htb_class)
-        found = [c for c in self._exchange(egress, htbclass.dump_request(index=index, seq=self._seq), dump=True)
-                 if c.index == index and c.classid == want]
-        if not found:
-            raise NetworkSetupError(f"{egress.node}/{egress.dev}: no HTB class {egress.plan.htb_class} in the kernel")
-        return found[0]
-
-    def _exchange(self, egress: Egress, msg: bytes, *, dump: bool) -> list[htbclass.HtbClass]:
-        sock, where = self._socks[egress.ns], f"{egress.node}/{egress.dev}"
-        out: list[htbclass.HtbClass] = []
-        try:
-            sock.send(msg)
-            while True:
-                for kind, seq, payload in netlink_messages(sock.recv(1 << 16)):
-                    if seq != self._seq:
-                        continue
-                    if kind == NLMSG_ERROR:
-                        code = netlink_error(payload)
-                        if code:
-                            raise NetworkSetupError(f"HTB class change on {where} refused: {os.strerror(-code)}")
-                        return out  # the ack of a change
-                    if kind == NLMSG_DONE:
-                        return out
-                    if dump and kind == htbclass.RTM_NEWTCLASS and (c := htbclass.htb_class(payload)) is not None:
-                        out.append(c)
-        except (OSError, NetlinkError) as exc:
-            raise NetworkSetupError(f"HTB class on {where} over netlink: {exc}") from exc
-
-    def close(self) -> None:
-        for sock in self._socks.values():
-            sock.close()
-        self._socks.clear()
 
 
 def _reverse(link: LinkConfig, node: str) -> Any:

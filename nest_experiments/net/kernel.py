@@ -31,11 +31,13 @@ FEATURES: dict[str, tuple[list[str], str]] = {
     "fq_codel": (_QDISC_PROBE + ["fq_codel"], "sch_fq_codel"),
     "codel": (_QDISC_PROBE + ["codel"], "sch_codel"),
     "mptcp": (["ip", "mptcp", "limits", "show"], "CONFIG_MPTCP"),
-    # firewalls with action = "shape" (nest_experiments.fwshape); its u32 filter and mirred action cannot be
+    # firewalls with action = "shape" (nest_experiments.net.fwshape); its u32 filter and mirred action cannot be
     # probed with one command: a kernel without them fails at the filter, naming it
     "ifb": (["ip", "link", "add", "fwprobe", "type", "ifb"], "CONFIG_IFB (ifb)"),
     "ingress": (["tc", "qdisc", "add", "dev", "lo", "handle", "ffff:", "ingress"], "sch_ingress"),
 }
+
+IPROUTE2_VERSION = ("tc", "-V")  # what the manifest names as iproute2's version
 
 #: tool -> (executable, Debian/Ubuntu package, needed by): only programs the product runs
 TOOLS: dict[str, tuple[str, str, str]] = {

@@ -1,11 +1,11 @@
-"""HTB class changes as netlink messages (:mod:`nest_experiments.parsers.htbclass`), without a kernel."""
+"""HTB class changes as netlink messages (:mod:`nest_experiments.net.netlink`), without a kernel."""
 
 from __future__ import annotations
 
 import pytest
 
-from nest_experiments.parsers import htbclass as H
-from nest_experiments.parsers.tcstats import netlink_messages
+from nest_experiments.net import netlink as H
+from nest_experiments.net.netlink import netlink_messages
 
 
 def decode(msg: bytes) -> tuple[int, H.HtbClass | None]:

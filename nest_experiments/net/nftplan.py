@@ -12,7 +12,7 @@ PORT``, ``from_port``: ``PROTO sport PORT``), two rules:
   second of the rate plus the burst); for ``drop``, ``counter drop``.
 
 A ``shape`` firewall has the counting rule only: its queue is a tc shaper on
-the router's ingress (:mod:`nest_experiments.fwshape`), before this hook, so
+the router's ingress (:mod:`nest_experiments.net.fwshape`), before this hook, so
 the rule counts what left the shaper, and ``firewall.csv`` takes that
 firewall's counters from tc instead.
 

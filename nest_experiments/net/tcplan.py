@@ -18,11 +18,10 @@ Layout of one egress (the AQM leaf is the only queue that builds up):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from nest_experiments.config import EgressConfig, QdiscConfig, qdisc_kinds
-from nest_experiments.errors import ConfigError
 from nest_experiments.units import format_rate
 
 NETEM_LIMIT = 100_000  # packets: the delay line must never be what drops
@@ -110,25 +109,6 @@ def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
         leaf = "1:"
     return EgressPlan(ns=ns, dev=dev, commands=tuple(tuple(c) for c in cmds), qdiscs=tuple(qdiscs),
                       htb_rate_bps=e.rate_bps, htb_class=htb_class, leaf_handle=leaf)
-
-
-def plan_rate_change(plan: EgressPlan, rate_bps: int) -> tuple[EgressPlan, tuple[str, ...]]:
-    """A new rate (= ceil) for the HTB class of an applied plan: (the plan afterwards, its ``tc class change``).
-
-    Only the class changes, so the leaf queue and its backlog stay as they are
-    (a bandwidth step mid-stream). The returned plan reads back at the new rate
-    and, applied from scratch, builds the egress at that rate.
-    """
-    if plan.htb_class is None or plan.htb_rate_bps is None:
-        raise ConfigError(f"{plan.ns}/{plan.dev}", "has no rate (no HTB class) to change")
-    if rate_bps <= 0:
-        raise ConfigError(f"{plan.ns}/{plan.dev}", f"rate must be > 0 bit/s, got {rate_bps}")
-    htb, rate = plan.htb_class.split(":")[0] + ":", format_rate(rate_bps)
-    tail = ["parent", htb, "classid", plan.htb_class, "htb", "rate", rate, "ceil", rate]
-    change = ("tc", "-n", plan.ns, "class", "change", "dev", plan.dev, *tail)
-    add = ("tc", "-n", plan.ns, "class", "add", "dev", plan.dev, "parent", htb, "classid", plan.htb_class)
-    commands = tuple((*add, *tail[4:]) if c[: len(add)] == add else c for c in plan.commands)
-    return replace(plan, commands=commands, htb_rate_bps=rate_bps), change
 
 
 # ---------------------------------------------------------------- read-back (pure)

@@ -1,7 +1,7 @@
 """The ``shape`` firewall action (``[firewalls.NAME] action = "shape"``) as tc and ip argument lists,
 their read-back and their counters. Pure: nothing here runs anything.
 
-A policer (``action = "limit"``, :mod:`nest_experiments.nftplan`) drops what
+A policer (``action = "limit"``, :mod:`nest_experiments.net.nftplan`) drops what
 exceeds the rate at once, so the flow's RTT hardly grows; the racing paper's
 firewall was "rate-limited ... at 64Kbps using qdisc", a shaper with a queue,
 behind which QUIC's RTT grows far above TCP's (its Fig. 19a). Per router with
@@ -11,7 +11,7 @@ a shape firewall, per direction the firewall applies to:
   firewall's index among the router's firewalls, ``t``: to_port, ``f``:
   from_port), up, with ``htb 1:`` (default class ``1:1``, rate = ceil = the
   firewall's rate) and a ``pfifo limit QUEUE`` leaf ``10:``, planned by
-  :func:`nest_experiments.tcplan.plan_egress` (read back as a link's egress);
+  :func:`nest_experiments.net.tcplan.plan_egress` (read back as a link's egress);
 - on every interface of the router, an ``ingress`` qdisc (``ffff:``) with a
   u32 filter per direction (priority = its index + 1): ``match ip protocol P
   0xff match ip dport|sport PORT 0xffff action mirred egress redirect dev IFB``
@@ -39,9 +39,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments import tcplan
 from nest_experiments import topology as topo
 from nest_experiments.config import EgressConfig, FirewallConfig, QdiscConfig
+from nest_experiments.net import tcplan
 
 PROTO_NUMBERS = {"udp": 17, "tcp": 6}
 PORT_FIELD = {"to_port": "dport", "from_port": "sport"}

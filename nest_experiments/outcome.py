@@ -1,0 +1,48 @@
+"""What a run and a sweep come to, for whoever ran them (the runner, the VM, a cluster): the run's config text
+(``config.toml``: what says whether a folder holds this run), its outcome, the sweep's summary line."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from nest_experiments.rundir import dump_toml
+from nest_experiments.sweep import RunSpec
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    name: str
+    status: str  # completed, failed, interrupted, skipped
+    reason: str
+    seconds: float
+    run_dir: Path
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def config_text(spec: RunSpec) -> str:
+    raw = dict(spec.experiment.raw)
+    raw["run"] = {"name": spec.name, "repetition": spec.repetition, "seed": spec.seed}
+    return dump_toml(raw)
+
+
+def sweep_summary(outcomes: Sequence[RunOutcome], seconds: float, folder: Path) -> str:
+    count = {s: sum(o.status == s for o in outcomes) for s in ("completed", "skipped", "failed")}
+    return (f"{count['completed']} completed, {count['skipped']} skipped, {count['failed']} failed in {seconds:.0f} s; "
+            f"results in {folder}")
+
+
+class _HasStatus(Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+def exit_code(outcomes: Sequence[_HasStatus]) -> int:
+    """The ``run`` command's exit status: 1 when a run failed."""
+    return 1 if any(o.status == "failed" for o in outcomes) else 0

@@ -1,0 +1,76 @@
+"""Where runs execute: the host or the VM runtime; choosing one, and entering the VM.
+
+The VM runtime runs the same command inside a guest whose environment says
+so (:data:`ENV`): :func:`current` is the one place that reads it. Choosing
+(:func:`choose`) probes the host kernel's features; entering
+(:func:`enter_vm`) starts the VM with the guest's environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nest_experiments.net.kernel import missing_on_host, require_host_features
+from nest_experiments.sweep import RunSpec
+
+if TYPE_CHECKING:
+    from nest_experiments.vm.qemu import VMResult
+
+ENV = "NEST_EXP_RUNTIME"  # "vm" inside the VM runtime's guest
+VM_ENV_PREFIX = "NEST_EXP_VM_"  # the VM's settings, as the host chose them (vm.qemu.VMSettings.guest_env)
+RUNTIMES = ("auto", "host", "vm")
+
+
+def current() -> str:
+    """``"vm"`` inside the VM runtime's guest, else ``"host"``."""
+    return "vm" if os.environ.get(ENV) == "vm" else "host"
+
+
+def vm_settings() -> dict[str, str]:
+    """Inside the guest: the VM's settings (accel, host_awake, softirq_fifo, warmup_s) for the manifest; else {}."""
+    if current() != "vm":
+        return {}
+    return {k.removeprefix(VM_ENV_PREFIX).lower(): v for k, v in os.environ.items() if k.startswith(VM_ENV_PREFIX)}
+
+
+def warmup_s() -> float:
+    """Inside the guest: how long the warm-up before the first run lasts (vm.qemu.warmup_s); on the host 0."""
+    return float(vm_settings().get("warmup_s", "0"))
+
+
+def guest_env(settings: Mapping[str, str], *, keep: Sequence[str] = ()) -> dict[str, str]:
+    """The guest's environment: it is the VM runtime, with the VM's ``settings``, writing no byte code (the
+    project is read-only there), and the host's variables named in ``keep``."""
+    kept = {k: os.environ[k] for k in keep if k in os.environ}
+    return {ENV: "vm", **kept, **settings, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def choose(wanted: str, runs: Sequence[RunSpec]) -> str:
+    """``"host"`` or ``"vm"`` for ``runs``: ``wanted`` (auto, host, vm), with auto picking the VM when the
+    host kernel lacks a feature a run needs; a wanted host lacking one raises. Inside the guest: the host."""
+    if current() == "vm":
+        return "host"  # we are the guest
+    if wanted == "auto":
+        return "vm" if any(missing_on_host(r.experiment) for r in runs) else "host"
+    if wanted == "host":
+        for r in runs:
+            require_host_features(r.experiment)
+    return wanted
+
+
+def missing_summary(runs: Sequence[RunSpec]) -> str:
+    """What the host kernel lacks for ``runs``, comma-separated ('' when nothing)."""
+    return ", ".join(sorted({f for r in runs for f in missing_on_host(r.experiment)}))
+
+
+def enter_vm(argv: list[str], *, rw_dirs: list[Path], timeout_s: float, keep_env: Sequence[str] = ()) -> VMResult:
+    """Run ``argv`` in one VM (this working directory, ``rw_dirs`` writable) with the guest's environment."""
+    from nest_experiments.vm import run_in_vm
+    from nest_experiments.vm import vm_settings as host_vm_settings
+
+    vm = host_vm_settings()
+    return run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw_dirs, env=guest_env(vm.guest_env(), keep=keep_env),
+                     timeout_s=timeout_s, accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
