@@ -360,9 +360,11 @@ class RaceFetcher(Fetcher):
         t0 = clock()
         try:
             fetcher: H2Fetcher | H3Fetcher
+            h3: Any = None
             if protocol == "quic":
                 assert self.quic_port is not None
                 fetcher = await H3Fetcher.open(self.host, self.quic_port, self.quic_opts)
+                h3 = fetcher.protocol
             else:
                 fetcher = await H2Fetcher.open(self.host, self.tcp_port, self.opts)
         except RunError as exc:
@@ -373,10 +375,8 @@ class RaceFetcher(Fetcher):
         if protocol == "tcp":
             self._tcp_failures = 0
         self.racer.on_connected(clock(), protocol, conn_id, clock() - t0)
-        if isinstance(fetcher, H2Fetcher):
-            return _Conn(protocol=protocol, conn_id=conn_id, fetcher=fetcher, last_used=clock())
-        return _Conn(protocol=protocol, conn_id=conn_id, fetcher=fetcher, last_used=clock(), h3=fetcher.protocol,
-                     watch=QuicWatch(params=self.racer.params))
+        return _Conn(protocol=protocol, conn_id=conn_id, fetcher=fetcher, last_used=clock(), h3=h3,
+                     watch=QuicWatch(params=self.racer.params) if h3 is not None else None)
 
     def _job_done(self, protocol: str, task: asyncio.Future[_Conn]) -> None:
         self._jobs.pop(protocol, None)
