@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nest_experiments.dash.fetch import Fetcher, FetchResult
@@ -56,17 +56,18 @@ class _Conn:
     h3: Any = None  # QUIC: the connection's protocol (requests, cancels, what it received)
     watch: QuicWatch | None = None  # QUIC: QUICHE's idle and blackhole detectors
     lost: str = ""  # why it closed under requests ("": open)
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # its keep-alive PINGs
 
 
 def quic_sample(h3: Any) -> QuicSample:
     """What QUICHE's detectors look at, read off a QUIC connection (:class:`QuicSample`).
 
     aioquic: its loss recovery (in flight, largest acknowledged packet per
-    space, srtt, rttvar). qh3: its core's bytes in flight, srtt and lowest
-    outstanding packet (which moves when an ACK acknowledges it or makes it
-    lost); its rttvar is not exposed: srtt / 2 (RFC 9002's value after the
-    first sample). Anything else: nothing in flight (the idle detector only).
+    space, srtt, rttvar). qh3: its core's bytes in flight, srtt and
+    outstanding packets: how many left that list (acknowledged, or lost
+    because later ones were) counts the ACKs of new packets (its ACK-only
+    packets stay listed long after); its rttvar is not exposed: srtt / 2
+    (RFC 9002's value after the first sample). Anything else: nothing in
+    flight (the idle detector only).
     """
     quic = getattr(h3, "_quic", None)
     loss, core = getattr(quic, "_loss", None), getattr(quic, "_core", None)
@@ -79,17 +80,10 @@ def quic_sample(h3: Any) -> QuicSample:
     if core is not None:
         outstanding = [pn for pn, *_ in core.outstanding_application_packets]
         srtt = core.smoothed_rtt
-        return QuicSample(last_rx=h3.last_rx, bytes_in_flight=core.bytes_in_flight,
-                          acked=min(outstanding, default=-1), srtt_s=srtt, rttvar_s=(srtt or 0.0) / 2,
-                          multiple_in_flight=len(outstanding) > 1)
+        gone = max(outstanding) + 1 - len(outstanding) if outstanding else -1  # packet numbers only grow
+        return QuicSample(last_rx=h3.last_rx, bytes_in_flight=core.bytes_in_flight, acked=gone, srtt_s=srtt,
+                          rttvar_s=(srtt or 0.0) / 2, multiple_in_flight=core.bytes_in_flight > 1500)
     return QuicSample(last_rx=h3.last_rx, bytes_in_flight=0, acked=0)
-
-
-def _forget(tasks: set[asyncio.Task[Any]], task: asyncio.Task[Any]) -> None:
-    """A keep-alive PING ended: dropped, its outcome read (an unanswered one fails with its connection)."""
-    tasks.discard(task)
-    if not task.cancelled():
-        task.exception()
 
 
 class RaceFetcher(Fetcher):
@@ -214,10 +208,10 @@ class RaceFetcher(Fetcher):
         """QUICHE's detectors on ``conn`` (a request is open): a keep-alive PING when due; closed when one fires."""
         assert conn.watch is not None
         sample = quic_sample(conn.h3)
-        if conn.watch.ping_due(now, sample.last_rx):
-            task = asyncio.ensure_future(conn.h3.ping())
-            conn.tasks.add(task)
-            task.add_done_callback(lambda t: _forget(conn.tasks, t))
+        if conn.watch.ping_due(now, sample.last_rx):  # a PING frame, not waited for (QUICHE's keep-alive)
+            with contextlib.suppress(Exception):
+                conn.h3._quic.send_ping(next(self._ids))
+                conn.h3.transmit()
         reason = conn.watch.check(now, sample)
         if reason:
             self._close(conn, reason)
@@ -230,8 +224,6 @@ class RaceFetcher(Fetcher):
         conn.lost = reason
         if self.conns.get(conn.protocol) is conn:
             del self.conns[conn.protocol]
-        for task in conn.tasks:
-            task.cancel()
         srtt = quic_sample(conn.h3).srtt_s
         asyncio.get_running_loop().create_task(conn.fetcher.close())
         self.racer.on_conn_closed(self.opts.clock(), conn.protocol, conn.conn_id, reason, srtt)
@@ -435,8 +427,6 @@ class RaceFetcher(Fetcher):
         for task in list(self._jobs.values()):
             task.cancel()
         for conn in [*self.conns.values()]:
-            for task in conn.tasks:
-                task.cancel()
             await conn.fetcher.close()
         for probe in self._probe_conns.values():
             await probe.close()

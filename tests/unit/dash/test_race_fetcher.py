@@ -86,9 +86,6 @@ class FakeH3:
             self.script.cancelled.append(p.stream_id)
             p.done.cancel()
 
-    async def ping(self) -> None:
-        await asyncio.sleep(3600)  # never answered
-
 
 class FakeConn:
     def __init__(self, kind: str, script: Script) -> None:
