@@ -91,9 +91,6 @@ class FetcherOptions:
     quic_cc: str = "reno"  # aioquic congestion control of the client side (qh3 has one: its own)
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350 (qh3 probes the path MTU)
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
-    # h3: asked when a request got no byte for idle_timeout; True: wait another idle_timeout instead of failing
-    # (the race transport, where nothing else may carry the request: dash/race.py)
-    keep_waiting: Callable[[], bool] | None = None
 
 
 async def open_fetcher(
@@ -383,16 +380,15 @@ class _Pending:
             self.done.set_result(None)
 
 
-async def _wait_idle(p: _Pending, idle: float, keep_waiting: Callable[[], bool] | None = None) -> None:
-    """Wait for ``p`` to finish; fail after ``idle`` seconds without progress (unless ``keep_waiting()`` says
-    to wait another ``idle``)."""
+async def _wait_idle(p: _Pending, idle: float) -> None:
+    """Wait for ``p`` to finish; fail after ``idle`` seconds without progress."""
     while True:
         seen = p.ex.t_last
         try:
             await asyncio.wait_for(asyncio.shield(p.done), idle)
             return
         except TimeoutError:
-            if p.ex.t_last == seen and (keep_waiting is None or not keep_waiting()):
+            if p.ex.t_last == seen:
                 raise
 
 
@@ -742,7 +738,7 @@ class H3Fetcher(Fetcher):
         with mapped_errors("h3", url_of("h3", self.host, self.port, path)):
             p = self.protocol.request(self.authority, path)
             try:
-                await _wait_idle(p, self.opts.idle_timeout, self.opts.keep_waiting)
+                await _wait_idle(p, self.opts.idle_timeout)
             except BaseException:
                 self.protocol.cancel(p)
                 raise

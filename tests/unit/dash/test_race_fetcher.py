@@ -324,29 +324,6 @@ def test_three_failed_tcp_connections_fail_the_request(monkeypatch: pytest.Monke
         asyncio.run(fetch_all(f, 1))
 
 
-def test_wait_idle_fails_without_progress_unless_told_to_keep_waiting() -> None:
-    from nest_experiments.dash.transports import _Exchange, _Pending, _wait_idle
-
-    async def go(answers: list[bool]) -> list[bool]:
-        asked: list[bool] = []
-        p = _Pending(_Exchange("/seg"))
-
-        def keep_waiting() -> bool:
-            asked.append(answers.pop(0))
-            return asked[-1]
-
-        asyncio.get_running_loop().call_later(0.05, p.finish)
-        try:
-            await _wait_idle(p, 0.02, keep_waiting)
-        except TimeoutError:
-            asked.append(False)
-        return asked
-
-    waited = asyncio.run(go([True] * 10))  # finished after ~2 idle periods (fewer when the loop runs late)
-    assert 1 <= len(waited) <= 3 and all(waited)
-    assert asyncio.run(go([False])) == [False, False]  # told not to wait: the request fails
-
-
 @pytest.mark.parametrize(("policy", "expect", "error"), [
     ("chromium", ["tcp", "tcp", "h3"], "h3 10.0.0.1:8443/seg2: not complete after 0.3 s (request_timeout)"),
     ("quic_only", ["tcp", "h3", "h3"], "stream not complete after 0.3 s (request_timeout): kept waiting"),
