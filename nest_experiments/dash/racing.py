@@ -86,18 +86,19 @@ class RacingParams:
     broken_initial_s: float = 300.0
     broken_max_delay_s: float = 2 * 86400.0
     # QUIC's idle timeout: a QUIC connection that received no packet for this long closes
-    # (QUIC_NETWORK_IDLE_TIMEOUT; QUICHE's QuicIdleNetworkDetector, re-armed by every received packet):
-    # kIdleConnectionTimeout = 30 s (net/quic/quic_context.h) less the 1 s QuicConnection::SetNetworkTimeouts
-    # takes off on the client; the paper: "idle timeout duration (default 29 seconds)". An unused connection
-    # (QUIC or TCP) is closed after it too.
+    # (QUIC_NETWORK_IDLE_TIMEOUT; QUICHE quic/core/quic_idle_network_detector.cc, re-armed by every received
+    # packet): kIdleConnectionTimeout = 30 s (net/quic/quic_context.h) less the 1 s that
+    # QuicConnection::SetNetworkTimeouts (quic/core/quic_connection.cc) takes off on the client; the paper:
+    # "idle timeout duration (default 29 seconds)". An unused connection (QUIC or TCP) is closed after it too.
     idle_timeout_s: float = 29.0
     # With requests open, a QUIC connection that received nothing for kPingTimeoutSecs = 15 s sends a PING
-    # (QUICHE quic_constants.h; QuicSpdySession::ShouldKeepConnectionAlive: "True if there are open HTTP
-    # requests"): in flight, it arms the blackhole detector on a silent path.
+    # (QUICHE quic/core/quic_constants.h; QuicSpdySession::ShouldKeepConnectionAlive,
+    # quic/core/http/quic_spdy_session.cc: "True if there are open HTTP requests"): in flight, it arms the
+    # blackhole detector on a silent path.
     ping_timeout_s: float = 15.0
-    # QUICHE's blackhole detector (QuicNetworkBlackholeDetector, QUIC_TOO_MANY_RTOS): no ACK of a new packet
-    # for GetNetworkBlackholeDelay(num_rtos_for_blackhole_detection = 5) while packets are in flight closes
-    # the connection (blackhole_delay below; flag quic_default_enable_5rto_blackhole_detection2).
+    # QUICHE's blackhole detector (quic/core/quic_network_blackhole_detector.cc, QUIC_TOO_MANY_RTOS): no ACK
+    # of a new packet for GetNetworkBlackholeDelay(num_rtos_for_blackhole_detection = 5) while packets are in
+    # flight closes the connection (blackhole_delay below; flag quic_default_enable_5rto_blackhole_detection2).
     blackhole_rtos: int = 5
     # Chromium's QUIC handshake limit: kMaxTimeForCryptoHandshakeSecs = 10 (quic/core/quic_constants.h)
     quic_handshake_timeout_s: float = 10.0
@@ -135,7 +136,7 @@ PARAM_NAMES = tuple(f.name for f in fields(RacingParams))
 INT_PARAMS = ("blackhole_rtos", "probe_window", "min_probes")
 BROKEN_MAX_SHIFT = 18  # kBrokenDelayMaxShift (net/http/broken_alternative_services.cc)
 
-# QUICHE's retransmission constants (quic/core/quic_constants.h, quic_sent_packet_manager.cc)
+# QUICHE's retransmission constants (quic/core/quic_constants.h, quic/core/quic_sent_packet_manager.cc)
 TAIL_LOSS_PROBES = 2  # kDefaultMaxTailLossProbes
 MIN_TLP_S = 0.010  # kMinTailLossProbeTimeoutMs
 MIN_RTO_S = 0.200  # kMinRetransmissionTimeMs
@@ -144,7 +145,7 @@ INITIAL_RTT_S = 0.100  # kInitialRttMs: SmoothedOrInitialRtt() before an RTT sam
 
 
 def blackhole_delay(srtt_s: float | None, rttvar_s: float, rtos: int, *, multiple_in_flight: bool = False) -> float:
-    """QUICHE's ``QuicSentPacketManager::GetNetworkBlackholeDelay(rtos)``, that is
+    """QUICHE's ``QuicSentPacketManager::GetNetworkBlackholeDelay(rtos)`` (quic/core/quic_sent_packet_manager.cc),
     ``GetNConsecutiveRetransmissionTimeoutDelay(kDefaultMaxTailLossProbes + rtos)``: two tail-loss probes of
     max(2 srtt, 10 ms) (of 1.5 srtt + 100 ms with a single packet in flight), then ``rtos`` doubling RTOs of
     max(srtt + 4 rttvar, 200 ms) (500 ms before an RTT sample): 2^rtos - 1 of them."""
@@ -184,8 +185,10 @@ class QuicWatch:
         idle = now - s.last_rx
         if idle >= self.params.idle_timeout_s:
             return f"QUIC_NETWORK_IDLE_TIMEOUT: no packet received for {idle:.1f} s"
-        # QuicConnection: the detection starts with a packet in flight, restarts on every ACK of new packets
-        # (OnForwardProgressMade) and stops when nothing is in flight (PostProcessAfterAckFrame)
+        # QuicConnection (quic/core/quic_connection.cc): the detection starts with a packet in flight, restarts
+        # on every ACK of new packets (OnForwardProgressMade), stops when nothing is in flight
+        # (PostProcessAfterAckFrame). Left out: its clamp of the delay to >= the path-degrading delay + 2 PTOs
+        # (a few PTOs: below 2 TLPs + 31 RTOs at the RTTs seen here)
         progress, self._acked = s.acked != self._acked, s.acked
         if s.bytes_in_flight <= 0:
             self._armed_at = None
