@@ -97,6 +97,7 @@ class RaceFetcher(Fetcher):
         self.serving = ""  # the protocol of the last request
         self._jobs: dict[str, asyncio.Future[_Conn]] = {}
         self._ids = itertools.count(1)
+        self._pings = itertools.count(1)  # keep-alive PING ids
         self._lock = asyncio.Lock()
         self._probe_task: asyncio.Task[None] | None = None
         self._probe_conns: dict[str, H2Fetcher | H3Fetcher] = {}
@@ -210,7 +211,7 @@ class RaceFetcher(Fetcher):
         sample = quic_sample(conn.h3)
         if conn.watch.ping_due(now, sample.last_rx):  # a PING frame, not waited for (QUICHE's keep-alive)
             with contextlib.suppress(Exception):
-                conn.h3._quic.send_ping(next(self._ids))
+                conn.h3._quic.send_ping(next(self._pings))
                 conn.h3.transmit()
         reason = conn.watch.check(now, sample)
         if reason:
