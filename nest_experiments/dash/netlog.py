@@ -23,9 +23,17 @@ existing connection):
   (``SSL_CONNECT``) ended, failed on a net error); ``value`` of connected:
   the handshake time, s; ``conn_id`` ``quic<source id>`` / ``tcp<source id>``;
 - ``idle_close``: a QUIC session closed by its idle timeout
-  (``QUIC_NETWORK_IDLE_TIMEOUT``); ``stream_error``: a QUIC session closed on
-  another error after its handshake (``detail``: the error), except the
-  browser closing everything at exit (``net_error`` -3, ERR_ABORTED);
+  (``QUIC_NETWORK_IDLE_TIMEOUT``); ``conn_closed``: a QUIC session closed on
+  another error after its handshake (``detail``: the error, e.g.
+  ``QUIC_TOO_MANY_RTOS``), except the browser closing everything at exit
+  (``net_error`` -3, ERR_ABORTED);
+- ``stream_cancelled``: the page cancelled a request on a QUIC session
+  (``QUIC_SESSION_RST_STREAM_FRAME_SENT`` with QUIC_STREAM_CANCELLED: an
+  aborted or timed-out XHR, dash.js's AbandonRequestsRule);
+- ``stream_error``: a request to the origin failed with
+  ERR_QUIC_PROTOCOL_ERROR before its headers and was restarted without
+  alt-svc (``HTTP_TRANSACTION_RESTART_AFTER_ERROR``, net_error -356:
+  Chromium's retry over TCP, after which it marks QUIC broken);
 - ``won``: per request whose controller started both jobs, the job bound to
   it (``protocol`` quic | tcp, ``conn_id`` ``job<source id>``).
 
@@ -42,6 +50,8 @@ from typing import Any
 from nest_experiments.dash.racing_log import RacingRow
 
 ERR_ABORTED = -3
+ERR_QUIC_PROTOCOL_ERROR = -356
+QUIC_STREAM_CANCELLED = 6  # quic::QuicRstStreamErrorCode
 IDLE_TIMEOUT = "QUIC_NETWORK_IDLE_TIMEOUT"
 
 
@@ -74,6 +84,7 @@ class _State:
     connected: set[str] = field(default_factory=set)
     closed: set[str] = field(default_factory=set)
     net_errors: dict[str, int] = field(default_factory=dict)  # conn_id -> net_error of QUIC_SESSION_CLOSE_ON_ERROR
+    requests: set[int] = field(default_factory=set)  # URL requests to the origin
     alt_svc: str | None = None
     broken: bool = False
 
@@ -86,9 +97,23 @@ def racing_rows(doc: Mapping[str, Any], origin: str, *, to_run: Callable[[float]
     for e in events(doc):
         t = to_run(e.t_ms / 1000)
         _controller(st, e, t, origin)
+        _request(st, e, t, origin)
         _quic(st, e, t, origin, errors)
         _tcp(st, e, t, origin)
     return st.rows
+
+
+def _request(st: _State, e: Event, t: float, origin: str) -> None:
+    """Path B: a request restarted without alt-svc after ERR_QUIC_PROTOCOL_ERROR before its headers
+    (HttpNetworkTransaction::HandleIOError, net/http/http_network_transaction.cc)."""
+    if e.name == "URL_REQUEST_START_JOB" and e.phase == "BEGIN":
+        if str(e.params.get("url", "")).startswith(f"https://{origin}/"):
+            st.requests.add(e.source)
+    elif e.name == "HTTP_TRANSACTION_RESTART_AFTER_ERROR" and e.source in st.requests:
+        if int(e.params.get("net_error", 0)) == ERR_QUIC_PROTOCOL_ERROR:
+            st.rows.append(RacingRow(t=t, event="stream_error", protocol="quic", conn_id=f"request{e.source}",
+                                     detail="ERR_QUIC_PROTOCOL_ERROR before the response headers: "
+                                            "restarted without alt-svc"))
 
 
 def _controller(st: _State, e: Event, t: float, origin: str) -> None:
@@ -132,6 +157,10 @@ def _quic(st: _State, e: Event, t: float, origin: str, errors: Mapping[int, str]
         st.rows.append(RacingRow(t=t, event="connected", protocol="quic", conn_id=conn, value=t - st.started[conn]))
     elif e.name == "QUIC_SESSION_CLOSE_ON_ERROR":
         st.net_errors[conn] = int(p.get("net_error", 0))
+    elif e.name == "QUIC_SESSION_RST_STREAM_FRAME_SENT" and int(p.get("quic_rst_stream_error", -1)) == \
+            QUIC_STREAM_CANCELLED:  # QuicHttpStream::Close: the page dropped the request
+        st.rows.append(RacingRow(t=t, event="stream_cancelled", protocol="quic", conn_id=conn,
+                                 detail=f"QUIC_STREAM_CANCELLED on stream {p.get('stream_id', '?')}"))
     elif e.name == "QUIC_SESSION_CLOSED" and conn not in st.closed:
         st.closed.add(conn)
         error = errors.get(int(p.get("quic_error", 0)), str(p.get("quic_error", "")))
@@ -141,7 +170,7 @@ def _quic(st: _State, e: Event, t: float, origin: str, errors: Mapping[int, str]
         elif error == IDLE_TIMEOUT:
             st.rows.append(RacingRow(t=t, event="idle_close", protocol="quic", conn_id=conn, detail=detail))
         elif st.net_errors.get(conn) != ERR_ABORTED:
-            st.rows.append(RacingRow(t=t, event="stream_error", protocol="quic", conn_id=conn, detail=detail))
+            st.rows.append(RacingRow(t=t, event="conn_closed", protocol="quic", conn_id=conn, detail=detail))
 
 
 def _tcp(st: _State, e: Event, t: float, origin: str) -> None:

@@ -19,7 +19,13 @@ Events (``event``):
 - ``probe_rtt``: one RTT probe (``value``: RTT, s) over ``protocol``;
 - ``decision``: a policy's decision (``detail``: e.g. ``race`` | ``tcp_only``;
   ``value``: the ratio behind it, where there is one);
-- ``stream_error``: a request failed on a connection (``detail``: the error).
+- ``stream_error``: a request failed on a connection (``detail``: the error
+  and whether the response headers had come);
+- ``stream_cancelled``: the player cancelled a QUIC request (its stream
+  reset, the connection kept: ``detail``: why);
+- ``conn_closed``: an open connection closed under requests (``detail``:
+  why, e.g. ``QUIC_TOO_MANY_RTOS``; ``value``: its smoothed RTT, s, where
+  known).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 from nest_experiments.dash.records import write_csv
 
 EVENTS = ("job_started", "connected", "failed", "won", "broken", "backoff", "recovered", "idle_close", "alt_svc",
-          "probe_rtt", "decision", "stream_error")
+          "probe_rtt", "decision", "stream_error", "stream_cancelled", "conn_closed")
 PROTOCOLS = ("quic", "tcp", "")
 
 

@@ -67,6 +67,7 @@ KINDS = ("tcp", "mptcp", "h2", "h3")
 PY_QUIC_STACKS = ("qh3", "aioquic")  # in this process, with aioquic's asyncio API (quic_stack)
 H3_CLIENTS = (*PY_QUIC_STACKS, "quic-go")  # QUIC stacks of the h3 transport (quic-go: .quicgo); the first: default
 CHUNK = 256 * 1024
+H3_REQUEST_CANCELLED = 0x10C  # RFC 9114 8.1
 DEFAULT_WINDOW = 64 * 1024 * 1024  # h2 / QUIC receive windows (QUIC default: 1 MB)
 UDP_BUFFER = 4 * 1024 * 1024  # like quic-go / Chromium, which raise it to avoid drops
 SOL_MPTCP = 284  # linux/socket.h; not in Python's socket module
@@ -90,9 +91,6 @@ class FetcherOptions:
     quic_cc: str = "reno"  # aioquic congestion control of the client side (qh3 has one: its own)
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350 (qh3 probes the path MTU)
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
-    # h3: asked when a request got no byte for idle_timeout; True: wait another idle_timeout instead of failing
-    # (the race transport, where nothing else may carry the request: dash/race.py)
-    keep_waiting: Callable[[], bool] | None = None
 
 
 async def open_fetcher(
@@ -371,6 +369,7 @@ class Http1Fetcher(Fetcher):
 class _Pending:
     ex: _Exchange
     done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    stream_id: int = -1  # h3: its stream
 
     def fail(self, exc: BaseException) -> None:
         if not self.done.done():
@@ -381,16 +380,15 @@ class _Pending:
             self.done.set_result(None)
 
 
-async def _wait_idle(p: _Pending, idle: float, keep_waiting: Callable[[], bool] | None = None) -> None:
-    """Wait for ``p`` to finish; fail after ``idle`` seconds without progress (unless ``keep_waiting()`` says
-    to wait another ``idle``)."""
+async def _wait_idle(p: _Pending, idle: float) -> None:
+    """Wait for ``p`` to finish; fail after ``idle`` seconds without progress."""
     while True:
         seen = p.ex.t_last
         try:
             await asyncio.wait_for(asyncio.shield(p.done), idle)
             return
         except TimeoutError:
-            if p.ex.t_last == seen and (keep_waiting is None or not keep_waiting()):
+            if p.ex.t_last == seen:
                 raise
 
 
@@ -611,7 +609,8 @@ class _H3Client:
         self.clock, self.stack = clock, stack
         self.h3 = stack.h3_connection(self._quic)
         self.pending: dict[int, _Pending] = {}
-        self.last_rx = clock()  # when the connection last had an event (the race transport's stall watchdog)
+        self.last_rx = clock()  # when the connection last had an event (the race transport's detectors)
+        self.terminated = ""  # why the connection closed ("": open)
 
     def transmit(self) -> None:  # the stack's
         super().transmit()  # type: ignore[misc]
@@ -622,7 +621,7 @@ class _H3Client:
     def quic_event_received(self, event: Any) -> None:
         self.last_rx = self.clock()
         if isinstance(event, self.stack.connection_terminated):
-            reason = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
+            reason = self.terminated = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
             for p in self.pending.values():
                 p.fail(ConnectionResetError(reason))
         elif isinstance(event, self.stack.stream_reset) and event.stream_id in self.pending:
@@ -659,7 +658,7 @@ class _H3Client:
 
     def request(self, authority: str, path: str) -> _Pending:
         stream_id = self._quic.get_next_available_stream_id()
-        p = self.pending[stream_id] = _Pending(_Exchange(path))
+        p = self.pending[stream_id] = _Pending(_Exchange(path), stream_id=stream_id)
         headers = [
             (b":method", b"GET"),
             (b":scheme", b"https"),
@@ -671,6 +670,17 @@ class _H3Client:
         self.transmit()
         p.done.add_done_callback(lambda _f: self.pending.pop(stream_id, None))
         return p
+
+    def cancel(self, p: _Pending) -> None:
+        """Cancel an unfinished request and only it, as Chromium's ``QuicHttpStream::Close`` resets its stream
+        (QUIC_STREAM_CANCELLED; on the wire STOP_SENDING with H3_REQUEST_CANCELLED): the connection stays."""
+        if p.done.done():
+            return
+        self.pending.pop(p.stream_id, None)
+        p.done.cancel()
+        with contextlib.suppress(Exception):  # the stream may be gone already
+            self._quic.stop_stream(p.stream_id, H3_REQUEST_CANCELLED)
+            self.transmit()
 
 
 @functools.cache
@@ -727,7 +737,11 @@ class H3Fetcher(Fetcher):
     async def fetch(self, stream: str, path: str) -> FetchResult:
         with mapped_errors("h3", url_of("h3", self.host, self.port, path)):
             p = self.protocol.request(self.authority, path)
-            await _wait_idle(p, self.opts.idle_timeout, self.opts.keep_waiting)
+            try:
+                await _wait_idle(p, self.opts.idle_timeout)
+            except BaseException:
+                self.protocol.cancel(p)
+                raise
             return p.ex.result("h3")
 
     async def ping(self) -> None:

@@ -128,6 +128,11 @@ def test_dashjs_decodes_and_plays_the_clip(no_leftovers: None, tmp_path: Path, t
     doc = _decoded_it_all(run_dir)
     assert set(doc["protocols"]) == {{"tcp": "http/1.1"}.get(transport, transport)}, doc["protocols"]
     assert doc["client"].startswith("dash.js 5.2.1 in Chrome/")
+    # the settings in force: the buffer target is the run's max_buffer (not dash.js's 18 s default)
+    max_buffer = float(doc["url"].split("max_buffer=")[1].split("&")[0])
+    buffer = doc["dashjs_settings"]["streaming"]["buffer"]
+    assert buffer["bufferTimeDefault"] == buffer["bufferTimeAtTopQuality"] == max_buffer != 18, buffer
+    assert "stableBufferTime" not in buffer
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["versions"]["apps.video.player"].startswith("dash.js 5.2.1")
     peers = _tcp_peers(run_dir / "raw" / "video.netlog.json")

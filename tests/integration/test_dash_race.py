@@ -7,7 +7,15 @@ A 16 s clip of the ``abr_quic_tcp`` ladder through a 3 Mbit/s bottleneck:
 - ``tcp_only``: not one QUIC byte, although h3 is advertised;
 - ``chromium`` with UDP to the server's port dropped on r1 (``[firewalls]``):
   the QUIC job fails its handshake, QUIC is marked broken with Chromium's
-  300 s back-off, and TCP carries >= 90 % of the bytes.
+  300 s back-off, and TCP carries >= 90 % of the bytes;
+- ``firefox`` with UDP dropped: the backup TCP connection serves 100 ms
+  after the QUIC job started, the failed QUIC job puts the origin on the
+  excluded list (no back-off) and QUIC is never tried again;
+- ``quic_only`` on a clean link: after the MPD taught ``alt-svc``, not one
+  segment over TCP and no TCP connection but the MPD's;
+- ``dynamic`` on a clean link, probing every 2 s: QUIC and TCP probes on
+  every round, a ``quic_only`` decision from like RTTs, and no TCP segment
+  after it.
 """
 
 from __future__ import annotations
@@ -32,13 +40,13 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _run(tmp_path: Path, policy: str, *, firewall: bool = False) -> Path:
+def _run(tmp_path: Path, policy: str, *, firewall: bool = False, **params: Any) -> Path:
     raw: dict[str, Any] = {
         "experiment": {"name": "dash_race", "topology": "dumbbell", "duration": f"{CLIP_S + 6}s"},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "race", "racing": policy,
                            "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate",
-                           "racing_params": {"quic_handshake_timeout": "3s"}}},
+                           "racing_params": {"quic_handshake_timeout": "3s", **params}}},
     }
     if firewall:
         raw["firewalls"] = {"udp": {"router": "r1", "proto": "udp", "port": CADDY_PORT, "action": "drop"}}
@@ -89,3 +97,48 @@ def test_chromium_udp_blocked_falls_back_to_tcp(no_leftovers: None, tmp_path: Pa
     failed = [r for r in rows if r["event"] == "failed" and r["protocol"] == "quic"]
     backoff = [float(r["value"]) for r in rows if r["event"] == "backoff"]
     assert failed and backoff == [300.0], rows
+
+
+def test_firefox_udp_blocked_tcp_backup_after_100ms_and_quic_excluded_for_good(no_leftovers: None,
+                                                                                 tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, "firefox", firewall=True)
+    rows = _csv(run_dir / "racing.csv")
+    quic_jobs = [float(r["t"]) for r in rows if r["event"] == "job_started" and r["protocol"] == "quic"]
+    assert len(quic_jobs) == 1, rows  # excluded until restart: QUIC never tried again
+    segments = _csv(run_dir / "segments.csv")
+    assert {r["transport"] for r in segments} == {"tcp"}
+    # the request that started the QUIC job went out over the backup TCP connection 100 ms later
+    t_backup = min(float(r["t_request"]) for r in segments if float(r["t_request"]) >= quic_jobs[0])
+    assert 0.1 <= t_backup - quic_jobs[0] < 1.0, (quic_jobs, t_backup)
+    broken = [r for r in rows if r["event"] == "broken"]
+    assert len(broken) == 1 and broken[0]["detail"].startswith("excluded until restart"), rows
+    assert not [r for r in rows if r["event"] == "backoff"]  # Firefox has no back-off
+
+
+def test_quic_only_clean_link_no_tcp_segment_after_alt_svc(no_leftovers: None, tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, "quic_only")
+    segments = _csv(run_dir / "segments.csv")
+    assert len([r for r in segments if r["stream"] == "video"]) == CLIP_S // 4
+    assert {r["transport"] for r in segments} == {"h3"}  # the MPD (not a segment) was the only TCP request
+    rows = _csv(run_dir / "racing.csv")
+    assert [(r["event"], r["protocol"]) for r in rows if r["protocol"] == "tcp"][:3] == [
+        ("job_started", "tcp"), ("connected", "tcp"), ("won", "tcp")]
+    assert sum(r["event"] == "job_started" and r["protocol"] == "tcp" for r in rows) == 1  # no TCP job, ever
+    assert not [r for r in rows if r["event"] in ("broken", "backoff", "failed")], rows
+    over_tcp = [r["path"] for r in _csv(run_dir / "access.csv") if r["transport"] != "h3"]
+    assert len(over_tcp) == 1 and over_tcp[0].endswith(".mpd"), over_tcp  # the server saw the MPD alone over TCP
+
+
+def test_dynamic_clean_link_probes_both_protocols_and_decides_quic_only(no_leftovers: None, tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, "dynamic", probe_interval="2s", min_probes=3, probe_window=3)
+    rows = _csv(run_dir / "racing.csv")
+    probes = {p: [float(r["value"]) for r in rows if r["event"] == "probe_rtt" and r["protocol"] == p]
+              for p in ("quic", "tcp")}
+    assert min(len(v) for v in probes.values()) >= 3, probes  # a round every 2 s from alt-svc on
+    assert all(0 < v < 1.0 for v in probes["quic"] + probes["tcp"]), probes  # answered, on a clean 3 Mbit/s link
+    decisions = [r for r in rows if r["event"] == "decision"]
+    assert decisions and decisions[0]["detail"] == "quic_only", decisions  # like RTTs: no racing
+    assert float(decisions[0]["value"]) < 3.0
+    t_decided = float(decisions[0]["t"])
+    after = [r["transport"] for r in _csv(run_dir / "segments.csv") if float(r["t_request"]) > t_decided]
+    assert after and set(after) == {"h3"}, after  # QUIC only from then on

@@ -34,6 +34,16 @@ def test_racing_params_times_drop_the_unit_suffix_and_round_trip() -> None:
     assert (params.rtt_ratio, params.broken_initial_s, params.backup_delay_s) == (2.5, 300, 0.1)
 
 
+def test_the_quic_detectors_and_the_backoff_cap_are_racing_params() -> None:
+    app = _app(transport="race", racing_params={"blackhole_rtos": 3, "ping_timeout": "10s",
+                                                "broken_max_delay": "172800s"})
+    params = racing.params_from(dict(app.racing_params))
+    assert (params.blackhole_rtos, params.ping_timeout_s, params.broken_max_delay_s) == (3, 10.0, 172800.0)
+    assert isinstance(params.blackhole_rtos, int)
+    with pytest.raises(ConfigError, match="quic_stall_timeout"):  # gone: QUICHE's detectors replace it
+        _app(transport="race", racing_params={"quic_stall_timeout": "6.2s"})
+
+
 @pytest.mark.parametrize(("app", "path", "message"), [
     ({"racing": "dynamic"}, "apps.v.racing", "transport = 'race'"),
     ({"transport": "h3", "racing_params": {"rtt_ratio": 3}}, "apps.v.racing_params", "transport = 'race'"),

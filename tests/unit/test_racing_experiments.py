@@ -93,3 +93,11 @@ def test_chromium_reference_plays_the_firewall_files_conditions_in_the_browser()
         assert r.experiment.link("bottleneck") == mine.link("bottleneck")
     assert {condition(r.experiment)[1] for r in expand(apply_paper(read_toml(EXPERIMENTS / "racing_chromium.toml")))} \
         == {"accept", "shape", "drop"}
+
+
+def test_no_racing_experiment_sets_a_player_timeout() -> None:
+    # request_timeout / stream_timeout are player knobs, no browser's (issue 29): the studies leave them off
+    for path in (PATTERNS, FIREWALL):
+        for r in expand(apply_paper(read_toml(path))) + expand(read_toml(path)):
+            params = params_from(dict(dash(r.experiment).racing_params))
+            assert (params.request_timeout_s, params.stream_timeout_s) == (0.0, 0.0), path

@@ -97,6 +97,34 @@ def test_a_broken_alt_svc_a_failed_handshake_and_an_idle_timeout() -> None:
     assert [r.event for r in rows(idle)][-1] == "idle_close"
 
 
+def _add(doc: dict[str, Any], name: str, like: dict[str, Any], params: dict[str, Any], dt_ms: float = 1.0) -> None:
+    """An event ``name`` (its type added to the constants) on ``like``'s source, ``dt_ms`` after it."""
+    types = doc["constants"]["logEventTypes"]
+    types.setdefault(name, max(types.values()) + 1)
+    event = {"type": types[name], "phase": doc["constants"]["logEventPhase"]["PHASE_NONE"], "source": like["source"],
+             "time": str(float(like["time"]) + dt_ms), "params": params}
+    doc["events"].insert(doc["events"].index(like) + 1, event)
+
+
+def test_a_cancelled_stream_a_restart_after_a_quic_error_and_a_connection_closed() -> None:
+    doc = clean()
+    handshake = _named(doc, "QUIC_SESSION_CRYPTO_HANDSHAKE_COMPLETE")[0]
+    _add(doc, "QUIC_SESSION_RST_STREAM_FRAME_SENT", handshake, {"stream_id": 12, "quic_rst_stream_error": 6})
+    _add(doc, "QUIC_SESSION_RST_STREAM_FRAME_SENT", handshake, {"stream_id": 16, "quic_rst_stream_error": 0})
+    request = [e for e in _named(doc, "URL_REQUEST_START_JOB") if ORIGIN in str(e.get("params", {}).get("url"))][5]
+    _add(doc, "HTTP_TRANSACTION_RESTART_AFTER_ERROR", request, {"net_error": -356})
+    _add(doc, "HTTP_TRANSACTION_RESTART_AFTER_ERROR", request, {"net_error": -101})  # another error: not path B
+    closed = _named(doc, "QUIC_SESSION_CLOSED")[0]
+    closed["params"]["quic_error"] = doc["constants"]["quicError"]["QUIC_TOO_MANY_RTOS"]
+    doc["events"] = [e for e in doc["events"] if e not in _named(doc, "QUIC_SESSION_CLOSE_ON_ERROR")]
+    got = rows(doc)
+    assert [(r.event, r.conn_id, r.detail) for r in got if r.event == "stream_cancelled"] == [
+        ("stream_cancelled", "quic75", "QUIC_STREAM_CANCELLED on stream 12")]
+    [restart] = [r for r in got if r.event == "stream_error"]
+    assert restart.protocol == "quic" and restart.detail.startswith("ERR_QUIC_PROTOCOL_ERROR before the response")
+    assert [r.detail.split(":")[0] for r in got if r.event == "conn_closed"] == ["QUIC_TOO_MANY_RTOS"]
+
+
 def test_the_rows_survive_the_racing_csv(tmp_path: Path) -> None:
     got = rows(clean())
     write_racing(tmp_path / "racing.csv", got)

@@ -17,7 +17,7 @@ import pytest
 from nest_experiments.dash import race
 from nest_experiments.dash.fetch import FetchResult
 from nest_experiments.dash.racing import Racer, RacingParams
-from nest_experiments.dash.transports import FetcherOptions
+from nest_experiments.dash.transports import FetcherOptions, _Exchange, _Pending
 from nest_experiments.errors import RunError
 
 ALT = 'h3=":8443"; ma=86400'
@@ -27,40 +27,74 @@ ALT = 'h3=":8443"; ma=86400'
 class Script:
     tcp_connect_s: float = 0.0
     quic_connect_s: list[float] = field(default_factory=lambda: [0.01])  # per attempt; < 0: fails after -x s
-    quic_fail_requests: int = 0  # the first N QUIC requests fail (a stall)
+    quic_fail_requests: int = 0  # the first N QUIC requests: their stream reset by the server (before headers)
     quic_hang: bool = False  # QUIC requests never answer and the connection receives nothing
-    quic_stream_timeouts: int = 0  # the first N QUIC requests time out (no byte of their own), the connection lives
+    quic_hang_after_headers: bool = False  # ... after their headers came
+    quic_in_flight: bool = False  # what the client sent is in flight and never acknowledged (a blackhole)
+    quic_stalls_s: list[float] = field(default_factory=list)  # the first QUIC requests: no byte for this long
     quic_slow_s: float = 0.0  # the first QUIC request answers after this long (its bytes trickling in meanwhile)
     conns: list[FakeConn] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)  # streams reset by the client
+
+
+def now() -> float:
+    return time.monotonic() - T0
+
+
+class FakeH3:
+    """The QUIC connection's protocol as the race transport uses it: requests, cancels, what it received."""
+
+    def __init__(self, script: Script) -> None:
+        self.script, self.last_rx, self.terminated, self.ids = script, now(), "", iter(range(0, 10**6, 4))
+        loss = SimpleNamespace(bytes_in_flight=1200 if script.quic_in_flight else 0, _rtt_initialized=True,
+                               _rtt_smoothed=0.01, _rtt_variance=0.0,
+                               spaces=[SimpleNamespace(largest_acked_packet=3, sent_packets={})])
+        self._quic = SimpleNamespace(_loss=loss)  # aioquic's loss recovery, as race.quic_sample reads it
+
+    def request(self, authority: str, path: str) -> _Pending:
+        p = _Pending(_Exchange(path), stream_id=next(self.ids))
+        p.ex.t_request = now()
+        asyncio.get_running_loop().create_task(self._answer(p))
+        return p
+
+    async def _answer(self, p: _Pending) -> None:
+        s = self.script
+        if s.quic_hang:
+            return
+        if s.quic_fail_requests > 0:
+            s.quic_fail_requests -= 1
+            p.fail(ConnectionResetError("stream reset by the server (code 0)"))
+            return
+        p.ex.status, p.ex.t_first = 200, now()
+        p.ex.t_last = p.ex.t_first
+        if s.quic_hang_after_headers:
+            return
+        if s.quic_stalls_s:
+            await asyncio.sleep(s.quic_stalls_s.pop(0))  # the connection alive, this stream silent
+        if s.quic_slow_s > 0:
+            slow, s.quic_slow_s = s.quic_slow_s, 0.0
+            t_end = time.monotonic() + slow
+            while time.monotonic() < t_end and not p.done.done():
+                p.ex.t_last = self.last_rx = now()  # bytes keep arriving
+                await asyncio.sleep(0.01)
+        p.ex.t_last = self.last_rx = now()
+        p.finish()
+
+    def cancel(self, p: _Pending) -> None:
+        if not p.done.done():
+            self.script.cancelled.append(p.stream_id)
+            p.done.cancel()
 
 
 class FakeConn:
-    def __init__(self, kind: str, script: Script, opts: Any = None) -> None:
-        self.kind, self.script, self.closed, self.opts = kind, script, False, opts
-        self.protocol = SimpleNamespace(last_rx=-1.0)  # what the stall watchdog reads: nothing since t = -1
+    def __init__(self, kind: str, script: Script) -> None:
+        self.kind, self.script, self.closed, self.authority = kind, script, False, "x"
+        self.protocol = FakeH3(script)
 
-
-    async def fetch(self, stream: str, path: str) -> FetchResult:
-        if self.kind == "quic" and self.script.quic_hang:
-            await asyncio.sleep(3600)
-        if self.kind == "quic" and self.script.quic_slow_s > 0:
-            slow, self.script.quic_slow_s = self.script.quic_slow_s, 0.0
-            t_end = time.monotonic() + slow
-            while time.monotonic() < t_end:
-                self.protocol.last_rx = time.monotonic() - T0  # the connection keeps receiving
-                await asyncio.sleep(0.01)
-        if self.kind == "quic" and self.script.quic_stream_timeouts > 0:
-            self.script.quic_stream_timeouts -= 1
-            keep_waiting = getattr(self.opts, "keep_waiting", None)
-            if keep_waiting is None or not keep_waiting():  # as transports._wait_idle asks it
-                raise RunError("h3 https://x/: timed out (no answer in time)") from TimeoutError()
-        if self.kind == "quic" and self.script.quic_fail_requests > 0:
-            self.script.quic_fail_requests -= 1
-            raise RunError("h3 https://x/: timed out (no answer in time)")
+    async def fetch(self, stream: str, path: str) -> FetchResult:  # over TCP
         return FetchResult(path=path, status=200, bytes=100, t_request=0.0, t_first_byte=0.0, t_last_byte=0.0,
-                           transport="h2" if self.kind == "tcp" else "h3",
-                           alt_svc=ALT if self.kind == "tcp" else "")
+                           transport="h2", alt_svc=ALT)
 
     async def ping(self) -> None:
         await asyncio.sleep(0.001)
@@ -82,7 +116,7 @@ def install(monkeypatch: pytest.MonkeyPatch, script: Script) -> None:
         await asyncio.sleep(abs(delay))
         if delay < 0:
             raise RunError("h3 https://x/: timed out (no QUIC handshake within 1 s)")
-        script.conns.append(FakeConn("quic", script, opts))
+        script.conns.append(FakeConn("quic", script))
         return script.conns[-1]
 
     monkeypatch.setattr(race.H2Fetcher, "open", open_tcp)
@@ -121,13 +155,13 @@ def test_chromium_clean_quic_serves_once_it_connected(monkeypatch: pytest.Monkey
                          ("job_started", "quic"), ("connected", "quic"), ("won", "quic")]
 
 
-def test_chromium_once_quic_worked_the_main_job_waits_and_quic_wins_the_race(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chromium_an_open_http2_session_means_no_main_job_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, Script(quic_connect_s=[0.01]))
-    f = fetcher("chromium", idle_timeout_s=0.15)
-    f.racer.srtt_s = 0.1  # QUIC worked here before: the TCP job waits 1.5 x 0.1 s
+    f = fetcher("chromium", main_job_delay_s=3.0)
+    f.racer.quic_worked = True  # QUIC worked here before: without an HTTP/2 session the TCP job would wait 3 s
+    t0 = time.monotonic()
     got = asyncio.run(fetch_all(f, 2))
-    assert got == ["tcp", "h3"] and ("won", "quic") in events(f)
+    assert got == ["tcp", "tcp"] and time.monotonic() - t0 < 1.0  # delay_main_job_with_available_spdy_session
 
 
 def test_chromium_slow_quic_loses_the_race_then_serves_once_connected(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,40 +183,79 @@ def test_chromium_quic_handshake_failure_marks_broken_and_stays_on_tcp(monkeypat
     assert ("failed", "quic") in events(f) and ("broken", "quic") in events(f) and ("backoff", "quic") in events(f)
 
 
-def test_chromium_quic_stall_is_retried_over_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chromium_error_before_headers_is_retried_over_tcp_and_marks_broken_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, Script(quic_fail_requests=1))
     f = fetcher("chromium")
-    assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == ["tcp", "tcp", "tcp"]  # the 3rd failed on QUIC, retried
-    assert ("stream_error", "quic") in events(f) and ("broken", "quic") in events(f)
+    assert asyncio.run(fetch_all(f, 4, pause_s=0.05)) == ["tcp", "tcp", "tcp", "tcp"]  # the 3rd: reset on QUIC
+    rows = [(r.event, r.protocol) for r in f.racer.rows]
+    error, broken = rows.index(("stream_error", "quic")), rows.index(("broken", "quic"))
+    assert error < rows.index(("won", "tcp"), error) < broken  # marked once the TCP retry completed
+    assert "before the response headers" in f.racer.rows[error].detail
     assert [e for e in events(f) if e[0] == "won"] == [("won", "tcp"), ("won", "quic"), ("won", "tcp")]
 
 
-def test_a_silent_quic_connection_fails_its_request_after_the_stall_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    script = Script(quic_hang=True)
+@pytest.mark.parametrize(("params", "script", "reason"), [
+    ({"idle_timeout_s": 0.4}, Script(quic_hang=True), "QUIC_NETWORK_IDLE_TIMEOUT"),
+    ({"blackhole_rtos": 1}, Script(quic_hang=True, quic_in_flight=True), "QUIC_TOO_MANY_RTOS"),
+])
+def test_a_silent_quic_connection_is_closed_by_quiches_detectors(
+        monkeypatch: pytest.MonkeyPatch, params: dict[str, float], script: Script, reason: str) -> None:
     install(monkeypatch, script)
-    f = fetcher("chromium", quic_stall_timeout_s=0.2)
+    f = fetcher("chromium", **params)
     t0 = time.monotonic()
     assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == ["tcp", "tcp", "tcp"]
-    assert 0.2 <= time.monotonic() - t0 < 2.0  # counted from the request, not from the connection's last packet
-    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
-    assert len(errors) == 1 and "nothing received" in errors[0] and ("broken", "quic") in events(f)
+    assert 0.3 <= time.monotonic() - t0 < 2.0  # 0.4 s idle; 2 x 0.115 + 0.2 s blackhole at srtt 10 ms
+    closed = [r for r in f.racer.rows if r.event == "conn_closed"]
+    assert len(closed) == 1 and closed[0].detail.startswith(reason) and closed[0].value == 0.01  # its srtt
+    # the request had no headers: retried over TCP, QUIC broken after the retry (not by the close itself)
+    assert [r.event for r in f.racer.rows if r.t >= closed[0].t][:3] == ["conn_closed", "stream_error", "won"]
+    assert ("broken", "quic") in events(f) and script.conns[0].closed
+
+
+def test_a_connection_closed_after_the_headers_marks_nothing_and_the_next_race_reconnects(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    script = Script()
+    install(monkeypatch, script)
+    f = fetcher("chromium", idle_timeout_s=0.4)
+
+    async def go() -> list[str]:
+        got = [(await f.fetch("video", f"/s{i}")).transport for i in range(2)]
+        await asyncio.sleep(0.05)  # QUIC connected meanwhile
+        script.quic_hang_after_headers = True  # the path goes silent with the 3rd request's headers in
+        task = asyncio.ensure_future(f.fetch("video", "/s2"))
+        await asyncio.sleep(0.2)
+        script.quic_hang_after_headers = False
+        got.append((await task).transport)
+        await asyncio.sleep(0.1)
+        got.append((await f.fetch("video", "/s3")).transport)
+        await f.close()
+        return got
+
+    # the request failed after its headers: asked again, a new race (TCP was idle-closed meanwhile: the TCP
+    # job waits 1.5 x the closed session's srtt, a close race with the 10 ms QUIC handshake); the new QUIC
+    # connection serves the next request; nothing marked
+    got = asyncio.run(go())
+    assert got[:2] == ["tcp", "tcp"] and got[2] in ("tcp", "h3") and got[3] == "h3"
+    assert not [e for e in events(f) if e[0] == "broken"] and events(f).count(("job_started", "quic")) == 2
+    assert [r.detail for r in f.racer.rows if r.event == "stream_error"][0].endswith("(after the response headers)")
 
 
 @pytest.mark.parametrize(("policy", "expect", "error"), [
-    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled"),  # asked again over TCP, QUIC broken
-    ("quic_only", ["tcp", "h3", "h3"], "stream without a byte for 5 s: kept waiting"),  # no TCP: not asked again
+    ("chromium", ["tcp", "tcp", "h3"], "stream_cancelled"),  # reset, asked again on the same QUIC connection
+    ("quic_only", ["tcp", "h3", "h3"], "stream_error"),  # TCP not allowed: kept waiting
 ])
 def test_a_stalled_quic_stream_is_cancelled_or_waited_for_the_connection_kept(
         monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str], error: str) -> None:
-    script = Script(quic_stream_timeouts=1)
+    script = Script(quic_stalls_s=[0.4])
     install(monkeypatch, script)
-    f = fetcher(policy, stream_timeout_s=5.0)
+    f = fetcher(policy, stream_timeout_s=0.25)
     assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
-    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
-    assert len(errors) == 1 and errors[0].startswith(error)
-    assert script.quic_stream_timeouts == 0
+    rows = [r for r in f.racer.rows if r.event in ("stream_cancelled", "stream_error")]
+    assert len(rows) == 1 and rows[0].event == error and "without a byte for 0.25 s (stream_timeout)" in rows[0].detail
     assert len(script.conns) == 1  # one QUIC connection: a cancelled stream does not close it
-    assert (("broken", "quic") in events(f)) == (policy == "chromium")
+    assert script.cancelled == ([0] if policy == "chromium" else [])  # only that stream was reset
+    assert not [e for e in events(f) if e[0] == "broken"]  # a player cancel marks nothing
 
 
 def test_quic_only_waits_for_quic_and_never_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,42 +324,21 @@ def test_three_failed_tcp_connections_fail_the_request(monkeypatch: pytest.Monke
         asyncio.run(fetch_all(f, 1))
 
 
-def test_wait_idle_fails_without_progress_unless_told_to_keep_waiting() -> None:
-    from nest_experiments.dash.transports import _Exchange, _Pending, _wait_idle
-
-    async def go(answers: list[bool]) -> list[bool]:
-        asked: list[bool] = []
-        p = _Pending(_Exchange("/seg"))
-
-        def keep_waiting() -> bool:
-            asked.append(answers.pop(0))
-            return asked[-1]
-
-        asyncio.get_running_loop().call_later(0.05, p.finish)
-        try:
-            await _wait_idle(p, 0.02, keep_waiting)
-        except TimeoutError:
-            asked.append(False)
-        return asked
-
-    waited = asyncio.run(go([True] * 10))  # finished after ~2 idle periods (fewer when the loop runs late)
-    assert 1 <= len(waited) <= 3 and all(waited)
-    assert asyncio.run(go([False])) == [False, False]  # told not to wait: the request fails
-
-
 @pytest.mark.parametrize(("policy", "expect", "error"), [
-    ("chromium", ["tcp", "tcp", "tcp"], "stream cancelled: h3 10.0.0.1:8443/seg2: not complete after"),
+    ("chromium", ["tcp", "tcp", "h3"], "h3 10.0.0.1:8443/seg2: not complete after 0.3 s (request_timeout)"),
     ("quic_only", ["tcp", "h3", "h3"], "stream not complete after 0.3 s (request_timeout): kept waiting"),
 ])
 def test_a_request_that_trickles_past_request_timeout_is_abandoned_where_tcp_may_carry_it(
         monkeypatch: pytest.MonkeyPatch, policy: str, expect: list[str], error: str) -> None:
-    script = Script(quic_slow_s=0.8)  # bytes keep arriving: neither stream_timeout nor the stall watchdog fires
+    script = Script(quic_slow_s=0.8)  # bytes keep arriving: no detector fires
     install(monkeypatch, script)
     f = fetcher(policy, request_timeout_s=0.3)
     t0 = time.monotonic()
     assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
-    errors = [r.detail for r in f.racer.rows if r.event == "stream_error"]
+    errors = [r.detail for r in f.racer.rows if r.event in ("stream_cancelled", "stream_error")]
     assert len(errors) == 1 and errors[0].startswith(error), errors
-    assert (("broken", "quic") in events(f)) == (policy == "chromium")
+    assert not [e for e in events(f) if e[0] == "broken"] and len(script.conns) == 1
     if policy == "quic_only":
         assert time.monotonic() - t0 >= 0.8  # waited for the slow answer instead of asking again
+    else:  # abandoned and asked again on the same connection at once
+        assert script.cancelled == [0] and time.monotonic() - t0 < 0.8
