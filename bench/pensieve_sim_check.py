@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments import traces  # noqa: E402
+from nest_experiments.config import traces  # noqa: E402
 from nest_experiments.dash import qoe  # noqa: E402
 from nest_experiments.dash.learned import sim  # noqa: E402
 from nest_experiments.dash.records import SegmentRow  # noqa: E402

@@ -9,7 +9,7 @@ changed over netlink every ``trace_step``, 100 ms; a pfifo leaf of
 0.19 s) while ``--flows`` CUBIC iperf3 flows from h1 to s1 keep it
 saturated, for ``--duration``. (iperf3's closing messages cross that queue
 after the run's duration: the runner's finish grace grows with it,
-:func:`nest_experiments.runner.finish_grace_s`.) The fixed patterns are compressed in time so
+:func:`nest_experiments.runs.runner.finish_grace_s`.) The fixed patterns are compressed in time so
 that one whole period fits in the run (dh 960 s, dl 1440 s, dvl 480 s,
 h2eval 300 s: the time scale is printed); the synthetic families (1 s
 samples) play their first ``--duration`` at 1:1. ``--time-scale`` sets one
@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments import traces  # noqa: E402
 from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Fidelity, trace_fidelity  # noqa: E402
+from nest_experiments.config import traces  # noqa: E402
 from nest_experiments.rundir import MANIFEST, RATES, RunFolder, read_csv, run_dirs  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 

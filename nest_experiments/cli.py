@@ -71,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
-        from nest_experiments.launch import run_command
+        from nest_experiments.runs.launch import run_command
 
         return run_command(args)
     if args.command == "doctor":
-        from nest_experiments.doctor import doctor
+        from nest_experiments.runs.doctor import doctor
 
         return doctor()
     if args.command == "plot":
@@ -87,7 +87,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "clean":
         return _clean()
     if args.command == "task":
-        from nest_experiments.cluster_task import task_command
+        from nest_experiments.runs.cluster_task import task_command
 
         return task_command(args)
     handler = getattr(args, "handler", None)

@@ -5,7 +5,7 @@ Fixtures
 ``nest_network``
     A factory: ``net = nest_network("dumbbell", links={"bottleneck": {"rate": "10mbit"}})``
     builds the topology (a name in ``topologies/`` or a
-    :class:`~nest_experiments.topology.TopologySpec`) with our traffic-control
+    :class:`~nest_experiments.config.topology.TopologySpec`) with our traffic-control
     adapter (``firewalls={"udp443": {"router": "r1", "port": 443, "rate": "64kbit"}}``:
     ``[firewalls.NAME]`` tables, named topologies only), and tears everything down when the test ends, passed or failed.
     ``net.run(node, argv)`` runs a command in a node, ``net.popen(...)`` starts
@@ -31,9 +31,9 @@ from typing import Any
 
 import pytest
 
-from nest_experiments import runtime
-from nest_experiments import topology as topo
+from nest_experiments.config import topology as topo
 from nest_experiments.net.procs import ns_exec
+from nest_experiments.runs import runtime
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

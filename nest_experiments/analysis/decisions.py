@@ -4,7 +4,7 @@ The session is the unit of replication (DESIGN §5): one row per completed run
 of the sweep, with
 
 - ``run`` (the run's name), ``block`` (its repetition: the sweep's
-  randomized complete blocks, see :mod:`nest_experiments.sweep`) and
+  randomized complete blocks, see :mod:`nest_experiments.config.sweep`) and
   ``runtime`` (``host`` | ``vm``: a claim across an axis such as the RTT names
   one runtime in its conditions, DESIGN §5);
 - the study's cell columns (:data:`CellFn`: from the run's resolved config to

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from nest_experiments import topology
 from nest_experiments.analysis.axes import CellKey
 from nest_experiments.analysis.report import (
     AqmEgress,
@@ -26,6 +25,7 @@ from nest_experiments.analysis.report import (
     estimate,
     ok,
 )
+from nest_experiments.config import topology
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import HTTPERF, IPERF3_SUMMARY, MPTCP, SEGMENTS, SIPP, SUBFLOWS, RunFolder
 

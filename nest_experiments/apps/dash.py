@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import runtime
 from nest_experiments.apps.base import App, last_line, read_rows
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
@@ -46,6 +45,7 @@ from nest_experiments.errors import RunError
 from nest_experiments.net import mptcp
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.rundir import write_json
+from nest_experiments.runs import runtime
 
 READY_TIMEOUT_S = 20.0 if runtime.current() != "vm" else 120.0
 BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namespace's addresses settled

@@ -44,10 +44,10 @@ from typing import IO, Any, Protocol, TextIO
 
 from nest_experiments.analysis import qdelay
 from nest_experiments.config import Experiment
+from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.net.procs import RunState, popen_in_ns, require_tool, stop
 from nest_experiments.rundir import read_csv, read_manifest, write_csv, write_json
-from nest_experiments.topology import TopologySpec
 
 SNAPLEN = 96
 BUFFER_KIB = 8192  # per capture; the TCG guest may fall behind for a moment

@@ -36,10 +36,10 @@ from nest_experiments.collectors.capture import (
     Tcpdumps,
 )
 from nest_experiments.config import Experiment
+from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NestExpError
 from nest_experiments.net.procs import RunState, require_tool
 from nest_experiments.rundir import write_csv, write_json
-from nest_experiments.topology import TopologySpec
 
 WIRE_FILE = "wire.csv"
 META_FILE = "wire.json"

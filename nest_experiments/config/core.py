@@ -12,10 +12,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT, toollimits, traces
-from nest_experiments import topology as topo
+from nest_experiments import PROJECT_ROOT
+from nest_experiments.config import toollimits, traces
+from nest_experiments.config import topology as topo
+from nest_experiments.config.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
 from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
 
 QDISC_FILE = PROJECT_ROOT / "qdisc" / "kinds.toml"
@@ -54,7 +55,7 @@ class EgressConfig:
     jitter_s: float = 0.0
     loss_pct: float = 0.0
     qdisc: QdiscConfig | None = None
-    trace: traces.Trace | None = None  # the rate follows this trace (nest_experiments.traceplay)
+    trace: traces.Trace | None = None  # the rate follows this trace (nest_experiments.runs.traceplay)
     trace_step_s: float = traces.DEFAULT_STEP_S
 
     def trace_steps(self, until_s: float) -> tuple[tuple[float, int], ...]:
@@ -352,7 +353,7 @@ def _parse_egress(t: Table, link: str) -> EgressConfig:
     return egress
 
 
-# ---------------------------------------------------------------- link traces (nest_experiments.traces)
+# ---------------------------------------------------------------- link traces (nest_experiments.config.traces)
 
 TRACE_KEYS = ("file", "generator", "schedule")
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import toollimits
-from nest_experiments import topology as topo
+from nest_experiments.config import toollimits
+from nest_experiments.config import topology as topo
 from nest_experiments.config.core import (
     AppConfig,
     start_time,
     two_nodes,
 )
+from nest_experiments.config.tomlread import Table, as_str, join, one_of, positive_int
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, as_str, join, one_of, positive_int
 from nest_experiments.units import format_rate, parse_rate, parse_time
 
 DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3", "race")  # race: QUIC/TCP connection racing (alt-svc from Caddy)

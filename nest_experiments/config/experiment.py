@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nest_experiments import topology as topo
+from nest_experiments.config import topology as topo
 from nest_experiments.config.core import (
     CONGESTION_CONTROLS,
     RUNTIMES,
@@ -19,14 +19,14 @@ from nest_experiments.config.core import (
     as_name_long,
 )
 from nest_experiments.config.kinds import APP_KINDS
-from nest_experiments.tomlread import Table, as_bool, as_int, as_name, as_str, one_of, positive_int
+from nest_experiments.config.tomlread import Table, as_bool, as_int, as_name, as_str, one_of, positive_int
 from nest_experiments.units import parse_time
 
 
 def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
-    top.mark("sweep", "paper", "experiment", "links", "apps", "firewalls")  # sweep, paper: applied by nest_experiments.sweep
+    top.mark("sweep", "paper", "experiment", "links", "apps", "firewalls")  # sweep, paper: applied by nest_experiments.config.sweep
     top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
     e = top.table("experiment")
     name = e.get("name", as_name_long)

@@ -14,11 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments import toollimits
-from nest_experiments import topology as topo
-from nest_experiments.config import dash, objects, traffic
+from nest_experiments.config import dash, objects, toollimits, traffic
+from nest_experiments.config import topology as topo
 from nest_experiments.config.core import AppConfig
-from nest_experiments.tomlread import Table
+from nest_experiments.config.tomlread import Table
 
 AppParser = Callable[[Table, str, topo.TopologySpec, float], AppConfig]
 #: what an app of a kind lacks on this machine: (its key, why and how to get it), or None

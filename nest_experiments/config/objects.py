@@ -7,15 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments import topology as topo
+from nest_experiments.config import topology as topo
 from nest_experiments.config.core import (
     AppConfig,
     start_time,
     two_nodes,
 )
 from nest_experiments.config.dash import DASH_H3_CLIENTS, DASH_HTTP_SERVERS
+from nest_experiments.config.tomlread import Table, as_int, join, one_of, positive_int
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, as_int, join, one_of, positive_int
 from nest_experiments.units import parse_size, parse_time
 
 # ---------------------------------------------------------------- objects (object-download sessions)

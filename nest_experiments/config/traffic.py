@@ -1,13 +1,13 @@
 """App kinds ``iperf3``, ``sipp`` and ``httperf``: bulk TCP flows and the background traffic (VoIP calls, web
-requests), their limits checked against the tools' (:mod:`nest_experiments.toollimits`).
+requests), their limits checked against the tools' (:mod:`nest_experiments.config.toollimits`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nest_experiments import toollimits
-from nest_experiments import topology as topo
+from nest_experiments.config import toollimits
+from nest_experiments.config import topology as topo
 from nest_experiments.config.core import (
     CONGESTION_CONTROLS,
     AppConfig,
@@ -15,8 +15,8 @@ from nest_experiments.config.core import (
     time_in,
     two_nodes,
 )
+from nest_experiments.config.tomlread import Table, join, one_of
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, join, one_of
 from nest_experiments.units import parse_percent, parse_size, parse_time
 
 

@@ -39,8 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments import topology as topo
 from nest_experiments.config import EgressConfig, FirewallConfig, QdiscConfig
+from nest_experiments.config import topology as topo
 from nest_experiments.net import tcplan
 
 PROTO_NUMBERS = {"udp": 17, "tcp": 6}

@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NetworkSetupError
 from nest_experiments.net.procs import check_run, in_netns
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.topology import TopologySpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """The adapter: the only module that talks to NeST, netlink and iproute2.
 
-:class:`Network` realises a pure :class:`~nest_experiments.topology.TopologySpec`
+:class:`Network` realises a pure :class:`~nest_experiments.config.topology.TopologySpec`
 and the experiment's link configs: namespaces, veth pairs, addresses and
 routes through NeST; source routing, sysctls, offloads and traffic control
 through iproute2 argument lists with the exit status checked. Everything it
@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments import topology as topo
 from nest_experiments.config import FirewallConfig, LinkConfig
+from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
 from nest_experiments.net import fwshape, nftplan, tcplan
 from nest_experiments.net.procs import (

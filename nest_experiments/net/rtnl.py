@@ -42,7 +42,7 @@ def route_socket(ns: str) -> tuple[socket.socket, dict[str, int]]:
 class HtbRates:
     """Rate changes of HTB classes over netlink: one socket per namespace, no process per change.
 
-    For trace-driven links (:mod:`nest_experiments.traceplay`): :meth:`set`
+    For trace-driven links (:mod:`nest_experiments.runs.traceplay`): :meth:`set`
     sends what ``tc class change ... htb rate R ceil R`` sends
     (:mod:`~nest_experiments.net.netlink`) and waits for the kernel's
     acknowledgement, so a refused change raises :class:`NetworkSetupError` at

@@ -7,7 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from nest_experiments.runner import Run
+from nest_experiments.runs.runner import Run
 
 
 def ns_of(run: Run, node: str) -> str:

@@ -22,9 +22,9 @@ import pytest
 
 from nest_experiments.analysis.utilization import egress_figures, iperf3_goodput_bps
 from nest_experiments.collectors.capture import match_captures
+from nest_experiments.config.sweep import expand
 from nest_experiments.rundir import RunFolder, write_json
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = [pytest.mark.vm]
 QDELAY_FIGURES = ("matched_fraction", "unmatched_ingress", "qdisc_drops", "kernel_mean_delay_ms", "mean_pie_style_ms",

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.config.sweep import expand
 from nest_experiments.dash.records import SEGMENT_FIELDS
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.runs.runner import Run
 from tests.integration.mptcp_paths import sample_paths
 
 pytestmark = pytest.mark.integration

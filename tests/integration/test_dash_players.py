@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import parse_experiment
+from nest_experiments.config.sweep import expand
 from nest_experiments.dash.records import SEGMENT_FIELDS
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from nest_experiments.apps.dash import CADDY_PORT
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.config.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.config.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration
 

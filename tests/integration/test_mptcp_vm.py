@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.config.sweep import expand
+from nest_experiments.runs.runner import Run
 from tests.integration.mptcp_paths import ns_of, sample_paths
 
 pytestmark = [pytest.mark.vm]

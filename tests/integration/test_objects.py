@@ -19,9 +19,9 @@ import pytest
 
 from nest_experiments.apps.objects import design
 from nest_experiments.config import ObjectsApp
+from nest_experiments.config.sweep import expand
 from nest_experiments.dash import objects
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Trace-driven links in real namespaces (host kernel: HTB is all they need).
 
 The rate changes go over netlink (:class:`~nest_experiments.net.rtnl.HtbRates`),
-one thread applies a schedule (:class:`~nest_experiments.traceplay.TracePlayer`),
+one thread applies a schedule (:class:`~nest_experiments.runs.traceplay.TracePlayer`),
 and ``tc`` itself, a separate program, reads the classes back. Then a whole
 run: three CUBIC flows through a bottleneck whose forward direction steps
 2 -> 1 -> 3 Mbit/s must deliver what each step allows.
@@ -21,13 +21,13 @@ import pytest
 
 from nest_experiments.analysis.tracecheck import trace_fidelity
 from nest_experiments.config import parse_experiment
+from nest_experiments.config.sweep import expand
 from nest_experiments.errors import NetworkSetupError
 from nest_experiments.net.rtnl import HtbRates
 from nest_experiments.net.tcplan import parse_htb_classes
 from nest_experiments.rundir import read_csv
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
-from nest_experiments.traceplay import TracePlayer, changes_for
+from nest_experiments.runs.runner import Run
+from nest_experiments.runs.traceplay import TracePlayer, changes_for
 
 if TYPE_CHECKING:  # a module-level import would make pytest try to collect it
     from nest_experiments.pytest_plugin import TestNetwork

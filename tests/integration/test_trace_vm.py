@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Window, trace_fidelity
+from nest_experiments.config.sweep import expand
 from nest_experiments.rundir import read_csv
-from nest_experiments.runner import Run
-from nest_experiments.sweep import expand
+from nest_experiments.runs.runner import Run
 
 pytestmark = [pytest.mark.vm]
 DURATION_S = 50

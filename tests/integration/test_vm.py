@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import PROJECT_ROOT, runtime
+from nest_experiments import PROJECT_ROOT
+from nest_experiments.runs import runtime
 from nest_experiments.vm import VMTimeoutError, probe, run_in_vm
 from nest_experiments.vm.qemu import guest_clock_params
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.runner import Run
+from nest_experiments.config.sweep import expand
+from nest_experiments.runs.runner import Run
 from nest_experiments.studies.h2quic import metrics as h2quic
-from nest_experiments.sweep import expand
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from nest_experiments.config import DashApp, Experiment, read_toml
-from nest_experiments.sweep import apply_paper, expand
+from nest_experiments.config.sweep import apply_paper, expand
 
 FILE = Path(__file__).resolve().parents[2] / "experiments" / "abr_quic_tcp.toml"
 ABRS = ("bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic")

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from distributed.scheduler import KilledWorker
 
-from nest_experiments import cluster
-from nest_experiments.cluster_task import pack, payload_for, spec_from_payload
 from nest_experiments.config import read_toml
+from nest_experiments.config.sweep import expand
 from nest_experiments.errors import NestExpError
 from nest_experiments.net import procs
-from nest_experiments.outcome import config_text
-from nest_experiments.progress import Progress
 from nest_experiments.rundir import is_completed, read_manifest
-from nest_experiments.sweep import expand
+from nest_experiments.runs import cluster
+from nest_experiments.runs.cluster_task import pack, payload_for, spec_from_payload
+from nest_experiments.runs.outcome import config_text
+from nest_experiments.runs.progress import Progress
 
 SHORT = Path(__file__).resolve().parents[1] / "data" / "cluster" / "short_sweep.toml"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.config import load_default_raw, parse_experiment, read_toml
+from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import apply_paper, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = sorted((ROOT / "tests/data/bad").glob("*.toml"))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import EgressConfig, parse_experiment, read_toml
+from nest_experiments.config.sweep import expand
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import expand
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

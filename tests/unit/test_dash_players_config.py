@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import DashApp, parse_experiment
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.dash import players
 from nest_experiments.errors import ConfigError
-from nest_experiments.preflight import preflight
-from nest_experiments.sweep import RunSpec
+from nest_experiments.runs.preflight import preflight
 
 
 def _exp(**app: Any) -> dict[str, Any]:

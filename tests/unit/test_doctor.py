@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import doctor as doctor_mod
 from nest_experiments.config import qdisc_kinds
 from nest_experiments.net import kernel
+from nest_experiments.runs import doctor as doctor_mod
 
-PACKAGE = Path(doctor_mod.__file__).resolve().parent
+PACKAGE = Path(doctor_mod.__file__).resolve().parents[1]
 
 
 def _package_sources() -> str:
     """Every module of the package except the two that only list tools."""
-    skip = {Path(kernel.__file__).resolve(), PACKAGE / "doctor.py"}
+    skip = {Path(kernel.__file__).resolve(), Path(doctor_mod.__file__).resolve()}
     return "\n".join(p.read_text() for p in sorted(PACKAGE.rglob("*.py")) if p not in skip)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import parse_experiment
-from nest_experiments.runner import FINISH_GRACE_S, MAX_QUEUE_GRACE_S, PACKET_BITS, QUEUE_CROSSINGS, finish_grace_s
+from nest_experiments.runs.runner import FINISH_GRACE_S, MAX_QUEUE_GRACE_S, PACKET_BITS, QUEUE_CROSSINGS, finish_grace_s
 
 REVERSE_S = 1000 * PACKET_BITS / 10e6  # the dumbbell's reverse bottleneck: 10 Mbit/s, a 1000-packet pfifo
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import FirewallConfig, parse_experiment
+from nest_experiments.config.sweep import expand
 from nest_experiments.errors import ConfigError
 from nest_experiments.net import nftplan
-from nest_experiments.sweep import expand
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nft"
 # the plan that made tests/data/nft/firewalls.json (nft -f - in a namespace here, then nft -j list table)
@@ -137,7 +137,7 @@ def test_counter_rows_per_firewall_and_direction() -> None:
 
 
 def test_paper_may_set_a_firewall_key() -> None:
-    from nest_experiments.sweep import apply_paper
+    from nest_experiments.config.sweep import apply_paper
 
     doc = raw(rate="64kbit")
     doc["paper"] = {"firewalls.udp443.rate": "128kbit"}

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.config import FirewallConfig, parse_experiment
+from nest_experiments.config.topology import load
 from nest_experiments.net import fwshape, kernel, nftplan
-from nest_experiments.topology import load
 from tests.unit.test_firewall_config import raw
 
 DUMBBELL = load("topology", "dumbbell")

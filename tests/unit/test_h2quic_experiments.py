@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from nest_experiments.config import DashApp, Experiment, read_toml
+from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.dash import media
 from nest_experiments.net.kernel import features_needed
-from nest_experiments.sweep import apply_paper, expand
 
 DIR = Path(__file__).resolve().parents[2] / "experiments"
 BBB = tuple(lv.bitrate_bps for lv in media.load_ladder("bbb_h2quic_video").video.levels)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nest_experiments import topology as topo
+from nest_experiments.config import topology as topo
 from nest_experiments.net import mptcp
 
 # ``ip mptcp limits show`` and ``ip -j mptcp endpoint show`` (iproute2 6.1) after the plan below was applied

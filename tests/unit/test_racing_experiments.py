@@ -6,9 +6,9 @@ from collections import Counter
 from pathlib import Path
 
 from nest_experiments.config import DashApp, Experiment, read_toml
+from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.dash.racing import params_from
 from nest_experiments.studies import STUDIES
-from nest_experiments.sweep import apply_paper, expand
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 PATTERNS = EXPERIMENTS / "racing_patterns.toml"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import runtime
-from nest_experiments.outcome import RunOutcome, exit_code, sweep_summary
-from nest_experiments.sweep import expand
+from nest_experiments.config.sweep import expand
+from nest_experiments.runs import runtime
+from nest_experiments.runs.outcome import RunOutcome, exit_code, sweep_summary
 
 RAW = {"experiment": {"name": "rt", "topology": "dumbbell", "duration": "5s"},
        "links": {"bottleneck": {"rate": "10mbit", "qdisc": {"kind": "pie"}}}}

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.config.sweep import RunSpec, apply_overrides, apply_paper, expand
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
 
 BASE = {
     "experiment": {"name": "s", "duration": "5s", "repetitions": 2},
@@ -158,7 +158,7 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
                                                                      tmp_path: Path) -> None:
     import contextlib
 
-    from nest_experiments import outcome, runner
+    from nest_experiments.runs import outcome, runner
 
     executed: list[tuple[str, float, Path]] = []
 
@@ -194,7 +194,7 @@ def test_only_takes_run_names_as_check_lists_them_with_or_without_the_experiment
     import argparse
 
     from nest_experiments.errors import NestExpError
-    from nest_experiments.launch import load_runs
+    from nest_experiments.runs.launch import load_runs
 
     root = Path(__file__).resolve().parents[2]
     args = argparse.Namespace(experiment=root / "experiments" / "racing_firewall.toml", paper=False, set=[],

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from nest_experiments import toollimits
-from nest_experiments.config import parse_experiment
+from nest_experiments.config import parse_experiment, toollimits
 from nest_experiments.errors import ConfigError
 
 NODES = {"iperf3": ("src", "dst"), "sipp": ("src", "dst"), "httperf": ("src", "dst"), "dash": ("server", "client")}

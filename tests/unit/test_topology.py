@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from nest_experiments import topology as topo
+from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ from nest_experiments.net.netlink import HtbClass
 from nest_experiments.net.network import Egress
 from nest_experiments.net.tcplan import EgressPlan
 from nest_experiments.rundir import read_csv
-from nest_experiments.traceplay import Change, TracePlayer
+from nest_experiments.runs.traceplay import Change, TracePlayer
 
 
 def egress(node: str) -> Egress:

@@ -1,4 +1,4 @@
-"""Bandwidth traces (:mod:`nest_experiments.traces`): parsing, generators, compiling to HTB steps."""
+"""Bandwidth traces (:mod:`nest_experiments.config.traces`): parsing, generators, compiling to HTB steps."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from nest_experiments import traces as T
+from nest_experiments.config import traces as T
 from nest_experiments.errors import ConfigError
 
 MBIT = 1_000_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nest_experiments.config import DashApp, Experiment, ObjectsApp, read_toml
+from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.net.kernel import features_needed
-from nest_experiments.sweep import apply_paper, expand
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 MB = 1024**2

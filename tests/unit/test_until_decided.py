@@ -14,11 +14,11 @@ import pytest
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import Claim
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import RunFolder, dump_toml
+from nest_experiments.runs.until_decided import Budget, block_runs, matches, run_until_decided, study_of
 from nest_experiments.studies.base import Study
-from nest_experiments.sweep import RunSpec
-from nest_experiments.until_decided import Budget, block_runs, matches, run_until_decided, study_of
 
 RAW = {
     "experiment": {"name": "ud", "duration": "10s", "repetitions": 1},

@@ -7,7 +7,7 @@ not copied: the ladder and segment sizes (:mod:`nest_experiments.dash.media`:
 ``load_ladder``, ``segment_size``, ``vbr_factors``), the player's defaults
 (:class:`~nest_experiments.dash.player.PlayerConfig`), eq. (1)'s weights
 (:mod:`nest_experiments.dash.qoe`), the traces
-(:mod:`nest_experiments.traces`) and, for the rule-based ABRs, the registry's
+(:mod:`nest_experiments.config.traces`) and, for the rule-based ABRs, the registry's
 algorithms themselves (:class:`RegistryPolicy`).
 
 The player's rules, per segment (as ``PlayerSession`` applies them):
@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nest_experiments import traces
+from nest_experiments.config import traces
 from nest_experiments.dash import media, qoe
 from nest_experiments.dash.abr import AbrAlgorithm, PlayerState, Sample, create_abr
 from nest_experiments.dash.learned import policy as learned

@@ -18,7 +18,7 @@ the two-layer tanh networks (:mod:`~nest_experiments.dash.learned.policy`)
 and applied with Adam. Everything random comes from one
 ``numpy.random.Generator(seed)``: the same seed gives the same weights.
 
-Traces: the built-in generators (:mod:`nest_experiments.traces`); the
+Traces: the built-in generators (:mod:`nest_experiments.config.traces`); the
 seeded families (``fcc``, ``hsdpa``) train on seeds from
 :data:`TRAIN_SEEDS` and are tested on :data:`TEST_SEEDS`, both away from
 the seeds 1-25 that ``experiments/abr_quic_tcp.toml`` plays; the fixed

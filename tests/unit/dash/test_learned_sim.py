@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dash_simlink import INIT_BYTES, SimLink, run
 
-from nest_experiments import traces
+from nest_experiments.config import traces
 from nest_experiments.dash import media, qoe
 from nest_experiments.dash.abr import create_abr
 from nest_experiments.dash.learned import policy as learned

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nest_experiments.config import APP_KINDS, Experiment
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import ConfigError
-from nest_experiments.sweep import RunSpec
 
 
 def machine_problems(exp: Experiment) -> list[tuple[str, str]]:

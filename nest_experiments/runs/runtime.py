@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.net.kernel import missing_on_host, require_host_features
-from nest_experiments.sweep import RunSpec
 
 if TYPE_CHECKING:
     from nest_experiments.vm.qemu import VMResult

@@ -1,10 +1,10 @@
-"""One run of a sweep as a task on a cluster worker (the worker's side of :mod:`nest_experiments.cluster`).
+"""One run of a sweep as a task on a cluster worker (the worker's side of :mod:`nest_experiments.runs.cluster`).
 
 The submitter sends a *payload*: the run's resolved configuration (``raw``), its name, repetition, point and
 position, the ``config.toml`` text it expects (what resume compares), the runtime asked for, and where it runs
 (``cluster``). On the worker, :func:`execute` (the Dask task) starts ``python -m nest_experiments task -`` in a
 process of its own and returns that run's folder as a gzipped tar; the submitter unpacks it into its results
-folder (:func:`nest_experiments.cluster.install`).
+folder (:func:`nest_experiments.runs.cluster.install`).
 
 The run's own process (:func:`task_command`): works in a private folder under ``.cache/tasks/`` (removed when it
 ends; one whose process is gone is removed by the next task), chooses the runtime by the worker's kernel (the
@@ -33,12 +33,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT, runtime
+from nest_experiments import PROJECT_ROOT
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import Interrupted, NestExpError
-from nest_experiments.outcome import config_text, now_iso
-from nest_experiments.preflight import preflight
 from nest_experiments.rundir import STATUSES, read_manifest, write_failed_run
-from nest_experiments.sweep import RunSpec
+from nest_experiments.runs import runtime
+from nest_experiments.runs.outcome import config_text, now_iso
+from nest_experiments.runs.preflight import preflight
 
 TASKS_DIR = PROJECT_ROOT / ".cache" / "tasks"  # not under /tmp: a VM's guest must see it
 EVENT_TOPIC = "nest_experiments"
@@ -116,7 +117,7 @@ def task_command(args: argparse.Namespace) -> int:
         return run_into(payload, args.out)
     tar_fd = os.dup(1)
     os.dup2(2, 1)  # stdout carries the run folder: anything the run prints goes to stderr
-    from nest_experiments.runner import signals_as_exceptions
+    from nest_experiments.runs.runner import signals_as_exceptions
     from nest_experiments.vm.qemu import clean_stale
 
     TASKS_DIR.mkdir(parents=True, exist_ok=True)
@@ -138,7 +139,7 @@ def task_command(args: argparse.Namespace) -> int:
 
 def run_here(payload: dict[str, Any], folder: Path) -> None:
     """The run into ``folder/<experiment>/<run>``, on this kernel or in a VM; always leaves a finished manifest."""
-    from nest_experiments.sweep_in_vm import run_in_guest
+    from nest_experiments.runs.sweep_in_vm import run_in_guest
 
     run_dir = folder / payload["experiment"] / payload["name"]
     try:
@@ -165,7 +166,7 @@ def run_here(payload: dict[str, Any], folder: Path) -> None:
 def run_into(payload: dict[str, Any], folder: Path) -> int:
     """The run in this process (the host runtime, or inside the VM), beside other workers' runs on this machine."""
     from nest_experiments.net.procs import run_lock
-    from nest_experiments.runner import Run, signals_as_exceptions, warm_up
+    from nest_experiments.runs.runner import Run, signals_as_exceptions, warm_up
 
     spec = spec_from_payload(payload)
     warmup = runtime.warmup_s()

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.rundir import dump_toml
-from nest_experiments.sweep import RunSpec
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import runtime
 from nest_experiments.config import load_default_raw, read_toml
+from nest_experiments.config.sweep import RunSpec, apply_overrides, apply_paper, expand
 from nest_experiments.errors import NestExpError
-from nest_experiments.outcome import exit_code
-from nest_experiments.preflight import preflight
-from nest_experiments.sweep import RunSpec, apply_overrides, apply_paper, expand
+from nest_experiments.runs import runtime
+from nest_experiments.runs.outcome import exit_code
+from nest_experiments.runs.preflight import preflight
 
 VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
 
@@ -57,7 +57,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
     if runtime.choose(args.runtime or runs[0].experiment.runtime, runs) == "vm":
         return _run_in_vm(args, runs, results)
-    from nest_experiments.runner import run_sweep
+    from nest_experiments.runs.runner import run_sweep
 
     outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s())
     if not args.no_plot and runtime.current() != "vm":
@@ -66,8 +66,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
-    """``--cluster``: the runs as tasks on a Dask cluster (nest_experiments.cluster); the same folder and report."""
-    from nest_experiments.cluster import parse_cluster, run_on_cluster
+    """``--cluster``: the runs as tasks on a Dask cluster (nest_experiments.runs.cluster); the same folder and report."""
+    from nest_experiments.runs.cluster import parse_cluster, run_on_cluster
 
     address, _ = parse_cluster(args.cluster)  # a bad value stops here, before anything starts
     if address == "local" and os.geteuid() != 0:
@@ -80,7 +80,7 @@ def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path
 
 
 def _default_results() -> Path:
-    from nest_experiments.runner import RESULTS_ROOT
+    from nest_experiments.runs.runner import RESULTS_ROOT
 
     return RESULTS_ROOT
 
@@ -98,7 +98,7 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     results.mkdir(parents=True, exist_ok=True)
     experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
-    from nest_experiments.sweep_in_vm import run_in_guest
+    from nest_experiments.runs.sweep_in_vm import run_in_guest
 
     try:
         code = run_in_guest(argv, runs, results)

@@ -6,7 +6,7 @@ and :meth:`Trace.steps` compiles it into one rate per step (default 100 ms):
 the average rate the trace allows over each step, looping the trace to cover
 the run. :func:`htb_steps` turns that into the rate changes the HTB class
 gets (only where the rate changes; a rate of 0 cannot be given to HTB, see
-there). Nothing here touches the system; :mod:`nest_experiments.traceplay`
+there). Nothing here touches the system; :mod:`nest_experiments.runs.traceplay`
 applies the steps.
 
 Sources

@@ -1,5 +1,5 @@
 """A sweep's command run inside one VM (the VM runtime): what the host does before (media, byte code) and after
-(the captures matched, the host's load into each manifest), around :func:`nest_experiments.runtime.enter_vm`.
+(the captures matched, the host's load into each manifest), around :func:`nest_experiments.runs.runtime.enter_vm`.
 Used by ``run`` (launch) for a whole sweep and by a cluster worker (cluster_task) for one run."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nest_experiments import runtime
 from nest_experiments.collectors.capture import match_sweep_captures
 from nest_experiments.config import APP_KINDS
-from nest_experiments.runner import queue_grace_s
-from nest_experiments.sweep import RunSpec
+from nest_experiments.config.sweep import RunSpec
+from nest_experiments.runs import runtime
+from nest_experiments.runs.runner import queue_grace_s
 
 if TYPE_CHECKING:
     from nest_experiments.vm.hostload import HostSample

@@ -1,5 +1,5 @@
 """A sweep's progress lines: one as each run starts and one as it ends, with where it ran, the overall count and an
-estimate of the time left. The same for a one-machine sweep and a cluster's (:mod:`nest_experiments.cluster`).
+estimate of the time left. The same for a one-machine sweep and a cluster's (:mod:`nest_experiments.runs.cluster`).
 
 Pure apart from writing to ``out``. The estimate is the mean duration of the runs that ran in this sweep (runs
 skipped as completed earlier do not count) times the runs still to finish, divided by how many run at once

@@ -23,23 +23,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from nest_experiments import PROJECT_ROOT, __version__, runtime
+from nest_experiments import PROJECT_ROOT, __version__
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
+from nest_experiments.config.sweep import RunSpec, set_path
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
-from nest_experiments.outcome import RunOutcome, config_text, now_iso, sweep_summary
-from nest_experiments.progress import Progress
 from nest_experiments.rundir import SCHEMA_VERSION, is_completed, write_csv, write_json
-from nest_experiments.sweep import RunSpec, set_path
-from nest_experiments.traceplay import TracePlayer
+from nest_experiments.runs import runtime
+from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
+from nest_experiments.runs.progress import Progress
+from nest_experiments.runs.traceplay import TracePlayer
 
 RESULTS_ROOT = PROJECT_ROOT / "results"
 FINISH_GRACE_S = 15.0

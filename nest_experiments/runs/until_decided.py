@@ -1,6 +1,6 @@
 """``run --until-decided``: block after block until every claim of the study is decided, or the budget is spent.
 
-The sweep's randomized complete blocks (:mod:`nest_experiments.sweep`: block
+The sweep's randomized complete blocks (:mod:`nest_experiments.config.sweep`: block
 ``k`` is repetition ``k``) are run one at a time. After each block the
 study's claims are judged on every session so far (a *look*; alpha is spent
 over the looks, :mod:`nest_experiments.analysis.sequential`), the look is
@@ -28,9 +28,9 @@ from typing import Any, TextIO
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, verdict_table
 from nest_experiments.analysis.sequential import DECIDED
+from nest_experiments.config.sweep import RunSpec, expand
 from nest_experiments.errors import ConfigError
 from nest_experiments.studies import STUDIES, Study
-from nest_experiments.sweep import RunSpec, expand
 
 DEFAULT_MAX_REPS = 25  # the NeST paper's repetitions; --max-reps raises or lowers it
 Execute = Callable[[list[RunSpec]], int]  # runs one block's runs (skipping completed ones); returns an exit code

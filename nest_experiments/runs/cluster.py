@@ -4,7 +4,7 @@
 and N worker processes on this machine (parallel emulations then share its CPU: each manifest records the
 cluster and the runs beside it, ``cluster`` and ``parallel_runs``). Workers offer ``emulator=1``
 (``dask worker ... --resources emulator=1``) and every task asks for it, so a worker runs one emulation at a
-time; each worker chooses the host or the VM runtime by its own kernel (:mod:`nest_experiments.cluster_task`).
+time; each worker chooses the host or the VM runtime by its own kernel (:mod:`nest_experiments.runs.cluster_task`).
 
 Runs already completed with the same configuration are not sent. Each finished task's run folder comes back as
 a tar and is unpacked next to its final place, then renamed into ``results/<experiment>/<run>/`` (a run folder
@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from nest_experiments.cluster_task import EVENT_TOPIC, base_manifest, execute, payload_for
+from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import NestExpError
-from nest_experiments.outcome import RunOutcome, config_text, sweep_summary
-from nest_experiments.progress import Progress
 from nest_experiments.rundir import is_completed, read_manifest, write_failed_run
-from nest_experiments.sweep import RunSpec
+from nest_experiments.runs.cluster_task import EVENT_TOPIC, base_manifest, execute, payload_for
+from nest_experiments.runs.outcome import RunOutcome, config_text, sweep_summary
+from nest_experiments.runs.progress import Progress
 
 RESOURCE = "emulator"
 LOST_TWICE = 2  # a run whose worker is lost this many times while it runs is recorded failed

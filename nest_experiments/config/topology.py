@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nest_experiments import PROJECT_ROOT
+from nest_experiments.config.tomlread import Table, as_name, as_str, one_of
 from nest_experiments.errors import ConfigError
-from nest_experiments.tomlread import Table, as_name, as_str, one_of
 
 TOPOLOGY_DIR = PROJECT_ROOT / "topologies"
 ROLES = ("host", "router")
