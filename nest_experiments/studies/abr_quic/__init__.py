@@ -15,10 +15,11 @@ from nest_experiments.studies.base import Study, table_metrics
 
 
 def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``abr_quic.md`` and its figures beside the shared report (:mod:`.report`; matplotlib loads here)."""
+    """``abr_quic.md`` and its figures beside the shared report (:mod:`.report`; matplotlib loads here), with the
+    paper's claims judged."""
     from nest_experiments.studies.abr_quic.report import write_report
 
-    return write_report(folder, out_dir)
+    return write_report(folder, out_dir, verdicts=STUDY.verdicts(folder))
 
 
 STUDY = Study(

@@ -18,8 +18,9 @@ the trace itself, e.g. ``fcc-1``) and four numbers from ``segments.csv``
   :func:`nest_experiments.dash.qoe.qoe_eq1`).
 
 The paper's claims are data (:mod:`.claims`), judged on the per-session
-table by the shared evaluator (:mod:`nest_experiments.analysis.decisions`:
-TCP and h3 paired by trace, CPU-saturated sessions left out and counted).
+table (:func:`cell_of`, :func:`session_metrics`) by the shared evaluator
+(``Study.verdicts``, :mod:`nest_experiments.analysis.decisions`: TCP and h3
+paired by trace, CPU-saturated sessions left out and counted).
 What this module adds for the study's own report: the sessions with their
 flags (sessions that did not play to the end are kept, their stalls
 happened, and flagged), the first session of each (ABR, transport, trace)
@@ -41,7 +42,6 @@ from nest_experiments.analysis.claims import Value, Verdict
 from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.dash import qoe
 from nest_experiments.rundir import QOE, SEGMENTS, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies.abr_quic.claims import PAPER_CLAIMS
 
 EXPERIMENT = "abr_quic_tcp"
 TRANSPORTS = ("tcp", "h3")  # the letter's DASH/TCP and DASH/QUIC
@@ -234,14 +234,10 @@ class StudyReport:
         return [s for s in self.sessions if s.cpu_saturated > 0]
 
 
-def verdicts(folder: Path) -> list[Verdict]:
-    """The paper's claims (:data:`.claims.PAPER_CLAIMS`) judged on the sweep's sessions."""
-    table = decisions.session_table(folder, cell_of=cell_of, metrics=session_metrics)
-    return decisions.judge_sweep(PAPER_CLAIMS, table, sequential=decisions.is_sequential(folder))
-
-
-def analyse(folder: Path) -> StudyReport:
+def analyse(folder: Path, verdicts: Sequence[Verdict] = ()) -> StudyReport:
+    """The sessions, A/A pairs and noise floor of the sweep in ``folder``, with its claims' ``verdicts``
+    (``abr_quic.STUDY.verdicts(folder)``)."""
     sessions = load_sessions(folder)
     pairs = aa_pairs(sessions)
     return StudyReport(sessions=tuple(sessions), pairs=tuple(pairs), floor=noise_floor(pairs),
-                       verdicts=tuple(verdicts(folder)), sequential=decisions.is_sequential(folder))
+                       verdicts=tuple(verdicts), sequential=decisions.is_sequential(folder))

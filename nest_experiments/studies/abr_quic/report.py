@@ -1,6 +1,6 @@
 """The ABR x transport study's own report: ``report/abr_quic.md``, its box plots and estimate-vs-trace figures.
 
-- the paper's claims as judged by the shared evaluator (:func:`.metrics.verdicts`);
+- the paper's claims as judged by the shared evaluator (``STUDY.verdicts``);
 - Figs. 2-5 as box plots: one figure per metric, per ABR a TCP box and an h3
   box (the usable sessions of :func:`.metrics.usable`, each session a dot);
 - the noise floor (A/A pairs) beside the equivalence claims' margins;
@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.analysis import markdown as md  # noqa: E402
-from nest_experiments.analysis.claims import verdict_table  # noqa: E402
+from nest_experiments.analysis.claims import Verdict, verdict_table  # noqa: E402
 from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
@@ -279,9 +279,10 @@ def render(report: StudyReport, folder: Path, figures: dict[str, Path]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[Path]:
-    """``out_dir/abr_quic.md`` with its figures; returns what was written."""
-    report = analyse(folder)
+def write_report(folder: Path, out_dir: Path, *, verdicts: Sequence[Verdict] = (), figures: bool = True) -> list[Path]:
+    """``out_dir/abr_quic.md`` with its figures and the claims' ``verdicts`` (``abr_quic.STUDY.verdicts``); returns
+    what was written."""
+    report = analyse(folder, verdicts)
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, Path] = {}
     if figures and report.sessions:
