@@ -18,7 +18,9 @@ same every time the same experiment is expanded, so resume keeps working.
 ``[sweep_repeat]`` gives single points more repetitions than the rest (``"abr-bola_transport-h3_trace-fcc-1" =
 2``: the point's name is its run name without ``_rN``), e.g. an A/A pair that measures how far two identical
 runs differ (a noise floor) without repeating the whole sweep: such a point runs ``max(its count, the
-experiment's repetitions)`` times, its extra repetitions in the blocks after the others'.
+experiment's repetitions)`` times, its extra repetitions in the blocks after the others'. With ``[sweep_block]``, an
+extra repetition replays the point's first block (its ``[sweep_block]`` keys take 1, not its own number): it is an A/A
+copy of that run (the same trace), not a new trace.
 
 ``[sweep_block]`` sets keys from the block (the repetition number): ``"links.bottleneck.forward.trace.seed" =
 "repetition"`` gives every run of block ``r`` the trace of seed ``r``, the same in every sweep point of the block,
@@ -180,7 +182,7 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
         block = [(point, exp) for point, exp in points if rep <= count(point, exp)]
         random.Random(f"{points[0][1].seed}/{rep}").shuffle(block)
         for point, exp in block:
-            if block_keys and rep > 1:
+            if block_keys and 1 < rep <= (repetitions or exp.repetitions):  # beyond: [sweep_repeat]'s A/A copies
                 exp = _resolve(raw, axes, point, block_keys, rep)
             runs.append(RunSpec(name=run_name(labels, point, rep), repetition=rep, position=len(runs) + 1,
                                 point=tuple(zip((a.key for a in axes), point, strict=False)), experiment=exp))
@@ -190,7 +192,8 @@ def expand(raw: dict[str, Any], *, repetitions: int | None = None) -> list[RunSp
 def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
     """``--paper``: apply the file's ``[paper]`` table (``"dotted.key" = value``), the paper's full sweep.
 
-    Its ``[paper.sweep]`` table replaces (or adds) sweep axes: ``"links.x.trace" = [...]``.
+    Its ``[paper.sweep]`` table replaces (or adds) sweep axes: ``"links.x.trace" = [...]``; its
+    ``[paper.sweep_repeat]`` table replaces (or adds) points' repetition counts.
     """
     paper = raw.get("paper")
     if not isinstance(paper, dict) or not paper:
@@ -198,8 +201,8 @@ def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
                                    "experiment file (this one has none)")
     out = copy.deepcopy(raw)
     for key, value in paper.items():
-        if key == "sweep" and isinstance(value, dict):
-            out["sweep"] = {**(out.get("sweep") or {}), **copy.deepcopy(value)}
+        if key in ("sweep", "sweep_repeat") and isinstance(value, dict):
+            out[key] = {**(out.get(key) or {}), **copy.deepcopy(value)}
             continue
         if key.split(".")[0] not in ("experiment", "links", "apps", "firewalls"):
             raise ConfigError(f"paper.{key}", "expected a key under experiment, links, apps or firewalls")

@@ -77,7 +77,9 @@ def make_run(sweep: Path, spec: RunSpec, *, experiment: str = "nest_paper") -> P
     if spec.reason:
         manifest["reason"] = spec.reason
     (d / "manifest.json").write_text(json.dumps(manifest))
-    (d / "config.toml").write_text(CONFIG.replace('name = "nest_paper"', f"name = {experiment!r}"))
+    links = "".join(f'\n[links.{bn}.forward.qdisc]\nkind = "{spec.aqm}"\ntarget = "{spec.target_ms}ms"\n'
+                    for bn, _, _ in BOTTLENECKS)  # the resolved config names the AQM, as a real run's does
+    (d / "config.toml").write_text(CONFIG.replace('name = "nest_paper"', f"name = {experiment!r}") + links)
     if spec.status != "completed":
         return d
     writers = {"links.json": _links, "segments.csv": _segments, "qdisc.csv": _qdisc, "qdelay.csv": _qdelay,

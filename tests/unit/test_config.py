@@ -47,8 +47,8 @@ def test_default_experiment_is_the_nest_papers_reduced_sweep() -> None:
 SHIPPED_RUNS = {
     "abr_quic_tcp.toml": {f"abr-{abr}_transport-{transport}_trace-{trace}_r1"
                           for abr in ("bba", "bola", "mpcfast", "mpcrobust", "throughput", "dynamic")
-                          for transport in ("tcp", "h3") for trace in ("fcc-1", "hsdpa-1")}
-                         | {"abr-bola_transport-tcp_trace-fcc-1_r2", "abr-bola_transport-h3_trace-fcc-1_r2"},  # A/A
+                          for transport in ("tcp", "h3") for trace in ("fcc", "hsdpa")}
+                         | {"abr-bola_transport-tcp_trace-fcc_r2", "abr-bola_transport-h3_trace-fcc_r2"},  # A/A
     "dash_mptcp.toml": {"r1"},
     "dumbbell_fifo.toml": {f"qdisc-pfifo-{limit}_r{rep}" for limit in (20, 100, 500) for rep in (1, 2)},
     "dumbbell_voip_web.toml": {"r1"},

@@ -140,6 +140,20 @@ def test_sweep_block_gives_each_block_its_own_trace_shared_by_the_blocks_points(
     assert [r.name for r in expand(TRACED)] == [r.name for r in runs]
 
 
+def test_sweep_repeat_copies_replay_the_first_block_under_sweep_block() -> None:
+    """An A/A copy ([sweep_repeat] beyond the experiment's repetitions) plays its point's first trace again."""
+    raw = {**TRACED, "experiment": {**TRACED["experiment"], "repetitions": 2},
+           "sweep_repeat": {"generator-fcc_tcp_congestion_control-cubic": 3}}
+    source = {r.name: r.experiment.link("bottleneck").forward.trace.source  # type: ignore[union-attr]
+              for r in expand(raw)}
+    assert source["generator-fcc_tcp_congestion_control-cubic_r2"] == "fcc(seed=2)"  # a regular block
+    assert source["generator-fcc_tcp_congestion_control-cubic_r3"] == "fcc(seed=1)"  # the copy of block 1
+    assert "generator-fcc_tcp_congestion_control-reno_r3" not in source
+    again = {r.name: r.experiment.link("bottleneck").forward.trace.source  # type: ignore[union-attr]
+             for r in expand(raw, repetitions=3)}
+    assert again["generator-fcc_tcp_congestion_control-cubic_r3"] == "fcc(seed=3)"  # --reps 3: a regular block
+
+
 def test_sweep_block_takes_only_the_repetition() -> None:
     with pytest.raises(ConfigError, match=r"sweep_block\.links.*repetition"):
         expand({**TRACED, "sweep_block": {"links.bottleneck.forward.trace.seed": "seed"}})
@@ -152,6 +166,9 @@ def test_paper_sweep_table_replaces_axes() -> None:
     assert full["sweep"]["links.bottleneck.qdisc.kind"] == ["pie", "fq_pie"]  # kept
     assert len(expand(full)) == 2 * 3 and len(expand(raw)) == 4 * 2
     assert BASE["sweep"]["links.bottleneck.qdisc.target"] == ["5ms", "15ms"]  # the base is not modified
+    repeated = apply_paper({**raw, "sweep_repeat": {"kind-pie_target-5ms": 2},
+                            "paper": {**raw["paper"], "sweep_repeat": {"kind-pie_target-5ms": 3}}})
+    assert repeated["sweep_repeat"] == {"kind-pie_target-5ms": 3} and len(expand(repeated)) == 2 * 3 + 2
 
 
 def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch: pytest.MonkeyPatch,

@@ -1,9 +1,10 @@
 """The ABR-over-QUIC-vs-TCP study (``abr-over-quic-vs-tcp.txt``): ABR x transport, Figs. 2-5 and section IV.
 
 Reads run folders only (``experiments/abr_quic_tcp.toml``'s sweep). One
-*session* per run: the DASH app's ABR and transport (``config.toml``), its
-condition (the other swept keys, e.g. the trace: ``fcc-1``) and four
-numbers from ``segments.csv``:
+*session* per run: its cells from the run's resolved config
+(:func:`cell_of`: the DASH app's ABR and transport, the trace's family and
+the trace itself, e.g. ``fcc-1``) and four numbers from ``segments.csv``
+(:func:`session_metrics`):
 
 - ``bitrate``: mean declared bitrate of the video segments (kbit/s; Fig. 2);
 - ``variation``: mean ``|R(n+1) - R(n)|`` over consecutive video segments,
@@ -16,40 +17,34 @@ numbers from ``segments.csv``:
   segments, ``mu`` = 4.3, the session's stall time (Fig. 5;
   :func:`nest_experiments.dash.qoe.qoe_eq1`).
 
-Sessions whose run had a CPU-saturated 1 s window (manifest
-``cpu_saturated_windows``) are left out of the statistics and listed: the
-emulation, not the transport, may have shaped them. Sessions that did not
-play to the end (``qoe.json`` ``end_reason``) are kept (their stalls
-happened) and flagged. Only each point's first repetition enters the U tests
-(every condition counts once per cell); a point that ran more than once is an
-A/A pair, and its spread (max - min over its repetitions, the largest over
-all pairs) is the metric's *noise floor*: a TCP-vs-h3 difference (of the
-medians) smaller than it is marked.
-
-Per ABR and metric: two-sided Mann-Whitney U (TCP vs h3) and one-sided
-"TCP better" (higher bitrate and QoE, lower variation and rebuffer) and "h3
-better", with at least :data:`~nest_experiments.analysis.stats.MIN_REPS` sessions per
-transport (else "too few"). The claim table checks every claim of section IV.
+The paper's claims are data (:mod:`.claims`), judged on the per-session
+table (:func:`cell_of`, :func:`session_metrics`) by the shared evaluator
+(``Study.verdicts``, :mod:`nest_experiments.analysis.decisions`: TCP and h3
+paired by trace, CPU-saturated sessions left out and counted).
+What this module adds for the study's own report: the sessions with their
+flags (sessions that did not play to the end are kept, their stalls
+happened, and flagged), the first session of each (ABR, transport, trace)
+for the box plots, and the *noise floor*: a point that ran more than once on
+one trace is an A/A pair, and its spread (max - min over its repetitions,
+the largest over all pairs) per metric.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis.markdown import number as fmt
-from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, flatten, ok
-from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
+from nest_experiments.analysis import decisions
+from nest_experiments.analysis.claims import Value, Verdict
+from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.dash import qoe
 from nest_experiments.rundir import QOE, SEGMENTS, RunFolder, read_manifest, run_dirs
-from nest_experiments.studies.base import Claim
 
 EXPERIMENT = "abr_quic_tcp"
 TRANSPORTS = ("tcp", "h3")  # the letter's DASH/TCP and DASH/QUIC
-ALPHA = 0.05
 REPORT_FILE = "abr_quic.md"
 
 
@@ -58,20 +53,16 @@ class SessionMetric:
     key: str
     label: str
     unit: str
-    higher_better: bool
     figure: int  # the letter's figure
 
 
 METRICS = (
-    SessionMetric(key="bitrate", label="average video bitrate", unit="kbit/s", higher_better=True, figure=2),
-    SessionMetric(key="variation", label="quality variation", unit="kbit/s", higher_better=False, figure=3),
-    SessionMetric(key="rebuffer", label="rebuffer time", unit="s", higher_better=False, figure=4),
-    SessionMetric(key="qoe", label="QoE (eq. 1)", unit="", higher_better=True, figure=5),
+    SessionMetric(key="bitrate", label="average video bitrate", unit="kbit/s", figure=2),
+    SessionMetric(key="variation", label="quality variation", unit="kbit/s", figure=3),
+    SessionMetric(key="rebuffer", label="rebuffer time", unit="s", figure=4),
+    SessionMetric(key="qoe", label="QoE (eq. 1)", unit="", figure=5),
 )
 BY_KEY = {m.key: m for m in METRICS}
-# the letter's ABRs -> our registry (Pensieve: our learned ABR, nest_experiments/dash/learned; None: not in it)
-PAPER_ABRS: tuple[tuple[str, str | None], ...] = (
-    ("BOLA", "bola"), ("BB", "bba"), ("MPC-Fast", "mpc_fast"), ("MPC-Robust", "mpc_robust"), ("Pensieve", "pensieve"))
 ABR_ORDER = ("bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic", "pensieve")
 
 
@@ -84,7 +75,7 @@ class Session:
     path: Path
     abr: str
     transport: str
-    condition: str  # the other swept keys' values, e.g. "fcc-1"
+    condition: str  # the trace, e.g. "fcc-1" (:func:`cell_of`)
     repetition: int
     metrics: dict[str, float]
     complete: bool  # played to the end
@@ -95,7 +86,7 @@ class Session:
         return (self.abr, self.transport, self.condition)
 
 
-def session_metrics(rows: Sequence[Any]) -> dict[str, float]:
+def segment_metrics(rows: Sequence[Any]) -> dict[str, float]:
     """The four numbers of one session from its ``segments.csv`` rows (:class:`~nest_experiments.dash.records.SegmentRow`)."""
     video = qoe.by_stream(rows).get("video", [])
     rates = [float(r.bitrate_bps) for r in video if r.bitrate_bps is not None]
@@ -107,14 +98,42 @@ def session_metrics(rows: Sequence[Any]) -> dict[str, float]:
             "rebuffer": stall, "qoe": qoe.qoe_eq1(rates, stall)}
 
 
-def _dash_app(run_dir: Path) -> dict[str, Any]:
-    apps = RunFolder(run_dir).config().get("apps", {})
+def session_metrics(run: RunFolder) -> dict[str, float | None]:
+    """The study's per-session metrics of a run folder (the claims' metrics; None without ``segments.csv``)."""
+    found = segment_metrics(run.segments()) if run.has(SEGMENTS) else {}
+    return {m.key: found.get(m.key) for m in METRICS}
+
+
+def _dash_app(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    apps = config.get("apps") or {}
     return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), {})
 
 
-def _condition(point: dict[str, str]) -> str:
-    keys = sorted(k for k in point if not k.endswith((".abr", ".transport")))
-    return "-".join(point[k] for k in keys) or "-"
+def _trace(config: Mapping[str, Any]) -> tuple[str, str]:
+    """(family, trace) of the first traced link direction: ``fcc``, ``fcc-3`` for a generator; a file's folder and
+    name; ``-`` without a trace."""
+    for link in (config.get("links") or {}).values():
+        if not isinstance(link, dict):
+            continue
+        for table in (link.get("forward"), link.get("reverse"), link):
+            trace = table.get("trace") if isinstance(table, dict) else None
+            if isinstance(trace, dict) and "generator" in trace:
+                return str(trace["generator"]), f"{trace['generator']}-{trace.get('seed', 1)}"
+            if isinstance(trace, dict) and "file" in trace or isinstance(trace, str):
+                path = Path(str(trace["file"] if isinstance(trace, dict) else trace))
+                return path.parent.name or "file", path.name
+            if trace is not None:
+                return "schedule", "schedule"
+    return "-", "-"
+
+
+def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
+    """A run's cells from its resolved config (a run folder's ``config.toml``, or a RunSpec's
+    ``experiment.raw``): ``abr``, ``transport``, ``family`` (the trace generator) and ``trace`` (e.g. ``fcc-3``)."""
+    app = _dash_app(config)
+    family, trace = _trace(config)
+    return {"abr": str(app.get("abr", "grate")), "transport": str(app.get("transport", "tcp")), "family": family,
+            "trace": trace}
 
 
 def _complete(run_dir: Path) -> bool:
@@ -127,14 +146,13 @@ def load_session(run_dir: Path) -> Session | None:
     m = read_manifest(run_dir) or {}
     if m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
-    metrics = session_metrics(RunFolder(run_dir).segments())
+    metrics = segment_metrics(RunFolder(run_dir).segments())
     if not metrics:
         return None
-    app = _dash_app(run_dir)
-    return Session(run=run_dir.name, path=run_dir, abr=str(app.get("abr", "grate")),
-                   transport=str(app.get("transport", "tcp")), condition=_condition(flatten(m.get("point") or {})),
-                   repetition=int(m.get("repetition", 1) or 1), metrics=metrics, complete=_complete(run_dir),
-                   cpu_saturated=int(m.get("cpu_saturated_windows") or 0))
+    cell = cell_of(RunFolder(run_dir).config())
+    return Session(run=run_dir.name, path=run_dir, abr=str(cell["abr"]), transport=str(cell["transport"]),
+                   condition=str(cell["trace"]), repetition=int(m.get("repetition", 1) or 1), metrics=metrics,
+                   complete=_complete(run_dir), cpu_saturated=decisions.saturated_windows(m))
 
 
 def load_sessions(folder: Path) -> list[Session]:
@@ -186,140 +204,6 @@ def noise_floor(pairs: Sequence[AaPair]) -> dict[str, float]:
     return {m.key: max(p.spread[m.key] for p in pairs) for m in METRICS} if pairs else {}
 
 
-# ---------------------------------------------------------------- U tests
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """TCP vs h3 for one ABR and metric."""
-
-    abr: str
-    metric: SessionMetric
-    tcp: tuple[float, ...]
-    h3: tuple[float, ...]
-    p_two: float | None  # None: fewer than MIN_REPS sessions on a side
-    p_tcp_better: float | None
-    p_h3_better: float | None
-    noise: float | None  # the metric's A/A floor
-    within_noise_pairs: int = 0  # conditions where |TCP - h3| < the floor
-    pairs: int = 0  # conditions with both transports
-
-    @property
-    def diff(self) -> float | None:
-        """median(TCP) - median(h3)."""
-        if not self.tcp or not self.h3:
-            return None
-        return statistics.median(self.tcp) - statistics.median(self.h3)
-
-    @property
-    def within_noise(self) -> bool | None:
-        if self.diff is None or self.noise is None:
-            return None
-        return abs(self.diff) < self.noise
-
-
-def compare(sessions: Sequence[Session], abr: str, metric: SessionMetric,
-            floor: dict[str, float] | None = None) -> Comparison:
-    groups = {t: {s.condition: s.metrics[metric.key] for s in sessions if (s.abr, s.transport) == (abr, t)}
-              for t in TRANSPORTS}
-    tcp, h3 = tuple(groups["tcp"].values()), tuple(groups["h3"].values())
-    better, worse = ("greater", "less") if metric.higher_better else ("less", "greater")
-    noise = (floor or {}).get(metric.key)
-    common = sorted(set(groups["tcp"]) & set(groups["h3"]))
-    close = sum(1 for c in common if noise is not None and abs(groups["tcp"][c] - groups["h3"][c]) < noise)
-    return Comparison(abr=abr, metric=metric, tcp=tcp, h3=h3, p_two=mann_whitney(tcp, h3, "two-sided"),
-                      p_tcp_better=mann_whitney(tcp, h3, better), p_h3_better=mann_whitney(tcp, h3, worse),
-                      noise=noise, within_noise_pairs=close, pairs=len(common))
-
-
-def comparisons(sessions: Sequence[Session], floor: dict[str, float] | None = None) -> list[Comparison]:
-    """Every ABR x metric over the usable sessions."""
-    chosen = usable(sessions)
-    return [compare(chosen, abr, m, floor) for abr in abrs(chosen) for m in METRICS]
-
-
-# ---------------------------------------------------------------- the paper's claims
-
-
-@dataclass(frozen=True, kw_only=True)
-class PaperClaim:
-    """One claim of section IV for one ABR: ``expect`` is ``tcp_better``, ``h3_better`` or ``insignificant``."""
-
-    metric: str
-    paper_abr: str
-    abr: str | None  # ours; None: not in the registry
-    expect: str
-    text: str
-
-
-def _claims_of(metric: str, expect: dict[str, str], texts: dict[str, str]) -> list[PaperClaim]:
-    names = dict(PAPER_ABRS)
-    return [PaperClaim(metric=metric, paper_abr=p, abr=names[p], expect=expect[p], text=texts[expect[p]])
-            for p, _ in PAPER_ABRS if p in expect]
-
-
-PAPER_CLAIMS: tuple[PaperClaim, ...] = tuple(
-    _claims_of("bitrate", dict.fromkeys(("BOLA", "BB", "MPC-Fast", "MPC-Robust", "Pensieve"), "tcp_better"),
-               {"tcp_better": "bitrate TCP > QUIC, p < 0.05 (IV-A, Fig. 2)"})
-    + _claims_of("variation", {"BOLA": "insignificant", "MPC-Robust": "insignificant", "BB": "tcp_better",
-                               "MPC-Fast": "h3_better", "Pensieve": "h3_better"},
-                 {"insignificant": "variation TCP vs QUIC insignificant (IV-B, Fig. 3)",
-                  "tcp_better": "variation more with QUIC, p < 0.05 (IV-B, Fig. 3)",
-                  "h3_better": "variation less with QUIC, p < 0.05 (IV-B, Fig. 3)"})
-    + _claims_of("rebuffer", {"BOLA": "tcp_better", "BB": "tcp_better", "MPC-Fast": "tcp_better",
-                              "MPC-Robust": "insignificant", "Pensieve": "insignificant"},
-                 {"tcp_better": "rebuffering more with QUIC, p < 0.05 (IV-C, Fig. 4)",
-                  "insignificant": "rebuffering TCP vs QUIC insignificant (IV-C, Fig. 4)"})
-    + _claims_of("qoe", {"BOLA": "tcp_better", "BB": "tcp_better", "MPC-Fast": "tcp_better",
-                         "Pensieve": "tcp_better", "MPC-Robust": "insignificant"},
-                 {"tcp_better": "QoE TCP better, p < 0.05 (IV-D, Fig. 5)",
-                  "insignificant": "QoE TCP vs QUIC insignificant (IV-D, Fig. 5)"}))
-
-
-def comparison_text(c: Comparison) -> str:
-    unit = f" {c.metric.unit}" if c.metric.unit else ""
-    tcp, h3 = (fmt(statistics.median(v)) + unit if v else "no session" for v in (c.tcp, c.h3))
-    medians = f"TCP {tcp} vs h3 {h3} (medians, n={len(c.tcp)}/{len(c.h3)})"
-    ps = f"p two-sided {fmt_p(c.p_two)}, TCP better {fmt_p(c.p_tcp_better)}, QUIC better {fmt_p(c.p_h3_better)}"
-    noise = ""
-    if c.within_noise is not None:
-        noise = f"; |difference| {fmt(abs(c.diff or 0.0))} {'<' if c.within_noise else '>='} A/A noise {fmt(c.noise)}"
-    return f"{medians}; {ps}{noise}"
-
-
-def judge(claim: PaperClaim, c: Comparison | None) -> Claim:
-    if claim.abr is None:
-        return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours="not run (not in the ABR registry)",
-                     agree="not run")
-    if c is None or not (c.tcp or c.h3):
-        return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours=f"no {claim.abr} session in this sweep",
-                     agree="not run")
-    ours = comparison_text(c)
-    if c.p_two is None:
-        return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours=ours,
-                     agree=f"too few sessions (n={len(c.tcp)}/{len(c.h3)}; >= {MIN_REPS} per transport needed)")
-    if claim.expect == "insignificant":
-        agree = c.p_two >= ALPHA
-    else:
-        p = c.p_tcp_better if claim.expect == "tcp_better" else c.p_h3_better
-        agree = p is not None and p < ALPHA
-    verdict = "yes" if agree else "no"
-    if agree and claim.expect != "insignificant" and c.within_noise:
-        verdict = "yes, but the difference is within the A/A noise floor"
-    return Claim(claim=f"{claim.paper_abr}: {claim.text}", ours=ours, agree=verdict)
-
-
-def claim_table(sessions: Sequence[Session]) -> list[Claim]:
-    floor = noise_floor(aa_pairs(sessions))
-    found = {(c.abr, c.metric.key): c for c in comparisons(sessions, floor)}
-    return [judge(pc, found.get((pc.abr or "", pc.metric))) for pc in PAPER_CLAIMS]
-
-
-def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
-    """The study's claim table for the shared report (``report.md``)."""
-    return claim_table(load_sessions(sweep.folder))
-
-
 # ---------------------------------------------------------------- checks
 
 
@@ -340,19 +224,20 @@ class StudyReport:
     """Everything :mod:`.report` writes, computed once."""
 
     sessions: tuple[Session, ...]
-    comparisons: tuple[Comparison, ...]
     pairs: tuple[AaPair, ...]
     floor: dict[str, float] = field(default_factory=dict)
-    claims: tuple[Claim, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    sequential: bool = False  # the sweep ran until decided
 
     @property
     def excluded(self) -> list[Session]:
         return [s for s in self.sessions if s.cpu_saturated > 0]
 
 
-def analyse(folder: Path) -> StudyReport:
+def analyse(folder: Path, verdicts: Sequence[Verdict] = ()) -> StudyReport:
+    """The sessions, A/A pairs and noise floor of the sweep in ``folder``, with its claims' ``verdicts``
+    (``abr_quic.STUDY.verdicts(folder)``)."""
     sessions = load_sessions(folder)
     pairs = aa_pairs(sessions)
-    floor = noise_floor(pairs)
-    return StudyReport(sessions=tuple(sessions), comparisons=tuple(comparisons(sessions, floor)), pairs=tuple(pairs),
-                       floor=floor, claims=tuple(claim_table(sessions)))
+    return StudyReport(sessions=tuple(sessions), pairs=tuple(pairs), floor=noise_floor(pairs),
+                       verdicts=tuple(verdicts), sequential=decisions.is_sequential(folder))

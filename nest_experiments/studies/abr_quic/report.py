@@ -1,7 +1,9 @@
 """The ABR x transport study's own report: ``report/abr_quic.md``, its box plots and estimate-vs-trace figures.
 
+- the paper's claims as judged by the shared evaluator (``STUDY.verdicts``);
 - Figs. 2-5 as box plots: one figure per metric, per ABR a TCP box and an h3
-  box (the usable sessions of :func:`.abr_quic.usable`, each session a dot);
+  box (the usable sessions of :func:`.metrics.usable`, each session a dot);
+- the noise floor (A/A pairs) beside the equivalence claims' margins;
 - per run, the ABR's throughput estimate at each video decision
   (``abr_decisions.csv`` ``throughput_bps``; BBA uses none) next to the rate
   the trace gave the link at that moment (``rates.csv``: the last change
@@ -24,10 +26,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.claims import Verdict, verdict_table  # noqa: E402
+from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, SEGMENTS, RunFolder, write_atomic  # noqa: E402
+from nest_experiments.studies.abr_quic.claims import MARGINS  # noqa: E402
 from nest_experiments.studies.abr_quic.metrics import (  # noqa: E402
-    ALPHA,
+    BY_KEY,
     METRICS,
     REPORT_FILE,
     TRANSPORTS,
@@ -35,9 +40,6 @@ from nest_experiments.studies.abr_quic.metrics import (  # noqa: E402
     StudyReport,
     abrs,
     analyse,
-    comparison_text,
-    fmt,
-    fmt_p,
     usable,
 )
 
@@ -192,11 +194,14 @@ def _head(report: StudyReport, folder: Path) -> list[str]:
         "consecutive video segments, zero changes included (kbit/s; the smoothness term of eq. (1) per chunk pair: "
         "the letter does not define its variation); rebuffer time = the session's total stall time (s); QoE = "
         "eq. (1) with q(R) = R in Mbit/s over the video segments, mu = 4.3, the session's stall time.",
-        "- Mann-Whitney U per ABR and metric over one session per condition (trace): two-sided, and one-sided "
-        "\"TCP better\" (higher bitrate and QoE, lower variation and rebuffer) and \"QUIC better\"; "
-        f"significant at p < {ALPHA}; fewer than 4 sessions per transport: \"too few\".",
-        "- Noise floor: the largest spread between repetitions of one point (A/A pairs). A TCP-vs-h3 difference of "
-        "medians smaller than it is marked *within noise*.", ""]
+        "- The paper's claims (`nest_experiments/studies/abr_quic/claims.py`), judged by the shared evaluator: per "
+        "ABR, TCP vs h3 on the same trace (paired; pairs within a trace family, the families pooled): Wilcoxon "
+        "signed-rank test, Hodges-Lehmann effect with the CI that inverts it; \"insignificant\" claims are "
+        "equivalence claims (TOST, agreeing only when the CI lies inside the stated margin); CPU-saturated sessions "
+        "are left out and counted. " + ("The sweep ran until decided: alpha spent over the looks."
+                                        if report.sequential else "One fixed-size analysis at alpha = 0.05."),
+        "- Noise floor: the largest spread between repetitions of one point on one trace (A/A pairs), beside the "
+        "equivalence claims' margins.", ""]
 
 
 def _sessions(report: StudyReport) -> list[str]:
@@ -212,31 +217,29 @@ def _sessions(report: StudyReport) -> list[str]:
     return ["## Sessions per ABR and transport", "", *md.table(header, lines)]
 
 
-def _tests(report: StudyReport) -> list[str]:
-    lines = []
-    for c in report.comparisons:
-        noise = "-" if c.within_noise is None else ("**within noise**" if c.within_noise else "above noise")
-        pairs = f"{c.within_noise_pairs}/{c.pairs}" if c.noise is not None else "-"
-        lines.append([c.abr, c.metric.label, fmt(statistics.median(c.tcp)) if c.tcp else "-",
-                      fmt(statistics.median(c.h3)) if c.h3 else "-", fmt(c.diff), fmt_p(c.p_two),
-                      fmt_p(c.p_tcp_better), fmt_p(c.p_h3_better), noise, pairs])
-    header = ["ABR", "metric", "TCP median", "h3 median", "TCP - h3", "p two-sided", "p TCP better", "p QUIC better",
-              "vs A/A noise floor", "traces with abs(TCP - h3) < floor"]
-    return ["## Mann-Whitney U: TCP vs h3 per ABR and metric", "", *md.table(header, lines)]
+def _margin(key: str) -> str:
+    if key not in MARGINS:
+        return "-"
+    margin, relative = MARGINS[key]
+    return f"{margin:.0%} of h3's median" if relative else f"{fmt(margin)} {BY_KEY[key].unit}".rstrip()
 
 
 def _noise(report: StudyReport) -> list[str]:
     out = ["## Noise floor (A/A pairs)", ""]
-    if not report.pairs:
-        return out + ["No point ran more than once (`[sweep_repeat]`): no noise floor, no difference is marked.", ""]
     lines = [["/".join(p.cell), ", ".join(p.runs), *[fmt(p.spread[m.key]) for m in METRICS]] for p in report.pairs]
-    lines.append(["**floor (largest)**", "", *[fmt(report.floor.get(m.key)) for m in METRICS]])
-    return out + md.table(["point (ABR/transport/condition)", "runs", *[m.label for m in METRICS]], lines)
+    if lines:
+        lines.append(["**floor (largest)**", "", *[fmt(report.floor.get(m.key)) for m in METRICS]])
+    else:
+        out += ["No point ran more than once on one trace (`[sweep_repeat]`): no noise floor.", ""]
+    lines.append(["*equivalence claims' margin*", "", *[_margin(m.key) for m in METRICS]])
+    return out + md.table(["point (ABR/transport/trace)", "runs", *[m.label for m in METRICS]], lines)
 
 
 def _claims(report: StudyReport) -> list[str]:
-    return ["## The paper's claims (section IV)", "",
-            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in report.claims])]
+    counts = {k: sum(v.verdict == k for v in report.verdicts) for k in dict.fromkeys(v.verdict for v in report.verdicts)}
+    return ["## The paper's claims (section IV), judged", "",
+            "Verdicts: " + (", ".join(f"{n} {k}" for k, n in counts.items()) or "none") + ".", "",
+            verdict_table(report.verdicts)]
 
 
 def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
@@ -262,22 +265,24 @@ def _estimates(report: StudyReport, figures: dict[str, Path]) -> list[str]:
 def _flags(report: StudyReport) -> list[str]:
     out = ["## Flagged sessions", ""]
     lines = [[s.run, str(s.cpu_saturated), "yes" if s.complete else "**no**",
-              "left out (CPU)" if s.cpu_saturated else "used" if s in usable(report.sessions) else "A/A repetition"]
+              "left out (CPU)" if s.cpu_saturated else "used" if s in usable(report.sessions)
+              else "A/A copy: in the claims (averaged into its trace's pair), not the box plots"]
              for s in report.sessions if s.cpu_saturated or not s.complete]
-    return out + (md.table(["run", "CPU-saturated 1 s windows", "played to the end", "statistics"], lines) if lines
+    return out + (md.table(["run", "CPU-saturated 1 s windows", "played to the end", "used"], lines) if lines
                   else ["None: no CPU-saturated run, every session played to the end.", ""])
 
 
 def render(report: StudyReport, folder: Path, figures: dict[str, Path]) -> str:
     figs = [f"![{m.label}](fig{m.figure:02d}_{m.key}.png)\n" for m in METRICS if f"fig{m.figure:02d}_{m.key}.png" in figures]
     parts = _head(report, folder) + _claims(report) + ["## Figures 2-5", "", *figs] + _sessions(report)
-    parts += _tests(report) + _noise(report) + _estimates(report, figures) + _flags(report)
+    parts += _noise(report) + _estimates(report, figures) + _flags(report)
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[Path]:
-    """``out_dir/abr_quic.md`` with its figures; returns what was written."""
-    report = analyse(folder)
+def write_report(folder: Path, out_dir: Path, *, verdicts: Sequence[Verdict] = (), figures: bool = True) -> list[Path]:
+    """``out_dir/abr_quic.md`` with its figures and the claims' ``verdicts`` (``abr_quic.STUDY.verdicts``); returns
+    what was written."""
+    report = analyse(folder, verdicts)
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, Path] = {}
     if figures and report.sessions:
@@ -293,4 +298,4 @@ def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[P
     return [out_dir / REPORT_FILE, *pngs.values()]
 
 
-__all__ = ["comparison_text", "estimates", "rate_at", "trace_schedule", "write_report"]
+__all__ = ["estimates", "rate_at", "trace_schedule", "write_report"]

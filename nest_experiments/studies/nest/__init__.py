@@ -5,7 +5,8 @@ the per-stream metrics (Figs. 2-11) and the queue-delay figures (Figs.
 12-13), and its acceptance checks: PIE holds its delay near its target,
 FQ-PIE (whose delay the kernel does not report) has a measured series, both
 bottlenecks carried DASH bytes (MPTCP on both paths), and the background
-apps worked.
+apps worked; and the paper's findings as claims (:mod:`.claims`: FQ-PIE vs
+PIE, paired within a block at each target).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nest_experiments.analysis.report_checks import (
     pie_checks,
 )
 from nest_experiments.studies.base import Study
+from nest_experiments.studies.nest.claims import PAPER_CLAIMS, cell_of, session_metrics
 
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target
 MIN_BOTTLENECK_SHARE = 0.10
@@ -58,4 +60,7 @@ STUDY = Study(
                  "absent) fails and says why.",
     figure_sections=(("Video (cf. paper Figs. 2-7)", "video"), ("Audio (cf. paper Figs. 8-11)", "audio")),
     delay_reference=" (cf. paper Figs. 12-13)",
+    paper_claims=PAPER_CLAIMS,
+    cell_of=cell_of,
+    session_metrics=session_metrics,
 )

@@ -1,0 +1,101 @@
+"""The NeST paper's claims (studies/nest/claims.py): declared, runnable on the default, measured, judged.
+
+Synthetic run folders (tests/unit/sweep_synth.py), no network.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.config import load_default_raw
+from nest_experiments.config.sweep import apply_paper, expand
+from nest_experiments.rundir import RunFolder, write_csv
+from nest_experiments.studies import nest
+from nest_experiments.studies.nest.claims import PAPER_CLAIMS, cell_of, session_metrics
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sweep_synth import RunSpec, make_run, make_sweep  # noqa: E402
+
+FIGURES = {f"Fig. {n}" for n in range(2, 14)}
+
+
+def test_the_findings_of_figs_2_to_13_are_declared_fq_pie_vs_pie_paired_within_target_and_block() -> None:
+    claims = {c.id: c for c in PAPER_CLAIMS}
+    assert len(claims) == len(PAPER_CLAIMS) == 13 and {c.figure for c in PAPER_CLAIMS} == FIGURES
+    versus = [c for c in PAPER_CLAIMS if c.id != "pie_follows_target"]
+    assert all(c.a == {"aqm": "fq_pie"} and c.b == {"aqm": "pie"} for c in versus)
+    assert all(c.strata == ("target",) and c.pair_by == ("block",) for c in versus)
+    expects = {cid: c.expect for cid, c in claims.items()}
+    assert [k for k, e in expects.items() if e == seq.LESS] == ["video_switches", "video_buffer", "video_jitter",
+                                                                "audio_buffer", "audio_rtt"]
+    assert {c.id for c in PAPER_CLAIMS if c.scale == "ratio"} == {"video_throughput", "audio_throughput",
+                                                                  "pie_follows_target"}
+    assert claims["pie_follows_target"].conditions == {"aqm": "pie"}
+    assert nest.STUDY.paper_claims == PAPER_CLAIMS and nest.STUDY.cell_of is cell_of
+
+
+def _matches(cell: Mapping[str, object], want: Mapping[str, object]) -> bool:
+    return all(cell.get(k) == v for k, v in want.items())
+
+
+@pytest.mark.parametrize("paper", [False, True], ids=["default", "paper"])
+def test_every_claim_names_cells_the_shipped_experiment_runs_in_the_same_blocks(paper: bool) -> None:
+    raw = load_default_raw()
+    runs = expand(apply_paper(raw) if paper else raw)
+    found = [(r.repetition, cell_of(r.experiment.raw)) for r in runs]
+    assert {c["aqm"] for _, c in found} == {"pie", "fq_pie"} and {c["target"] for _, c in found} == {"5ms", "10ms",
+                                                                                                        "15ms"}
+    for claim in PAPER_CLAIMS:
+        arms = [{(rep, c["target"]) for rep, c in found if _matches(c, {**claim.conditions, **arm})}
+                for arm in (claim.a, claim.b)]
+        assert arms[0] and arms[1], claim.id  # a claim naming a cell the sweep never runs fails here
+        if "target" not in claim.a:  # pairs: the same target in the same block, under both arms
+            assert arms[0] == arms[1], claim.id
+
+
+def test_cell_of_reads_the_aqm_and_target_of_any_resolved_config() -> None:
+    pie = {"links": {"bn1": {"forward": {"qdisc": {"kind": "pie", "target": "0.005s"}}, "reverse": {"delay": "20ms"}},
+                     "bn2": {"forward": {"qdisc": {"kind": "pie", "target": "5ms"}}}}}
+    assert cell_of(pie) == {"aqm": "pie", "target": "5ms"}
+    assert cell_of({"links": {"x": {"qdisc": "fq_pie"}, "y": {"qdisc": {"kind": "pfifo", "limit": 5}}}}) == {
+        "aqm": "fq_pie", "target": "-"}
+    assert cell_of({}) == {"aqm": "-", "target": "-"}
+
+
+def test_session_metrics_are_the_reports_numbers_and_each_bottlenecks_delay(tmp_path: Path) -> None:
+    pie = RunFolder(make_run(tmp_path, RunSpec(aqm="pie", target_ms=10, kernel_delay_ms=9.0,
+                                               measured_delay_ms=11.0)))
+    m = session_metrics(pie)
+    assert m["qdelay.bn1"] == m["qdelay.bn2"] == pytest.approx(11.0)  # measured (captures), as for FQ-PIE
+    assert m["qdelay_kernel.bn2"] == pytest.approx(9.0)
+    assert m["video.switches"] == 2 and m["video.avg_bitrate_bps"] == pytest.approx((145 + 300 + 300 + 600) / 4)
+    shown = nest.STUDY.load_run(pie.path).metrics  # the shared report's per-run numbers: the same, same units
+    assert {k: m[k] for k in shown if not k.startswith("qdelay.")} == {k: v for k, v in shown.items()
+                                                                       if not k.startswith("qdelay.")}
+    fq = RunFolder(make_run(tmp_path, RunSpec(aqm="fq_pie", measured_delay_ms=14.0)))
+    assert session_metrics(fq)["qdelay_kernel.bn2"] is None and session_metrics(fq)["qdelay.bn2"] == 14.0
+    # with both capture methods, PIE's way is the one the claims use (what PIE's own statistic reads)
+    rows = [{"t": 5 + 0.1 * k, "node": node, "dev": dev, "delay_ms": value, "method": method}
+            for k in range(100) for node, dev in (("r1", "r3"), ("r2", "r4"))
+            for method, value in (("capture-per-packet", 30.0), ("capture-pie-style", 12.0))]
+    write_csv(fq.path / "qdelay.csv", ("t", "node", "dev", "delay_ms", "method"), rows)
+    assert session_metrics(fq)["qdelay.bn2"] == pytest.approx(12.0)
+    bare = RunFolder(make_run(tmp_path, RunSpec(aqm="pie", repetition=2, files=frozenset())))
+    assert session_metrics(bare)["video.switches"] is None  # every claim's metric is a column, None when absent
+
+
+def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
+    """make_sweep plants FQ-PIE higher levels (more bitrate and throughput), a shorter video RTT (the paper's is
+    longer) and a measured delay of 2 x target + rep against PIE's 1.2 x target."""
+    found = {v.claim.id: v for v in nest.STUDY.verdicts(make_sweep(tmp_path, reps=4))}
+    assert found["video_bitrate"].verdict == seq.AGREES and found["video_bitrate"].n_pairs == 12
+    assert found["video_throughput"].verdict == seq.AGREES and found["video_throughput"].effect > 1
+    assert found["qdelay_bn2"].verdict == seq.AGREES and found["qdelay_bn1"].verdict == seq.AGREES
+    assert found["video_rtt"].verdict == seq.CONTRADICTS  # planted: FQ-PIE's RTT is 0.4 s shorter
+    assert found["pie_follows_target"].n_pairs == 4 and found["pie_follows_target"].effect == pytest.approx(3.0)
+    assert found["audio_rtt"].verdict == seq.UNDECIDED  # no difference planted: not "agrees"
