@@ -10,7 +10,7 @@ import pytest
 
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis import stats
-from nest_experiments.rundir import RunFolder
+from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import STUDIES, study_for
 from nest_experiments.studies.under_hood import claims as uc
 from nest_experiments.studies.under_hood import metrics as uh
@@ -183,3 +183,44 @@ def test_a_planted_effect_agrees_per_session_and_its_absence_does_not(tmp_path: 
     _objects_sweep(tmp_path / "higher", blocks=8, h3_latency=1.3)
     higher = {v.claim.id: v.verdict for v in study.verdicts(tmp_path / "higher")}
     assert higher["objects_latency_lower_h3"] == seq.CONTRADICTS
+
+
+SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
+                  "buffer_s", "stall_s", "transport", "app")
+
+
+def _dash_run(folder: Path, *, server: str, transport: str, abr: str, block: int, audio_wait_s: float) -> None:
+    """One DASH session: 6 video and 6 audio segments; audio's first byte ``audio_wait_s`` after video's."""
+    d = folder / f"abr-{abr}_transport-{transport}_server-{server}_r{block}"
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"status": "completed", "repetition": block, "warnings": []}))
+    (d / "config.toml").write_text(
+        f'[experiment]\nname = "under_hood_dash"\n[links.bottleneck.forward]\ntrace = {{ generator = "fcc", '
+        f'seed = {block} }}\n[apps.video]\nkind = "dash"\ntransport = "{transport}"\nhttp_server = "{server}"\n'
+        f'abr = "{abr}"\n')
+    rows = []
+    level = 0.05 * (1 + block / 10) * (1.2 if abr == "bola" else 1.0)  # each trace and ABR its own latency
+    for i in range(6):
+        t = 4.0 * i
+        for stream, wait, size in (("video", level, 500_000), ("audio", level + audio_wait_s, 32_000)):
+            rows.append({"stream": stream, "index": i, "level": 0, "bitrate_bps": 1_000_000, "bytes": size,
+                         "t_request": t, "t_first_byte": t + wait * (1 + i / 20), "t_last_byte": t + wait + 1.0,
+                         "buffer_s": 4.0, "stall_s": 0.0, "transport": transport, "app": "video"})
+    write_csv(d / "segments.csv", SEGMENT_FIELDS, rows)
+
+
+def test_a_planted_audio_wait_on_quic_agrees_for_that_origin_only(tmp_path: Path) -> None:
+    """Caddy: over h3 audio's first byte comes 200 ms after video's (over tcp 10 ms); our server: no wait on
+    either. 3 blocks x 2 ABRs = 6 pairs per origin, each pair one trace and ABR."""
+    for block in (1, 2, 3):
+        for abr in ("bba", "bola"):
+            for transport in ("tcp", "h3"):
+                _dash_run(tmp_path, server="caddy", transport=transport, abr=abr, block=block,
+                          audio_wait_s=0.2 + 0.01 * block if transport == "h3" else 0.01)
+                _dash_run(tmp_path, server="nest", transport=transport, abr=abr, block=block, audio_wait_s=0.01)
+    v = {x.claim.id: x for x in STUDIES["under_hood"].verdicts(tmp_path)}
+    assert v["dash_caddy_audio_waits_behind_video_h3"].verdict == seq.AGREES
+    assert v["dash_caddy_audio_waits_behind_video_h3"].n_pairs == 6
+    assert v["dash_caddy_audio_latency_higher_h3"].verdict == seq.AGREES
+    assert v["dash_nest_audio_waits_behind_video_h3"].verdict != seq.AGREES  # no effect planted: not "agrees"
+    assert v["dash_nest_video_throughput_similar"].verdict == seq.AGREES  # the same segments over both
