@@ -48,8 +48,8 @@ class Budget:
 def study_of(experiment: str) -> Study:
     """The study whose claims decide ``experiment``; an experiment without claims cannot run until decided."""
     study = next((s for s in STUDIES.values() if experiment in s.experiments), None)
-    if study is None or not study.paper_claims or study.cell_of is None:
-        with_claims = sorted(e for s in STUDIES.values() if s.paper_claims for e in s.experiments)
+    if study is None or not study.claims_for(experiment) or study.cell_of is None:
+        with_claims = sorted(e for s in STUDIES.values() for e in s.experiments if s.claims_for(e))
         raise ConfigError("--until-decided", f"experiment {experiment!r} has no study with claims to decide; "
                                              f"experiments with claims: {', '.join(with_claims) or 'none'}")
     return study
@@ -92,7 +92,9 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
     first = block_runs(raw, 1)
     if not first:
         raise ConfigError("--until-decided", "the sweep has no runs")
-    study = study or study_of(first[0].experiment.name)
+    name = first[0].experiment.name
+    study = study or study_of(name)
+    claims = study.claims_for(name)
     if study.cell_of is None:
         raise ConfigError("--until-decided", f"study {study.name} maps no run to its claims' cells (cell_of)")
     started, traffic_s, block = clock(), 0.0, 1
@@ -104,7 +106,7 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
         sessions = study.sessions(folder)
         if not sessions.empty:  # the looks so far only: a resumed sweep's later blocks exist already
             sessions = sessions[sessions["block"] <= block]
-        verdicts = decisions.judge_sweep(study.paper_claims, sessions, sequential=True)
+        verdicts = decisions.judge_sweep(claims, sessions, sequential=True)
         decisions.record_look(folder, alpha=0.05, verdicts=verdicts, block=block, budget=budget.as_dict())
         open_claims = undecided(verdicts)
         print(f"until decided: after block {block}: {len(verdicts) - len(open_claims)} of {len(verdicts)} claims "

@@ -13,6 +13,7 @@ from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
 from nest_experiments.analysis.claims import Claim as PaperClaim
 from nest_experiments.analysis.claims import Verdict
 from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
+from nest_experiments.rundir import experiment_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,9 +65,17 @@ class Study:
             return pd.DataFrame()
         return decisions.session_table(folder, cell_of=self.cell_of, metrics=self.session_metrics)
 
+    def claims_for(self, experiment: str) -> tuple[PaperClaim, ...]:
+        """The claims a sweep of ``experiment`` judges: a study of several experiments names each claim's in its
+        conditions (``experiment = "..."``, a column of its ``cell_of``); a claim naming none belongs to all."""
+        def named(value: object) -> bool:
+            return value is None or value == experiment or (isinstance(value, tuple) and experiment in value)
+
+        return tuple(c for c in self.paper_claims if named(c.conditions.get("experiment")))
+
     def verdicts(self, folder: Path) -> list[Verdict]:
         """The paper's claims judged on the sweep in ``folder`` (sequentially when it was run until decided)."""
-        return decisions.judge_sweep(self.paper_claims, self.sessions(folder),
+        return decisions.judge_sweep(self.claims_for(experiment_name(folder)), self.sessions(folder),
                                      sequential=decisions.is_sequential(folder))
 
     def load_sweep(self, folder: Path) -> Sweep:

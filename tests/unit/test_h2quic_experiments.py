@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from nest_experiments.config import DashApp, Experiment, read_toml
 from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.dash import media
 from nest_experiments.net.kernel import features_needed
+from nest_experiments.studies import STUDIES
+from tests.unit.claim_cells import problems, sweep_cells
 
 DIR = Path(__file__).resolve().parents[2] / "experiments"
 BBB = tuple(lv.bitrate_bps for lv in media.load_ladder("bbb_h2quic_video").video.levels)
@@ -21,7 +25,7 @@ def dash(experiment: Experiment) -> DashApp:
 
 def test_overhead_pins_each_representation_on_a_fast_link_and_counts_the_wire() -> None:
     runs = expand(read_toml(DIR / "h2quic_overhead.toml"))
-    assert len(runs) == 5 * 3
+    assert len(runs) == 5 * 3 * 2  # 2 blocks: 10 pairs per protocol pair
     cells = {(BBB[dash(r.experiment).level], dash(r.experiment).transport) for r in runs}
     assert cells == {(b, t) for b in (100_000, 500_000, 1_300_000, 2_800_000, 4_500_000) for t in ("tcp", "h2", "h3")}
     for r in runs:
@@ -30,7 +34,7 @@ def test_overhead_pins_each_representation_on_a_fast_link_and_counts_the_wire() 
         assert exp.wire_links == ("bottleneck",) and exp.link("bottleneck").forward.rate_bps == 20_000_000
         assert not features_needed(exp).get("netem")  # the host runtime can run it
         assert app.clip_s is not None and exp.duration_s >= app.clip_s + 10
-    assert sum(r.experiment.duration_s + 40 for r in runs) <= 30 * 60  # the VM budget (~40 s set-up per run)
+    assert sum(r.experiment.duration_s + 10 for r in runs) <= 30 * 60  # the host (~10 s set-up per run)
     paper = expand(apply_paper(read_toml(DIR / "h2quic_overhead.toml")))
     assert len(paper) == 14 * 3 * 5
     assert {BBB[dash(r.experiment).level] for r in paper} == set(BBB)
@@ -43,10 +47,10 @@ def test_utilization_sets_the_bandwidth_to_the_pinned_representation_at_three_rt
         link = r.experiment.link("bottleneck")
         assert link.forward.rate_bps == BBB[dash(r.experiment).level]
     assert {r.experiment.link("bottleneck").reverse.delay_s for r in runs} == {0.0, 0.05, 0.150}
-    host = [r for r in runs if r.experiment.link("bottleneck").reverse.delay_s == 0]
-    assert len(host) == 9 and not any(features_needed(r.experiment).get("netem") for r in host)
-    vm = [r for r in runs if r not in host]
-    assert sum(r.experiment.duration_s + 40 for r in vm) + 100 <= 30 * 60
+    assert {r.experiment.runtime for r in runs} == {"vm"}  # RTT 0 too: the RTT claims compare one runtime
+    rtt0 = [r for r in runs if r.experiment.link("bottleneck").reverse.delay_s == 0]
+    assert len(rtt0) == 9 and not any(features_needed(r.experiment).get("netem") for r in rtt0)  # --runtime host
+    assert sum(r.experiment.duration_s + 40 for r in runs) + 100 <= 35 * 60  # the cost the file states
     paper = expand(apply_paper(read_toml(DIR / "h2quic_utilization.toml")))
     assert len(paper) == 14 * 3 * 3 * 5
     assert all(r.experiment.link("bottleneck").forward.rate_bps == BBB[dash(r.experiment).level] for r in paper)
@@ -54,12 +58,26 @@ def test_utilization_sets_the_bandwidth_to_the_pinned_representation_at_three_rt
 
 def test_adaptation_replays_the_h2eval_trajectory_per_protocol_and_rtt() -> None:
     runs = expand(read_toml(DIR / "h2quic_adaptation.toml"))
-    assert len(runs) == 3 * 3
+    assert len(runs) == 3 * 3 * 2  # 2 blocks: 6 pairs per claim
     for r in runs:
         link, app = r.experiment.link("bottleneck"), dash(r.experiment)
         assert link.forward.trace is not None and link.forward.trace.source.startswith("h2eval")
         assert (app.abr, app.ladder) == ("throughput", "bbb_h2quic_video")
-    vm = [r for r in runs if r.experiment.link("bottleneck").reverse.delay_s > 0]
-    assert sum(r.experiment.duration_s + 40 for r in vm) + 100 <= 30 * 60
+    assert {r.experiment.runtime for r in runs} == {"vm"}
+    assert sum(r.experiment.duration_s + 40 for r in runs) + 100 <= 53 * 60  # the cost the file states
     paper = expand(apply_paper(read_toml(DIR / "h2quic_adaptation.toml")))
     assert len(paper) == 3 * 3 * 5 and {dash(r.experiment).clip_s for r in paper} == {300.0}
+
+
+@pytest.mark.parametrize("name", ["overhead", "utilization", "adaptation"])
+def test_every_claim_names_cells_the_default_sweep_runs_and_pairs(name: str) -> None:
+    study = STUDIES["h2quic"]
+    claims = study.claims_for(f"h2quic_{name}")
+    for paper in (False, True):
+        assert claims and problems(claims, sweep_cells(study, f"h2quic_{name}.toml", paper=paper)) == []
+
+
+def test_a_claim_across_the_rtt_names_the_vm_runtime() -> None:
+    for c in STUDIES["h2quic"].paper_claims:
+        if "rtt_ms" in c.a:
+            assert c.conditions.get("runtime") == "vm", c.id

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.records import SegmentRow
-from nest_experiments.rundir import write_csv
+from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import h2quic, study_for
 from nest_experiments.studies.base import Claim
+from nest_experiments.studies.h2quic import claims as hc
 from nest_experiments.studies.h2quic import metrics as hq
 
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
@@ -25,16 +27,18 @@ WIRE_FIELDS = ("link", "node", "dev", "direction", "proto", "packets", "frame_by
 
 def run_folder(folder: Path, name: str, *, experiment: str, protocol: str, delay_ms: float = 0.0,
                rate: str | None = "20mbit", segments: list[dict[str, object]],
-               wire: list[dict[str, object]] | None = None, rates: list[tuple[float, float]] | None = None) -> Path:
+               wire: list[dict[str, object]] | None = None, rates: list[tuple[float, float]] | None = None,
+               block: int = 1, runtime: str = "host", level: str = "") -> Path:
     d = folder / name
     d.mkdir(parents=True)
-    (d / "manifest.json").write_text(json.dumps({"status": "completed", "experiment": experiment, "repetition": 1,
-                                                 "point": {}, "warnings": []}))
+    (d / "manifest.json").write_text(json.dumps({"status": "completed", "experiment": experiment, "repetition": block,
+                                                 "point": {}, "warnings": [], "runtime": runtime}))
     forward = f'rate = "{rate}"' if rate else 'trace = { generator = "h2eval", seed = 1 }'
     (d / "config.toml").write_text(
         f'[experiment]\nname = "{experiment}"\n\n[links.bottleneck.forward]\n{forward}\n\n'
         f'[links.bottleneck.reverse]\ndelay = "{delay_ms:g}ms"\n\n'
-        f'[apps.video]\nkind = "dash"\ntransport = "{protocol}"\n')
+        f'[apps.video]\nkind = "dash"\ntransport = "{protocol}"\n'
+        + (f'abr = "fixed"\nlevel = "{level}"\n' if level else ""))
     (d / "links.json").write_text(json.dumps({"egresses": [
         {"link": "bottleneck", "node": "r1", "delay_s": 0.0}, {"link": "bottleneck", "node": "r2",
                                                                  "delay_s": delay_ms / 1e3}]}))
@@ -98,27 +102,23 @@ def by_claim(claims: list[Claim], start: str) -> Claim:
     return next(c for c in claims if c.claim.startswith(start))
 
 
-def test_overhead_claims_as_the_blog_saw_them_agree() -> None:
+def test_overhead_thresholds_as_the_blog_saw_them_hold() -> None:
     cells = overhead_cells({("tcp", 100_000): 0.080, ("tcp", 1_000_000): 0.055, ("h2", 100_000): 0.085,
                             ("h2", 1_000_000): 0.06, ("h3", 100_000): 0.12, ("h3", 1_000_000): 0.075})
-    claims = hq.overhead_claims(cells)
+    claims = hq.overhead_thresholds(cells)
     assert by_claim(claims, "overhead < 10 %").agree == "yes"  # h3 at 100 kbit/s is the blog's own exception
     assert by_claim(claims, "overhead highest").agree == "yes"
-    quic_h2 = by_claim(claims, "QUIC always above HTTP/2")
-    assert quic_h2.agree == "yes" and "+2.50 points" in quic_h2.ours
-    assert by_claim(claims, "QUIC above HTTP over TCP").agree == "yes"
     assert by_claim(claims, "overhead < 7 %").agree == "no"  # 2 of 6
 
 
-def test_overhead_claims_disagree_where_the_numbers_do() -> None:
+def test_overhead_thresholds_fail_where_the_numbers_do() -> None:
     cells = overhead_cells({("tcp", 100_000): 0.04, ("tcp", 500_000): 0.11, ("h2", 100_000): 0.05,
                             ("h2", 500_000): 0.06, ("h3", 100_000): 0.045, ("h3", 500_000): 0.07})
-    claims = hq.overhead_claims(cells)
+    claims = hq.overhead_thresholds(cells)
     assert by_claim(claims, "overhead < 10 %").agree == "no" and "tcp at 500 kbit/s" in by_claim(
         claims, "overhead < 10 %").ours
     assert by_claim(claims, "overhead highest").agree == "no"  # tcp peaks at 500
-    assert by_claim(claims, "QUIC always above HTTP/2").agree == "no (1 of 2)"
-    assert hq.overhead_claims({})[0].agree == "not run"
+    assert hq.overhead_thresholds({})[0].agree == "not run"
 
 
 # ---------------------------------------------------------------- utilization
@@ -147,11 +147,10 @@ def test_utilization_table_and_claims(tmp_path: Path) -> None:
     assert cells[("tcp", 150.0, 1_600_000.0)] == pytest.approx(10 / (5 * 2 / 0.95 + 4 * 0.15))
     table = hq.utilization_table(cells)
     assert table[("tcp", 50.0)] > table[("tcp", 150.0)] > 0.87
-    claims = hq.utilization_claims(cells)
-    assert [c.agree for c in claims] == ["yes", "yes"]
+    assert [c.agree for c in hq.utilization_thresholds(cells)] == ["yes"]
     worse = {k: (0.80 if k == ("h3", 150.0, 500_000.0) else v) for k, v in cells.items()}
-    assert hq.utilization_claims(worse)[0].agree == "no" and "h3, RTT 150 ms, 500 kbit/s" in \
-        hq.utilization_claims(worse)[0].ours
+    assert hq.utilization_thresholds(worse)[0].agree == "no" and "h3, RTT 150 ms, 500 kbit/s" in \
+        hq.utilization_thresholds(worse)[0].ours
 
 
 # ---------------------------------------------------------------- adaptation
@@ -177,8 +176,8 @@ def test_adaptation_media_throughput_claims(tmp_path: Path) -> None:
             points += hq.adaptations([run])
     a = next(p for p in points if (p.run.protocol, p.run.rtt_ms) == ("tcp", 0.0))
     assert a.media_bps == pytest.approx(2.55e6) and a.available_bps == pytest.approx(3e6)
-    claims = hq.adaptation_claims(points)
-    assert [c.agree for c in claims] == ["yes", "yes", "yes"]
+    claims = hq.adaptation_thresholds(points)
+    assert [c.agree for c in claims] == ["yes"]
     assert "2.30" in claims[0].ours  # the worst: h3 at 150 ms
 
 
@@ -199,8 +198,74 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     assert report in written and (folder / "report" / "fig01_overhead.png") in written
     text = report.read_text()
     assert "| overhead < 10 % except QUIC at 100 kbit/s | both ways: max 10.0 % (h3 at 100 kbit/s)" in text
+    assert "## The blog's comparisons, judged per session" in text and "overhead_h3_above_h2" in text
+    assert "media_alike_h3_tcp" not in text  # another experiment's claim
     assert "the media direction alone: max 8.0 % (h3 at 100 kbit/s), 0 cells >= 10 %" in text
     assert "| 4500 | 7.00 % (5.00 %), n=1 | 8.00 % (6.00 %), n=1 | 10.00 % (8.00 %), n=1 |" in text
     checks = hq.run_checks(type("R", (), {"run_dir": folder / "level-100kbit_transport-h3_r1"})())  # type: ignore[arg-type]
     assert {c.name: c.status for c in checks} == {"video segments": "pass", "one representation": "pass",
                                                   "bytes on the wire both ways": "pass"}
+
+
+# ---------------------------------------------------------------- the claims, per session
+
+
+def test_cell_of_reads_the_config_and_session_metrics_the_run(tmp_path: Path) -> None:
+    d = run_folder(tmp_path, "a", experiment=hq.OVERHEAD, protocol="h3", segments=segs(500_000, 4),
+                   wire=wire_rows(525_000, 25_000, proto="udp", l4_payload=510_000))
+    run = RunFolder(d)
+    assert hc.cell_of(run.config()) == {"experiment": hq.OVERHEAD, "transport": "h3", "level": "",
+                                        "rate": "20mbit", "rtt_ms": 0.0}
+    assert hc.session_metrics(run) == {"overhead_pct": pytest.approx(10.0), "overhead_forward_pct": pytest.approx(5.0)}
+    config = {"experiment": {"name": hq.ADAPTATION}, "links": {"bottleneck": {"delay": "10ms", "reverse": {
+        "delay": "150ms"}, "forward": {"trace": {"generator": "h2eval"}}}},
+        "apps": {"video": {"kind": "dash", "transport": "h2", "abr": "fixed", "level": "500kbit"}}}
+    assert hc.cell_of(config) == {"experiment": hq.ADAPTATION, "transport": "h2", "level": "500kbit",
+                                  "rate": "trace", "rtt_ms": 160.0}
+    a = run_folder(tmp_path, "b", experiment=hq.ADAPTATION, protocol="tcp", rate=None,
+                   segments=segs(0, 2, bitrates=[2_000_000, 3_000_000]))
+    assert hc.session_metrics(RunFolder(a)) == {"media_mbps": pytest.approx(2.5), "stall_s": 0.0}
+
+
+def _overhead_sweep(folder: Path) -> None:
+    """2 blocks x 5 representations: h3's overhead 1.5 points above h2's, h2's 0.5 above tcp's (with noise)."""
+    for block in (1, 2):
+        for i, rate in enumerate((100_000, 500_000, 1_300_000, 2_800_000, 4_500_000)):
+            for protocol, extra in (("tcp", 0.050), ("h2", 0.055), ("h3", 0.070)):
+                payload = rate * 2 // 8 * 3
+                extra += 0.001 * ((i + block) % 3) + 0.02 / (i + 1)
+                run_folder(folder, f"level-{rate // 1000}kbit_transport-{protocol}_r{block}", experiment=hq.OVERHEAD,
+                           protocol=protocol, segments=segs(rate, 3), block=block, level=f"{rate // 1000}kbit",
+                           wire=wire_rows(int(payload * (1 + extra)), 0, l4_payload=payload))
+
+
+def test_a_planted_overhead_gap_agrees_with_the_blog(tmp_path: Path) -> None:
+    _overhead_sweep(tmp_path)
+    verdicts = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path)}
+    assert set(verdicts) == {"overhead_h3_above_h2", "overhead_h3_above_tcp"}
+    assert verdicts["overhead_h3_above_h2"].verdict == seq.AGREES
+    assert verdicts["overhead_h3_above_h2"].effect == pytest.approx(1.5, abs=0.01)
+    assert verdicts["overhead_h3_above_tcp"].verdict == seq.AGREES
+
+
+def _utilization_sweep(folder: Path, runtime_of_rtt0: str) -> None:
+    for protocol in ("tcp", "h2", "h3"):
+        for delay, gap in ((0, 0.0), (50, 0.05), (150, 0.15)):
+            for i, rate in enumerate((500_000, 1_600_000, 4_500_000)):
+                run_folder(folder, f"{protocol}-{delay}-{rate}", experiment=hq.UTILIZATION, protocol=protocol,
+                           delay_ms=delay, rate=f"{rate // 1000}kbit", level=f"{rate // 1000}kbit",
+                           runtime=runtime_of_rtt0 if delay == 0 else "vm",
+                           segments=segs(rate, 5, seconds_each=2.0 / (0.95 - 0.002 * i), gap=gap))
+
+
+def test_utilization_falls_with_the_rtt_only_among_sessions_of_one_runtime(tmp_path: Path) -> None:
+    _utilization_sweep(tmp_path / "vm", "vm")
+    verdicts = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path / "vm")}
+    assert verdicts["utilization_falls_rtt_0_to_50"].verdict == seq.AGREES
+    assert verdicts["utilization_falls_rtt_0_to_50"].n_pairs == 9
+    assert verdicts["utilization_falls_rtt_50_to_150"].verdict == seq.AGREES
+    assert verdicts["utilization_alike_h3_tcp"].verdict == seq.AGREES
+    _utilization_sweep(tmp_path / "mixed", "host")  # RTT 0 on the host, the rest in the VM: no such comparison
+    mixed = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path / "mixed")}
+    assert mixed["utilization_falls_rtt_0_to_50"].verdict == seq.NO_DATA
+    assert mixed["utilization_falls_rtt_50_to_150"].verdict == seq.AGREES

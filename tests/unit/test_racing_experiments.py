@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from nest_experiments.config import DashApp, Experiment, read_toml
 from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.dash.racing import params_from
 from nest_experiments.studies import STUDIES
+from tests.unit.claim_cells import problems, sweep_cells
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 PATTERNS = EXPERIMENTS / "racing_patterns.toml"
@@ -32,13 +35,13 @@ def test_patterns_default_every_policy_on_table_ii_and_a_mobility_trace_within_b
     cells = Counter((generator(r.experiment), dash(r.experiment).racing) for r in runs)
     assert set(cells) == {(g, p) for g in ("dh", "dl", "dvl", "hsdpa")
                           for p in ("chromium", "quic_only", "tcp_only", "dynamic")}
-    assert set(cells.values()) == {1}
+    assert set(cells.values()) == {6}  # 6 blocks: 6 pairs per claim
     e = runs[0].experiment
     assert e.runtime == "host" and e.firewalls == () and e.congestion_control == "cubic"
     assert all(link.forward.delay_s == link.reverse.delay_s == 0 for link in e.links)  # no netem on the host
     params = params_from(dict(dash(e).racing_params))
     assert (params.probe_interval_s, params.min_probes, params.broken_initial_s) == (5.0, 3, 300.0)
-    assert sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 45 * 60
+    assert sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 3.6 * 3600  # the cost the file states
     # one whole period of each scaled pattern fits in the run
     for r in runs:
         trace = r.experiment.link("bottleneck").forward.trace
@@ -47,7 +50,7 @@ def test_patterns_default_every_policy_on_table_ii_and_a_mobility_trace_within_b
 
 def test_patterns_paper_is_real_speed_paper_probes_and_firefox() -> None:
     runs = expand(apply_paper(read_toml(PATTERNS)))
-    assert len(runs) == 4 * 5 * 5
+    assert len(runs) == 4 * 5 * 6
     assert {dash(r.experiment).racing for r in runs} == {"chromium", "firefox", "quic_only", "tcp_only", "dynamic"}
     params = params_from(dict(dash(runs[0].experiment).racing_params))
     assert (params.probe_interval_s, params.min_probes, params.probe_window, params.rtt_ratio) == (15.0, 10, 10, 3.0)
@@ -58,7 +61,7 @@ def test_patterns_paper_is_real_speed_paper_probes_and_firefox() -> None:
 
 def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
     runs = expand(read_toml(FIREWALL))
-    assert len(runs) == 2 * 2 * 3 and sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 45 * 60
+    assert len(runs) == 2 * 2 * 3 * 6 and sum(r.experiment.duration_s + HOST_OVERHEAD_S for r in runs) <= 2.7 * 3600
     seen = set()
     for r in runs:
         (fw,) = r.experiment.firewalls
@@ -68,7 +71,7 @@ def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
     assert seen == {(g, a, p) for g in ("dvl", "rate") for a in ("accept", "shape")
                     for p in ("chromium", "quic_only", "dynamic")}
     paper = expand(apply_paper(read_toml(FIREWALL)))
-    assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "shape", "drop"} and len(paper) == 90
+    assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "shape", "drop"} and len(paper) == 108
 
 
 def test_both_files_get_the_racing_study() -> None:
@@ -101,3 +104,17 @@ def test_no_racing_experiment_sets_a_player_timeout() -> None:
         for r in expand(apply_paper(read_toml(path))) + expand(read_toml(path)):
             params = params_from(dict(dash(r.experiment).racing_params))
             assert (params.request_timeout_s, params.stream_timeout_s) == (0.0, 0.0), path
+
+
+@pytest.mark.parametrize("name", ["racing_patterns", "racing_firewall"])
+def test_every_claim_names_cells_the_default_sweep_runs_and_pairs(name: str) -> None:
+    study = STUDIES["racing"]
+    claims = study.claims_for(name)
+    for paper in (False, True):
+        assert claims and problems(claims, sweep_cells(study, f"{name}.toml", paper=paper)) == []
+
+
+def test_cell_of_names_the_browsers_runs_chromium_browser() -> None:
+    cells = sweep_cells(STUDIES["racing"], "racing_chromium.toml")
+    assert set(cells["policy"]) == {"chromium_browser"} and len(cells) == 4
+    assert set(cells["condition"]) == {"dvl", "2mbit", "dvl+firewall", "2mbit+firewall"}

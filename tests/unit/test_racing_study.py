@@ -1,4 +1,4 @@
-"""The connection-racing study (studies/racing.py): sessions, conditions, U-test directions, claims, report.
+"""The connection-racing study (studies/racing/): sessions, conditions, claims per session pair, shares, report.
 
 Synthetic run folders (DESIGN.md §4 files plus ``racing.csv``), no network.
 """
@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import Verdict
 from nest_experiments.analysis.plot import plot_folder
 from nest_experiments.dash.racing_log import RacingRow, write_racing
-from nest_experiments.rundir import write_csv
-from nest_experiments.studies import study_for
+from nest_experiments.rundir import RunFolder, write_csv
+from nest_experiments.studies import STUDIES, study_for
+from nest_experiments.studies.racing import claims as rc
 from nest_experiments.studies.racing import sessions as rs
 
 LADDER = (70_000, 180_000, 350_000, 650_000, 1_300_000)
@@ -131,42 +134,65 @@ def _paper_like(folder: Path, n: int = 4) -> None:
                            probes={"quic": 2.0, "tcp": 1.9}, won=("tcp", "quic")))
 
 
-def test_claims_agree_on_a_paper_like_sweep(tmp_path: Path) -> None:
-    _paper_like(tmp_path)
-    table = rs.claim_table(rs.load_sessions(tmp_path))
-    by_text = {c.claim: c for c in table}
-    assert len(by_text) == len(table)  # every claim says what it is about
-    dh = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DH"))
-    assert dh.agree == "yes" and "4 of 4 DH sessions" in dh.ours
-    dl = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DL"))
-    assert dl.agree == "yes" and "100% of 4 sessions" in dl.ours and "(DH: 0%)" in dl.ours
-    real = next(c for t, c in by_text.items() if t.startswith("Fig. 14: REAL"))
-    assert real.agree == "not run"
-    vi = [c for t, c in by_text.items() if t.startswith("Section VI (DL)")]
-    assert [c.agree for c in vi] == ["yes", "yes"]  # tcp_only better bitrate, less stall
-    assert [c.agree for c in by_text.values() if c.claim.startswith("Section IX")] == ["yes", "yes"]
-    assert [c.agree for c in by_text.values() if c.claim.startswith("Section X (poor")] == ["yes", "yes"]
-    assert [c.agree for c in by_text.values() if c.claim.startswith("Section X (firewall)")] == ["yes"] * 3
-    rtt = [c for c in by_text.values() if c.claim.startswith("Fig. 19a")]
-    assert [c.agree for c in rtt] == ["yes", "yes"] and "= 10 over 8" in rtt[1].ours
+def verdicts(folder: Path) -> dict[str, Verdict]:
+    return {v.claim.id: v for v in STUDIES["racing"].verdicts(folder)}
+
+
+def test_the_paper_like_patterns_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:
+    """Six blocks: in DL the original browser (chromium) races, plays lower and stalls more than QUIC disabled and
+    than QUIC only; in DH it keeps to QUIC (RQvsT 0)."""
+    _paper_like(tmp_path, n=6)
+    v = verdicts(tmp_path)
+    assert not any(i.startswith(("dynamic_", "probe_")) for i in v)  # racing_firewall's claims: not this sweep's
+    for cid in ("enb_vs_dis_dl_bitrate", "enb_vs_dis_dl_stall", "mb_vs_ob_bitrate", "mb_vs_ob_stall",
+                "rqvst_dh_below_dl"):
+        assert v[cid].verdict == seq.AGREES, (cid, v[cid])
+    assert v["enb_vs_dis_dl_bitrate"].n_pairs == 6
+    assert v["mb_vs_ob_bitrate"].n_pairs == 6  # DL only: quic_only played nothing else; the firewall runs left out
+    assert v["enb_vs_dis_dvl_bitrate"].verdict == seq.NO_DATA  # no tcp_only session in DVL
+
+
+def test_the_paper_like_firewall_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:
+    for seed in range(1, 7):
+        for policy in ("chromium", "dynamic"):
+            make(tmp_path, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed, levels=(2,) * 8,
+                                 transports=("tcp",) * 8, probes={"quic": 1.0 + seed / 10, "tcp": 0.1},
+                                 won=("tcp",), experiment="racing_firewall"))
+        make(tmp_path, Synth(policy="chromium", pattern="dvl", seed=seed, levels=(0,) * 8, stall_s=10.0 + seed,
+                             transports=("tcp", "h3") * 4, experiment="racing_firewall"))
+        make(tmp_path, Synth(policy="dynamic", pattern="dvl", seed=seed, levels=(1,) * 8,
+                             probes={"quic": 2.0, "tcp": 1.9 + seed / 100}, experiment="racing_firewall"))
+    v = verdicts(tmp_path)
+    assert set(v) == {"dynamic_vs_ob_dvl_bitrate", "dynamic_vs_ob_dvl_stall", "dynamic_vs_ob_firewall_bitrate_alike",
+                      "dynamic_vs_ob_firewall_stall_alike", "probe_rtt_quic_above_tcp_behind_firewall"}
+    assert all(x.verdict == seq.AGREES for x in v.values()), v
 
 
 def test_few_sessions_say_too_few(tmp_path: Path) -> None:
     _paper_like(tmp_path, n=1)
-    table = rs.claim_table(rs.load_sessions(tmp_path))
-    vi = [c for c in table if c.claim.startswith("Section VI (DL)")]
-    assert vi and all(c.agree.startswith("too few") for c in vi)
+    assert verdicts(tmp_path)["enb_vs_dis_dl_bitrate"].verdict == seq.TOO_FEW
+    table = rs.shares_table(rs.load_sessions(tmp_path))
     assert next(c for c in table if c.claim.startswith("Fig. 14: DH")).agree.startswith("too few")
 
 
-def test_the_opposite_result_disagrees(tmp_path: Path) -> None:
+def test_the_paper_shares_of_sessions_are_described(tmp_path: Path) -> None:
     _paper_like(tmp_path)
-    for seed in range(1, 5):  # the modified browser now plays lower and stalls more than the original
+    by_text = {c.claim: c for c in rs.shares_table(rs.load_sessions(tmp_path))}
+    dh = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DH"))
+    assert dh.agree == "yes" and "4 of 4 DH sessions" in dh.ours
+    dl = next(c for t, c in by_text.items() if t.startswith("Fig. 14: DL"))
+    assert dl.agree == "yes" and "100% of 4 sessions" in dl.ours and "(DH: 0%)" in dl.ours
+    assert next(c for t, c in by_text.items() if t.startswith("Fig. 14: REAL")).agree == "not run"
+
+
+def test_the_opposite_result_contradicts(tmp_path: Path) -> None:
+    _paper_like(tmp_path, n=6)
+    for seed in range(1, 7):  # the modified browser now plays lower and stalls more than the original
         for d in tmp_path.glob(f"*racing-quic_only_r{seed}"):
             shutil.rmtree(d)
-        make(tmp_path, Synth(policy="quic_only", seed=seed, levels=(0,) * 8, stall_s=30.0))
-    ix = [c for c in rs.claim_table(rs.load_sessions(tmp_path)) if c.claim.startswith("Section IX")]
-    assert [c.agree for c in ix] == ["no", "no"]
+        make(tmp_path, Synth(policy="quic_only", seed=seed, levels=(0,) * 8, stall_s=30.0 + seed))
+    v = verdicts(tmp_path)
+    assert v["mb_vs_ob_bitrate"].verdict == v["mb_vs_ob_stall"].verdict == seq.CONTRADICTS
 
 
 def test_plot_writes_the_study_report(tmp_path: Path) -> None:
@@ -177,8 +203,9 @@ def test_plot_writes_the_study_report(tmp_path: Path) -> None:
     assert {"report.md", "racing.md", "fig14_rqvst_ccdf.png", "fig09_crosscorr.png", "fig19_probe_rtt.png"} <= names
     assert sum(1 for p in written if p.parent.name == "timelines") == len(list(tmp_path.glob("trace-*")))
     md = (tmp_path / "report" / "racing.md").read_text()
-    assert "| paper | ours | agree? |" in md and "![Fig. 14](fig14_rqvst_ccdf.png)" in md
-    assert "Q_ENB (chromium) vs Q_DIS (tcp_only), dl" in md
+    assert "| paper | ours | as the paper? |" in md and "![Fig. 14](fig14_rqvst_ccdf.png)" in md
+    assert "## The paper's comparisons, judged per session pair" in md and "enb_vs_dis_dl_bitrate" in md
+    assert "Mann-Whitney" not in md
 
 
 def test_a_dashjs_session_over_race_is_the_browsers_policy(tmp_path: Path) -> None:
@@ -195,5 +222,18 @@ def test_section_ix_leaves_out_the_firewall_conditions(tmp_path: Path) -> None:
         make(tmp_path, Synth(policy="chromium", seed=seed, pattern="dvl"))
         make(tmp_path, Synth(policy="quic_only", seed=seed, pattern="2mbit", firewall="shape", stall_s=50.0))
         make(tmp_path, Synth(policy="chromium", seed=seed, pattern="2mbit", firewall="shape"))
-    c = next(c for c in rs.comparisons(rs.load_sessions(tmp_path)) if c.label == rs.MB_VS_OB and c.metric == "stall")
-    assert len(c.a) == len(c.b) == 4 and 50.0 not in c.a
+    v = verdicts(tmp_path)["mb_vs_ob_stall"]
+    assert v.n_a == v.n_b == v.n_pairs == 4  # DVL's pairs; behind the shaper QUIC only is bound to lose (Section X)
+
+
+def test_cell_of_and_session_metrics_read_one_run(tmp_path: Path) -> None:
+    d = make(tmp_path, Synth(policy="dynamic", pattern="2mbit", firewall="shape", probes={"quic": 1.0, "tcp": 0.25},
+                             experiment="racing_firewall"))
+    run = RunFolder(d)
+    assert rc.cell_of(run.config()) == {"experiment": "racing_firewall", "policy": "dynamic", "pattern": "rate",
+                                        "firewall": "firewall", "condition": "2mbit+firewall"}
+    m = rc.session_metrics(run)
+    assert m["probe_ratio"] == pytest.approx(4.0) and m["rqvst"] == 0.0 and m["stall"] == 0.0
+    text = (d / "config.toml").read_text()
+    (d / "config.toml").write_text(text.replace("[apps.video]\n", '[apps.video]\nplayer = "dashjs"\n', 1))
+    assert rc.cell_of(RunFolder(d).config())["policy"] == "chromium_browser"

@@ -1,7 +1,8 @@
 """The HTTP/2-QUIC DASH evaluation (``dash-over-quic-http2-evaluation.txt``): overhead, link utilization, adaptation.
 
-The study's package: :mod:`.metrics` (its numbers, checks and claims), :mod:`.report` (its own
-report beside ``report.md``: figures and sections); this module declares the study (:data:`STUDY`).
+The study's package: :mod:`.metrics` (its numbers, checks and the blog's thresholds), :mod:`.claims` (the blog's
+comparisons as data, judged per session), :mod:`.report` (its own report beside ``report.md``: figures, sections and
+the judged claims); this module declares the study (:data:`STUDY`).
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from nest_experiments.studies.base import Study, table_metrics
-from nest_experiments.studies.h2quic.metrics import EXPERIMENTS, REPORT_FILE, claims, run_checks
+from nest_experiments.studies.h2quic.claims import PAPER_CLAIMS, cell_of, session_metrics
+from nest_experiments.studies.h2quic.metrics import EXPERIMENTS, REPORT_FILE, run_checks
 
 
 def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
-    """``h2quic.md`` and its figures beside the shared report (:mod:`.report`; matplotlib loads here)."""
+    """``h2quic.md`` and its figures beside the shared report (:mod:`.report`; matplotlib loads here), with the
+    claims judged on the sweep."""
     from nest_experiments.studies.h2quic.report import write_report
 
-    return write_report(folder, out_dir)
+    return write_report(folder, out_dir, verdicts=STUDY.verdicts(folder))
 
 
 STUDY = Study(
@@ -31,6 +34,8 @@ STUDY = Study(
                  "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "
                  "(wire.csv).",
     figure_sections=(),
-    claims=claims,
     outputs=write_outputs,
+    paper_claims=PAPER_CLAIMS,
+    cell_of=cell_of,
+    session_metrics=session_metrics,
 )

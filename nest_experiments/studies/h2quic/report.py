@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.claims import Verdict, verdict_table  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import DECISIONS, RATES, RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.h2quic.metrics import (  # noqa: E402
@@ -35,13 +36,13 @@ from nest_experiments.studies.h2quic.metrics import (  # noqa: E402
     Overhead,
     RunInfo,
     adaptations,
-    claim_table,
     kbit,
     load_runs,
     media_cells,
     overhead_cells,
     overheads,
     pct,
+    threshold_table,
     trace_steps,
     utilization_cells,
     utilization_table,
@@ -218,20 +219,29 @@ def _adaptation_md(points: Sequence[Adaptation], figures: dict[str, Path]) -> li
     return parts
 
 
-def render(folder: Path, runs: Sequence[RunInfo], figures: dict[str, Path]) -> str:
-    claims = claim_table(folder)
+def render(folder: Path, runs: Sequence[RunInfo], figures: dict[str, Path],
+           verdicts: Sequence[Verdict] = ()) -> str:
+    thresholds = threshold_table(folder)
     head = [f"# The HTTP/2-QUIC DASH evaluation: {folder.name}", "",
             f"{len(runs)} completed runs of this study in `{folder}`. Protocols: " +
-            ", ".join(f"`{p}` = {NAMES[p]}" for p in PROTOCOLS) + " (the DASH app's `transport`).", "",
-            "## The blog's claims", "", *md.table(["paper", "ours", "agree?"],
-                                                [[c.claim, c.ours, c.agree] for c in claims])]
+            ", ".join(f"`{p}` = {NAMES[p]}" for p in PROTOCOLS) + " (the DASH app's `transport`).", ""]
+    if verdicts:
+        head += ["## The blog's comparisons, judged per session", "",
+                 "One number per session (run), paired by block and the cell the design repeats (representation, "
+                 "bandwidth, RTT or protocol); a claim across the RTT counts the VM's sessions only; \"alike\": the "
+                 "CI inside the stated margin (the method: the shared report.md).", "", verdict_table(verdicts)]
+    head += ["## The blog's thresholds (cell means)", "",
+             "Absolute numbers the blog states, against the mean of each cell over its sessions: a description, "
+             "not a test.", "", *md.table(["paper", "ours", "within?"],
+                                           [[c.claim, c.ours, c.agree] for c in thresholds])]
     body = (_overhead_md(overheads(runs), figures) + _utilization_md(runs, figures)
             + _adaptation_md(adaptations(runs), figures))
     return "\n".join(head + body).rstrip() + "\n"
 
 
-def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[Path]:
-    """``out_dir/h2quic.md`` with its figures; returns what was written."""
+def write_report(folder: Path, out_dir: Path, *, figures: bool = True, verdicts: Sequence[Verdict] = ()) -> list[Path]:
+    """``out_dir/h2quic.md`` with its figures and the claims' ``verdicts`` (``Study.verdicts``); returns what was
+    written."""
     runs = load_runs(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, Path] = {}
@@ -255,5 +265,5 @@ def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[P
             for a in sorted(adapt, key=lambda a: (a.run.protocol, a.run.rtt_ms, a.run.run)):
                 name = f"{ADAPTATION_DIR}/{a.run.protocol}_rtt{a.run.rtt_ms:g}_{a.run.run}.png"
                 pngs[name] = adaptation_figure(a.run, out_dir / name)
-    write_atomic(out_dir / REPORT_FILE, render(folder, runs, pngs))
+    write_atomic(out_dir / REPORT_FILE, render(folder, runs, pngs, verdicts))
     return [out_dir / REPORT_FILE, *pngs.values()]

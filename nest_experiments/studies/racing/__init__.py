@@ -1,7 +1,8 @@
-"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, U tests, the paper's claims.
+"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, the paper's claims per pair.
 
-The study's package: :mod:`.sessions` (its numbers, checks and claims, from :mod:`.metrics`), :mod:`.report` (its own
-report beside ``report.md``: figures and sections); this module declares the study (:data:`STUDY`).
+The study's package: :mod:`.sessions` (its sessions, checks and the paper's shares of sessions, from :mod:`.metrics`),
+:mod:`.claims` (the paper's comparisons as data, judged per session pair), :mod:`.report` (its own report beside
+``report.md``: figures, sections and the judged claims); this module declares the study (:data:`STUDY`).
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from nest_experiments.studies.base import Study, table_metrics
-from nest_experiments.studies.racing.sessions import EXPERIMENTS, REPORT_FILE, claims, run_checks
+from nest_experiments.studies.racing.claims import PAPER_CLAIMS, cell_of, session_metrics
+from nest_experiments.studies.racing.sessions import EXPERIMENTS, REPORT_FILE, run_checks
 
 
 def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
     from nest_experiments.studies.racing.report import write_report
 
-    return write_report(folder, out_dir)
+    return write_report(folder, out_dir, verdicts=STUDY.verdicts(folder))
 
 
 STUDY = Study(
@@ -29,6 +31,8 @@ STUDY = Study(
     sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
                  f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",
     figure_sections=(),
-    claims=claims,
     outputs=write_outputs,
+    paper_claims=PAPER_CLAIMS,
+    cell_of=cell_of,
+    session_metrics=session_metrics,
 )

@@ -21,24 +21,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.claims import Verdict, verdict_table  # noqa: E402
 from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
-from nest_experiments.analysis.stats import fmt_p  # noqa: E402
 from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
 from nest_experiments.studies.racing import metrics as rm  # noqa: E402
 from nest_experiments.studies.racing.sessions import (  # noqa: E402
-    ALPHA,
-    HIGHER_BETTER,
     PATTERNS,
     REPORT_FILE,
-    UNITS,
     Session,
-    claim_table,
-    comparisons,
     conditions,
     load_sessions,
     policies,
     read_transfers,
+    shares_table,
 )
 
 TIMELINES_DIR = "timelines"
@@ -155,8 +151,9 @@ def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
             "(e: the level's rank from 1), S(t) = stall seconds; the maximum Pearson cross-correlation over lags of "
             "whole windows and its lag (positive: B or S follows RQvsT).",
             "- switches = changes of the protocol that carried the requests (`won` events of `racing.csv`).",
-            f"- Mann-Whitney U over sessions (one number each), significant at p < {ALPHA}; fewer than 4 sessions "
-            "per side: \"too few\".", ""]
+            "- The paper's comparisons are judged per session pair (two policies, or two patterns, of one block: "
+            "the same trace; `nest_experiments/studies/racing/claims.py`); its shares of sessions are described.",
+            ""]
 
 
 def _sessions_table(sessions: Sequence[Session]) -> list[str]:
@@ -187,27 +184,20 @@ def _per_cell(sessions: Sequence[Session]) -> list[str]:
             *md.table(["condition", "policy", "sessions", "RQvsT", "switches", "bitrate (kbit/s)", "stall (s)"], lines)]
 
 
-def _tests(sessions: Sequence[Session]) -> list[str]:
-    lines = []
-    for c in comparisons(sessions):
-        lines.append([c.label, f"{c.metric} ({UNITS[c.metric]}, {'higher' if HIGHER_BETTER[c.metric] else 'lower'} "
-                               "better)", fmt(statistics.median(c.a)) if c.a else "-",
-                      fmt(statistics.median(c.b)) if c.b else "-", f"{len(c.a)}/{len(c.b)}", fmt_p(c.p_two),
-                      fmt_p(c.p_a_better), fmt_p(c.p_b_better)])
-    header = ["groups (first vs second)", "metric", "first median", "second median", "n", "p two-sided",
-              "p first better", "p second better"]
-    return ["## Mann-Whitney U between session groups", "", *md.table(header, lines)]
-
-
-def render(sessions: Sequence[Session], folder: Path, figures: dict[str, Path]) -> str:
+def render(sessions: Sequence[Session], folder: Path, figures: dict[str, Path],
+           verdicts: Sequence[Verdict] = ()) -> str:
     parts = _head(sessions, folder)
-    parts += ["## The paper's claims", "",
-              *md.table(["paper", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claim_table(sessions)])]
+    if verdicts:
+        parts += ["## The paper's comparisons, judged per session pair", "",
+                  "One number per session; a pair is two sessions of one block under the same pattern or firewall "
+                  "condition (the method: the shared report.md).", "", verdict_table(verdicts)]
+    parts += ["## The paper's shares of sessions (a description)", "",
+              *md.table(["paper", "ours", "as the paper?"], [[c.claim, c.ours, c.agree] for c in shares_table(sessions)])]
     for name, alt in (("fig14_rqvst_ccdf.png", "Fig. 14"), ("fig09_crosscorr.png", "Fig. 9"),
                       ("fig19_probe_rtt.png", "Fig. 19a")):
         if name in figures:
             parts += [f"![{alt}]({name})", ""]
-    parts += _per_cell(sessions) + _tests(sessions) + _sessions_table(sessions)
+    parts += _per_cell(sessions) + _sessions_table(sessions)
     timelines = [f"- [{s.run}]({TIMELINES_DIR}/{s.run}.png)" for s in sessions
                  if f"{TIMELINES_DIR}/{s.run}.png" in figures]
     if timelines:
@@ -215,8 +205,9 @@ def render(sessions: Sequence[Session], folder: Path, figures: dict[str, Path]) 
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[Path]:
-    """``out_dir/racing.md`` with its figures; returns what was written."""
+def write_report(folder: Path, out_dir: Path, *, figures: bool = True, verdicts: Sequence[Verdict] = ()) -> list[Path]:
+    """``out_dir/racing.md`` with its figures and the claims' ``verdicts`` (``Study.verdicts``); returns what was
+    written."""
     sessions = load_sessions(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs: dict[str, Path] = {}
@@ -229,5 +220,5 @@ def write_report(folder: Path, out_dir: Path, *, figures: bool = True) -> list[P
         for s in sessions:
             name = f"{TIMELINES_DIR}/{s.run}.png"
             pngs[name] = timeline(s, out_dir / name)
-    write_atomic(out_dir / REPORT_FILE, render(sessions, folder, pngs))
+    write_atomic(out_dir / REPORT_FILE, render(sessions, folder, pngs, verdicts))
     return [out_dir / REPORT_FILE, *pngs.values()]

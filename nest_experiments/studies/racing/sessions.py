@@ -1,4 +1,4 @@
-"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, U tests, the paper's claims.
+"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions and the paper's session shares.
 
 Reads run folders only (``experiments/racing_patterns.toml`` and
 ``racing_firewall.toml``). One *session* per run: the DASH app's racing
@@ -18,27 +18,27 @@ rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
 - the median RTT of the RTT probes per protocol (the ``dynamic`` policy's,
   Fig. 19a) and the policy's last decision.
 
-Group comparisons are Mann-Whitney U tests over sessions (the paper tests
-per session pair over the samples of a moving average; we have one number
-per session): Q_ENB (``chromium``) vs Q_DIS (``tcp_only``) per pattern
-(Section VI), the modified browser (``quic_only``) vs the original
-(``chromium``) (Section IX), ``dynamic`` vs ``chromium`` in the poor network
-(DVL) and behind the firewall (Section X). Fewer than
-:data:`~nest_experiments.analysis.stats.MIN_REPS` sessions on a side: "too few".
+The paper's comparisons of policies (Q_ENB vs Q_DIS, the modified vs the
+original browser, dynamic vs the original; Fig. 14's ordering of the
+patterns; Fig. 19a's probe RTTs) are claims judged per session pair in
+:mod:`.claims`. What stays here (:func:`shares_table`) are the shares of one
+policy's sessions the paper states (Fig. 14: RQvsT >= 40 %; Fig. 9: the
+correlations and their lags): a description, with "too few" below
+:data:`~nest_experiments.analysis.stats.MIN_REPS` sessions.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nest_experiments.analysis.markdown import number as fmt
-from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
+from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.analysis.results import stall_at_end
-from nest_experiments.analysis.stats import MIN_REPS, fmt_p, mann_whitney
+from nest_experiments.analysis.stats import MIN_REPS
 from nest_experiments.dash.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
@@ -48,7 +48,6 @@ from nest_experiments.units import parse_time
 
 EXPERIMENTS = ("racing_patterns", "racing_firewall")
 REPORT_FILE = "racing.md"
-ALPHA = 0.05
 BROWSER = "chromium_browser"  # dash.js in Chromium over `race`: the browser's racing, from its NetLog
 POLICY_ORDER = ("chromium", BROWSER, "firefox", "quic_only", "dynamic", "tcp_only")
 PATTERNS = ("dh", "dl", "dvl", "real")  # Fig. 14's scenarios (Real: the mobility traces)
@@ -91,7 +90,7 @@ def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
     return (f"{label}+{firewall}" if firewall else label), pattern, firewall
 
 
-def _policy(config: dict[str, Any]) -> str | None:
+def policy_of(config: dict[str, Any]) -> str | None:
     apps = config.get("apps") or {}
     app = next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") == "dash"), None)
     if app is None or app.get("transport") != "race":
@@ -152,7 +151,7 @@ def load_session(run_dir: Path) -> Session | None:
     """The session of a completed ``race`` run (None: another transport, not completed, no segment)."""
     m = read_manifest(run_dir) or {}
     config = RunFolder(run_dir).config()
-    policy = _policy(config)
+    policy = policy_of(config)
     if policy is None or m.get("status") != "completed" or not RunFolder(run_dir).has(SEGMENTS):
         return None
     transfers = read_transfers(run_dir)
@@ -187,71 +186,7 @@ def conditions(sessions: Sequence[Session]) -> list[str]:
     return sorted({s.condition for s in sessions}, key=lambda c: (rank.get(c.split("+")[0], len(rank)), c))
 
 
-# ---------------------------------------------------------------- group comparisons
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """Policy ``a`` vs policy ``b`` on one metric over the sessions of ``where``."""
-
-    label: str  # e.g. "Q_ENB (chromium) vs Q_DIS (tcp_only), dvl"
-    metric: str  # bitrate | variation | stall
-    a: tuple[float, ...]
-    b: tuple[float, ...]
-    p_two: float | None
-    p_a_better: float | None
-    p_b_better: float | None
-
-
-HIGHER_BETTER = {"bitrate": True, "variation": False, "stall": False}
-UNITS = {"bitrate": "kbit/s", "variation": "kbit/s", "stall": "s"}
-
-
-def compare(sessions: Sequence[Session], a: str, b: str, where: Callable[[Session], bool], *, label: str,
-            metric: str) -> Comparison:
-    xs = tuple(s.metrics[metric] for s in sessions if s.policy == a and where(s) and metric in s.metrics)
-    ys = tuple(s.metrics[metric] for s in sessions if s.policy == b and where(s) and metric in s.metrics)
-    better, worse = ("greater", "less") if HIGHER_BETTER[metric] else ("less", "greater")
-    return Comparison(label=label, metric=metric, a=xs, b=ys, p_two=mann_whitney(xs, ys, "two-sided"),
-                      p_a_better=mann_whitney(xs, ys, better), p_b_better=mann_whitney(xs, ys, worse))
-
-
-def _in(condition: str) -> Callable[[Session], bool]:
-    return lambda s: s.condition == condition
-
-
-MB_VS_OB = "MB (quic_only) vs OB (chromium), the conditions both ran without a firewall"
-
-
-def comparisons(sessions: Sequence[Session]) -> list[Comparison]:
-    """Section VI per pattern, Section IX over the conditions without a firewall, Section X in DVL and behind
-    the firewall."""
-    out: list[Comparison] = []
-    groups: list[tuple[str, str, str, Callable[[Session], bool]]] = []
-    for cond in conditions(sessions):
-        groups.append((f"Q_ENB (chromium) vs Q_DIS (tcp_only), {cond}", "chromium", "tcp_only", _in(cond)))
-    # Section IX compared the browsers under the bandwidth patterns: no firewall (behind one, QUIC only is
-    # bound to lose: Section X's subject)
-    with_mb = {s.condition for s in sessions if s.policy == "quic_only" and not s.firewall}
-    groups.append((MB_VS_OB, "quic_only", "chromium", lambda s: s.condition in with_mb))
-    groups.append(("dynamic vs OB (chromium), poor network (dvl)", "dynamic", "chromium",
-                   lambda s: s.condition == POOR))
-    groups.append(("dynamic vs OB (chromium), firewall", "dynamic", "chromium",
-                   lambda s: s.firewall == "firewall" and s.pattern == "rate"))
-    present = set(policies(sessions))
-    for label, a, b, where in groups:
-        if {a, b} <= present:
-            out += [compare(sessions, a, b, where, label=label, metric=m) for m in HIGHER_BETTER]
-    return out
-
-
-def comparison_text(c: Comparison) -> str:
-    med = [fmt(statistics.median(v)) if v else "-" for v in (c.a, c.b)]
-    return (f"{c.metric} {med[0]} vs {med[1]} {UNITS[c.metric]} (medians, n={len(c.a)}/{len(c.b)}); "
-            f"p two-sided {fmt_p(c.p_two)}, first better {fmt_p(c.p_a_better)}")
-
-
-# ---------------------------------------------------------------- the paper's claims
+# ---------------------------------------------------------------- the paper's session shares (a description)
 
 
 def _share_text(values: Sequence[float], threshold: float, what: str) -> str:
@@ -308,69 +243,9 @@ def fig9_claims(sessions: Sequence[Session]) -> list[Claim]:
     return out
 
 
-def _judge(c: Comparison | None, claim: str, expect: str) -> Claim:
-    """``expect``: ``a_better`` (the first group better, p < ALPHA) or ``similar`` (two-sided p >= ALPHA)."""
-    if c is None or not (c.a and c.b):
-        return Claim(claim=claim, ours="no sessions of both policies here", agree="not run")
-    ours = comparison_text(c)
-    if c.p_two is None:
-        return Claim(claim=claim, ours=ours, agree=f"too few sessions (n={len(c.a)}/{len(c.b)}; "
-                                                   f">= {MIN_REPS} per policy needed)")
-    agree = (c.p_two >= ALPHA) if expect == "similar" else (c.p_a_better is not None and c.p_a_better < ALPHA)
-    return Claim(claim=claim, ours=ours, agree="yes" if agree else "no")
-
-
-def comparison_claims(sessions: Sequence[Session]) -> list[Claim]:
-    found = {(c.label, c.metric): c for c in comparisons(sessions)}
-    out = []
-    for cond in ("dl", "dvl"):
-        for metric, paper in (("bitrate", "lower bitrate (41% DL / 50% DVL of the sessions)"),
-                              ("stall", "more stall (53% DL / 48% DVL)")):
-            c = found.get((f"Q_ENB (chromium) vs Q_DIS (tcp_only), {cond}", metric))
-            flipped = None if c is None else replace(c, a=c.b, b=c.a, p_a_better=c.p_b_better, p_b_better=c.p_a_better)
-            out.append(_judge(flipped, f"Section VI ({cond.upper()}): Q_ENB suffers against Q_DIS in {metric}: "
-                                       f"{paper} (ours: tcp_only first)", "a_better"))
-    for metric, paper in (("bitrate", "a better average bitrate (67% of the sessions)"),
-                          ("stall", "fewer stalls (61%)")):
-        c = found.get((MB_VS_OB, metric))
-        out.append(_judge(c, f"Section IX: the modified browser (QUIC only) gives {paper} than the original",
-                          "a_better"))
-    for metric, paper in (("bitrate", "a better average bitrate (58%)"), ("stall", "less stall (71%)")):
-        c = found.get(("dynamic vs OB (chromium), poor network (dvl)", metric))
-        out.append(_judge(c, f"Section X (poor network, DVL): dynamic racing gives {paper} than the original",
-                          "a_better"))
-    for metric in HIGHER_BETTER:
-        c = found.get(("dynamic vs OB (chromium), firewall", metric))
-        out.append(_judge(c, f"Section X (firewall): dynamic and the original are alike in {metric} (the null "
-                             "hypothesis accepted in 90/97/97% of the pairs)", "similar"))
-    return out
-
-
-def rtt_claims(sessions: Sequence[Session], ratio: float = 3.0) -> list[Claim]:
-    """Fig. 19a from the dynamic policy's probes: similar RTTs in DVL, QUIC's far higher behind the firewall."""
-    out = []
-    for label, where, expect in (("poor network (DVL)", lambda s: s.condition == POOR, "similar"),
-                                 ("firewall", lambda s: s.firewall == "firewall", "higher")):
-        ratios = [s.probe_rtt["quic"] / s.probe_rtt["tcp"] for s in sessions
-                  if where(s) and {"quic", "tcp"} <= set(s.probe_rtt) and s.probe_rtt["tcp"] > 0]
-        claim = (f"Fig. 19a ({label}): QUIC and TCP RTTs are similar" if expect == "similar" else
-                 f"Fig. 19a ({label}): QUIC's RTT is higher than TCP's")
-        if not ratios:
-            out.append(Claim(claim=claim, ours="no session with probes of both protocols", agree="not run"))
-            continue
-        med = statistics.median(ratios)
-        agree = med < ratio if expect == "similar" else med >= ratio
-        out.append(Claim(claim=claim, ours=f"median probe RTT QUIC / TCP = {fmt(med)} over {len(ratios)} session(s) "
-                                           f"(X = {ratio:g})", agree="yes" if agree else "no"))
-    return out
-
-
-def claim_table(sessions: Sequence[Session]) -> list[Claim]:
-    return fig14_claims(sessions) + fig9_claims(sessions) + comparison_claims(sessions) + rtt_claims(sessions)
-
-
-def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
-    return claim_table(load_sessions(sweep.folder))
+def shares_table(sessions: Sequence[Session]) -> list[Claim]:
+    """The shares of sessions the paper states (Figs. 14 and 9), on the sweep's sessions."""
+    return fig14_claims(sessions) + fig9_claims(sessions)
 
 
 # ---------------------------------------------------------------- checks and the study

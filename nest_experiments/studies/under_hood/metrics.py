@@ -13,41 +13,34 @@ Reads run folders only, of three experiments (``experiments/under_hood_*.toml``)
   two streams of a session (Jain's index of their mean throughputs, and
   min/max).
 
-Every sample is one object or segment. A sample whose request-to-last-byte
-span overlaps a CPU-saturated 1 s window of its run (``cpu.csv`` busy >= 95%)
-is left out and counted: the emulation, not the transport, may have shaped it
-(on a shared 2-core machine a few such seconds are common; dropping the whole
-run, as the ABR study does with its one session per run, would drop dozens of
-clean objects). Comparisons are
-Mann-Whitney U tests on the samples (two-sided, and one-sided each way), with
-at least :data:`MIN_SAMPLES` per side; the upper quartile is compared with a
-seeded bootstrap 95% interval of q75(h3) - q75(tcp). The claim table checks
-the paper's claims with those numbers (:func:`claims`).
+Every sample is one object or segment. Here they are *described*: the
+study's own report draws their CDFs and tabulates medians and upper quartiles
+of the objects or segments of all sessions of a cell, pooled (one
+distribution, not a test: the objects of one session are not independent
+samples). The paper's claims are judged per session in :mod:`.claims`. For
+the description, a sample whose request-to-last-byte span overlaps a
+CPU-saturated 1 s window of its run (``cpu.csv`` busy >= 95%) is left out and
+counted (the claims leave out such sessions whole).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nest_experiments import rundir
-from nest_experiments.analysis import stats
-from nest_experiments.analysis.report import Check, Row, RunInput, Sweep, ok
-from nest_experiments.analysis.stats import fmt_p, quantile
+from nest_experiments.analysis.report import Check, RunInput, ok
+from nest_experiments.analysis.stats import quantile
 from nest_experiments.dash.objects import jain_index
 from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, experiment_name, read_manifest, run_dirs
-from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_time
 
 OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_parallel"
 TRANSPORTS = ("tcp", "h3")
 SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
-ALPHA = 0.05
-MIN_SAMPLES = 4
-SIMILAR = 0.10  # medians within 10%: "similar" even where a U test on many samples finds a difference
 REPORT_FILE = "under_hood.md"
 
 
@@ -70,12 +63,13 @@ class Sample:
     t_last_byte: float = 0.0
 
 
-def _app(run_dir: Path) -> dict[str, Any]:
-    apps = RunFolder(run_dir).config().get("apps", {})
-    return next((a for a in apps.values() if isinstance(a, dict) and a.get("kind") in ("objects", "dash")), {})
+def app_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The run's objects or DASH app table ({} when it has none)."""
+    apps = config.get("apps") or {}
+    return next((a for a in apps.values() if isinstance(a, Mapping) and a.get("kind") in ("objects", "dash")), {})
 
 
-def _pause_s(app: dict[str, Any]) -> float | None:
+def pause_of(app: Mapping[str, Any]) -> float | None:
     value = app.get("pause", "500ms")
     first = value[0] if isinstance(value, list) and value else value
     try:
@@ -88,8 +82,8 @@ def _float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def _object_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
-    pause, server = _pause_s(app), str(app.get("http_server", "caddy"))
+def _object_samples(run_dir: Path, app: Mapping[str, Any]) -> list[Sample]:
+    pause, server = pause_of(app), str(app.get("http_server", "caddy"))
     return [Sample(run=run_dir.name, transport=r["transport"], server=server, stream=r["stream"],
                    session=f"{run_dir.name}/{r['session']}", pause_s=pause,
                    throughput_bps=_float(r["throughput_bps"]), latency_s=float(r["latency_s"]),
@@ -108,7 +102,7 @@ def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
                   latency_s=t_first - t_req, t_request=t_req, t_last_byte=t_last)
 
 
-def _segment_samples(run_dir: Path, app: dict[str, Any]) -> list[Sample]:
+def _segment_samples(run_dir: Path, app: Mapping[str, Any]) -> list[Sample]:
     server = str(app.get("http_server", "nest"))
     out = (segment_sample(run_dir.name, server, r) for r in RunFolder(run_dir).rows(SEGMENTS))
     return [s for s in out if s is not None]
@@ -131,8 +125,8 @@ def clean(samples: Sequence[Sample], saturated: Sequence[float]) -> list[Sample]
     return [s for s in samples if not any(t - 1 < s.t_last_byte and s.t_request < t for t in saturated)]
 
 
-def _run_samples(run_dir: Path) -> list[Sample] | None:
-    app = _app(run_dir)
+def run_samples(run_dir: Path) -> list[Sample] | None:
+    app = app_of(RunFolder(run_dir).config())
     if RunFolder(run_dir).has(rundir.OBJECTS):
         return _object_samples(run_dir, app)
     if RunFolder(run_dir).has(SEGMENTS):
@@ -146,7 +140,7 @@ def load(folder: Path) -> Loaded:
     for run_dir in run_dirs(folder):
         if (read_manifest(run_dir) or {}).get("status") != "completed":
             continue
-        found = _run_samples(run_dir)
+        found = run_samples(run_dir)
         if found is None:
             continue
         kept = clean(found, saturated_seconds(run_dir))
@@ -157,7 +151,7 @@ def load(folder: Path) -> Loaded:
     return Loaded(samples=tuple(samples), excluded=tuple(excluded), runs=runs)
 
 
-# ---------------------------------------------------------------- statistics (pure)
+# ---------------------------------------------------------------- description (pure)
 
 
 def values(samples: Sequence[Sample], metric: str, **match: Any) -> tuple[float, ...]:
@@ -171,20 +165,10 @@ def values(samples: Sequence[Sample], metric: str, **match: Any) -> tuple[float,
     return tuple(out)
 
 
-def mann_whitney(a: Sequence[float], b: Sequence[float], alternative: str) -> float | None:
-    """U test p of ``a`` vs ``b`` (``less``: a tends lower); None below :data:`MIN_SAMPLES` per side."""
-    return stats.mann_whitney(a, b, alternative, minimum=MIN_SAMPLES)
-
-
-def quantile_diff_ci(a: Sequence[float], b: Sequence[float], q: float = 0.75, *, seed: int = 1,
-                     n: int = stats.BOOTSTRAP) -> tuple[float, float] | None:
-    """Bootstrap 95% interval of quantile(b) - quantile(a) (each side resampled); None with too few samples."""
-    return stats.quantile_diff_ci(a, b, q, seed=seed, n=n, minimum=MIN_SAMPLES)
-
-
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """``a`` vs ``b`` (e.g. tcp vs h3) on one metric."""
+    """``a`` vs ``b`` (e.g. tcp vs h3) on one metric: the pooled objects or segments of their sessions, described
+    (one distribution per side; the claims compare sessions, :mod:`.claims`)."""
 
     what: str
     metric: str
@@ -192,10 +176,6 @@ class Comparison:
     b_name: str
     a: tuple[float, ...]
     b: tuple[float, ...]
-
-    @property
-    def enough(self) -> bool:
-        return len(self.a) >= MIN_SAMPLES and len(self.b) >= MIN_SAMPLES
 
     def median(self, side: str) -> float | None:
         xs = self.a if side == "a" else self.b
@@ -205,24 +185,6 @@ class Comparison:
         xs = self.a if side == "a" else self.b
         return quantile(xs, 0.75) if xs else None
 
-    @property
-    def p_two(self) -> float | None:
-        return mann_whitney(self.a, self.b, "two-sided")
-
-    @property
-    def p_b_higher(self) -> float | None:
-        return mann_whitney(self.a, self.b, "less")
-
-    @property
-    def p_b_lower(self) -> float | None:
-        return mann_whitney(self.a, self.b, "greater")
-
-    @property
-    def ratio(self) -> float | None:
-        """median(b) / median(a)."""
-        ma, mb = self.median("a"), self.median("b")
-        return mb / ma if ma and mb is not None else None
-
 
 def compare(samples: Sequence[Sample], what: str, metric: str, *, a: dict[str, Any], b: dict[str, Any],
             names: tuple[str, str] = TRANSPORTS) -> Comparison:
@@ -230,77 +192,10 @@ def compare(samples: Sequence[Sample], what: str, metric: str, *, a: dict[str, A
                       b=values(samples, metric, **b))
 
 
-# ---------------------------------------------------------------- formatting (pure)
-
-
 def fmt_value(metric: str, v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v / 1e6:.3g} Mbit/s" if metric == "throughput_bps" else f"{v * 1e3:.3g} ms"
-
-
-def describe(c: Comparison) -> str:
-    a, b = c.a_name, c.b_name
-    med = f"median {a} {fmt_value(c.metric, c.median('a'))} vs {b} {fmt_value(c.metric, c.median('b'))}"
-    q75 = f"q75 {fmt_value(c.metric, c.q75('a'))} vs {fmt_value(c.metric, c.q75('b'))}"
-    ps = f"U p two-sided {fmt_p(c.p_two)}, {b} higher {fmt_p(c.p_b_higher)}, {b} lower {fmt_p(c.p_b_lower)}"
-    return f"{med}; {q75} (n={len(c.a)}/{len(c.b)}); {ps}"
-
-
-def _too_few(c: Comparison) -> str:
-    return f"too few samples (n={len(c.a)}/{len(c.b)}; >= {MIN_SAMPLES} per side needed)"
-
-
-# ---------------------------------------------------------------- verdicts (pure)
-
-
-def similar(c: Comparison) -> str:
-    """"Similar" / "not significant": U two-sided p >= alpha, or medians within :data:`SIMILAR`."""
-    if not c.enough:
-        return _too_few(c)
-    p, r = c.p_two or 0.0, c.ratio
-    if p >= ALPHA:
-        return "yes"
-    if r is not None and abs(r - 1) <= SIMILAR:
-        return f"yes: p < {ALPHA}, but the medians differ by {abs(r - 1):.0%} (<= {SIMILAR:.0%})"
-    return "no"
-
-
-def b_higher(c: Comparison) -> str:
-    """``b`` significantly higher (one-sided U)."""
-    if not c.enough:
-        return _too_few(c)
-    p = c.p_b_higher
-    if p is not None and p < ALPHA:
-        return "yes"
-    if (c.median("b") or 0.0) > (c.median("a") or 0.0):
-        return f"no: {c.b_name}'s median is higher, not significantly (p {fmt_p(p)})"
-    return "no"
-
-
-def b_lower(c: Comparison) -> str:
-    flipped = Comparison(what=c.what, metric=c.metric, a_name=c.b_name, b_name=c.a_name, a=c.b, b=c.a)
-    return b_higher(flipped)
-
-
-def upper_quartile_higher(c: Comparison, ci: tuple[float, float] | None) -> str:
-    if ci is None:
-        return _too_few(c)
-    if ci[0] > 0:
-        return "yes"
-    return "no" if ci[1] > 0 else "no: it is lower"
-
-
-# ---------------------------------------------------------------- claims per experiment
-
-
-def objects_claims(samples: Sequence[Sample]) -> list[Claim]:
-    tp = compare(samples, "objects", "throughput_bps", a={"transport": "tcp"}, b={"transport": "h3"})
-    lat = compare(samples, "objects", "latency_s", a={"transport": "tcp"}, b={"transport": "h3"})
-    return [Claim(claim="object downloads: throughput similar for HTTP/TCP and HTTP/QUIC (Fig. 6a)",
-                  ours=describe(tp), agree=similar(tp)),
-            Claim(claim="object downloads: response latency slightly lower with HTTP/QUIC (Fig. 6b)",
-                  ours=describe(lat), agree=b_lower(lat))]
 
 
 def dash_comparisons(samples: Sequence[Sample], server: str) -> dict[str, Comparison]:
@@ -317,37 +212,6 @@ def dash_comparisons(samples: Sequence[Sample], server: str) -> dict[str, Compar
                for t in TRANSPORTS}}
 
 
-def dash_claims(samples: Sequence[Sample]) -> list[Claim]:
-    out = []
-    for server in sorted({s.server for s in samples}):
-        c, who = dash_comparisons(samples, server), SERVERS.get(server, server)
-        ci = quantile_diff_ci(c["all_lat"].a, c["all_lat"].b)
-        ci_text = f"; bootstrap 95% CI of q75(h3) - q75(tcp): {_ci_ms(ci)}"
-        out += [
-            Claim(claim=f"[{who}] DASH: video segment throughput TCP vs QUIC not significant (Fig. 7a)",
-                  ours=describe(c["video_tp"]), agree=similar(c["video_tp"])),
-            Claim(claim=f"[{who}] DASH: median video segment response latency TCP vs QUIC not significant (Fig. 7b)",
-                  ours=describe(c["video_lat"]), agree=similar(c["video_lat"])),
-            Claim(claim=f"[{who}] DASH: upper quartile of segment response latency higher with QUIC (Fig. 7b)",
-                  ours=describe(c["all_lat"]) + ci_text, agree=upper_quartile_higher(c["all_lat"], ci)),
-            Claim(claim=f"[{who}] DASH: audio segments' response latency higher with QUIC than TCP (Fig. 9b)",
-                  ours=describe(c["audio_lat"]), agree=b_higher(c["audio_lat"])),
-            Claim(claim=f"[{who}] DASH over QUIC: audio waits behind video (audio latency above video's; Fig. 9a)",
-                  ours=f"on h3: {describe(c['h3_av'])}; on tcp: {describe(c['tcp_av'])}",
-                  agree=_quic_only(b_higher(c["h3_av"]), b_higher(c["tcp_av"]))),
-        ]
-    return out
-
-
-def _quic_only(on_h3: str, on_tcp: str) -> str:
-    """The paper blames QUIC's multiplexing: an effect TCP shows as well is not QUIC's."""
-    return "yes, but over TCP too (separate connections)" if on_h3 == "yes" and on_tcp == "yes" else on_h3
-
-
-def _ci_ms(ci: tuple[float, float] | None) -> str:
-    return "too few" if ci is None else f"[{ci[0] * 1e3:.3g}, {ci[1] * 1e3:.3g}] ms"
-
-
 def pauses(samples: Sequence[Sample]) -> list[float]:
     return sorted({s.pause_s for s in samples if s.pause_s is not None})
 
@@ -358,42 +222,6 @@ def parallel_comparisons(samples: Sequence[Sample], pause: float) -> tuple[Compa
     lat = compare(samples, f"pause {pause:g} s", "latency_s", a={"transport": "tcp", "pause_s": pause},
                   b={"transport": "h3", "pause_s": pause})
     return tp, lat
-
-
-def latency_gap(samples: Sequence[Sample], pause: float) -> float | None:
-    """median latency h3 - tcp at ``pause``."""
-    _, lat = parallel_comparisons(samples, pause)
-    a, b = lat.median("a"), lat.median("b")
-    return b - a if a is not None and b is not None else None
-
-
-def parallel_claims(samples: Sequence[Sample]) -> list[Claim]:
-    out = []
-    for pause in pauses(samples):
-        tp, lat = parallel_comparisons(samples, pause)
-        out += [Claim(claim=f"two parallel streams, pause {pause:g} s: throughput TCP vs QUIC not significant (Fig. 8a)",
-                      ours=describe(tp), agree=similar(tp)),
-                Claim(claim=f"two parallel streams, pause {pause:g} s: response latency higher with QUIC, p < 0.05 "
-                            "(Fig. 8b)", ours=describe(lat), agree=b_higher(lat))]
-    out.append(gap_claim(samples))
-    return out
-
-
-def gap_claim(samples: Sequence[Sample]) -> Claim:
-    ps = pauses(samples)
-    gaps = {p: latency_gap(samples, p) for p in ps}
-    ours = ", ".join(f"{p:g} s: {fmt_gap(g)}" for p, g in gaps.items()) or "no pause"
-    text = "two parallel streams: QUIC's extra latency larger at shorter pauses (Fig. 8b)"
-    if len(ps) < 2 or gaps[ps[0]] is None or gaps[ps[-1]] is None:
-        return Claim(claim=text, ours=f"median h3 - tcp: {ours}", agree="needs two pause times with both transports")
-    short, long_ = gaps[ps[0]], gaps[ps[-1]]
-    assert short is not None and long_ is not None
-    agree = "yes" if short > 0 and short > long_ else "no"
-    return Claim(claim=text, ours=f"median latency h3 - tcp by pause: {ours}", agree=agree)
-
-
-def fmt_gap(g: float | None) -> str:
-    return "-" if g is None else f"{g * 1e3:+.3g} ms"
 
 
 # ---------------------------------------------------------------- fairness (parallel)
@@ -456,19 +284,6 @@ def fairness(samples: Sequence[Sample]) -> list[Fairness]:
 
 def experiment_of(folder: Path) -> str:
     return experiment_name(folder)
-
-
-CLAIMS: dict[str, Callable[[Sequence[Sample]], list[Claim]]] = {
-    OBJECTS: objects_claims, DASH: dash_claims, PARALLEL: parallel_claims}
-
-
-def claim_table(folder: Path) -> list[Claim]:
-    fn = CLAIMS.get(experiment_of(folder))
-    return fn(load(folder).samples) if fn else []
-
-
-def claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
-    return claim_table(sweep.folder)
 
 
 def run_checks(run: RunInput) -> list[Check]:

@@ -7,8 +7,10 @@
   latency and throughput by pause per transport (IQR bars); Jain's index of the
   two streams per session.
 
-Every figure comes with the comparisons' numbers (medians, q75, n, U p) in the
-markdown, and the claim table of :mod:`.metrics`.
+Every figure comes with its numbers (medians, q75, n of the objects or segments
+of all sessions pooled: a description of one distribution per transport, not a
+test), and the paper's claims judged per session (:mod:`.claims`: one number per
+session, sessions paired by block).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
+from nest_experiments.analysis import decisions  # noqa: E402
 from nest_experiments.analysis import markdown as md  # noqa: E402
+from nest_experiments.analysis.claims import verdict_table  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
-from nest_experiments.analysis.stats import fmt_p, quantile  # noqa: E402
+from nest_experiments.analysis.stats import quantile  # noqa: E402
 from nest_experiments.rundir import write_atomic  # noqa: E402
-from nest_experiments.studies.base import Claim  # noqa: E402
+from nest_experiments.studies.under_hood import claims as uc  # noqa: E402
 from nest_experiments.studies.under_hood import metrics as uh  # noqa: E402
 
 COLORS = {"tcp": "#1f77b4", "h3": "#d62728"}
@@ -105,12 +109,14 @@ def by_pause_figure(samples: Sequence[uh.Sample], fair: Sequence[uh.Fairness], p
 def comparison_rows(cs: Sequence[uh.Comparison]) -> list[list[str]]:
     return [[c.what, c.metric.split("_")[0], f"{c.a_name} / {c.b_name}",
              f"{uh.fmt_value(c.metric, c.median('a'))} / {uh.fmt_value(c.metric, c.median('b'))}",
-             f"{uh.fmt_value(c.metric, c.q75('a'))} / {uh.fmt_value(c.metric, c.q75('b'))}", f"{len(c.a)} / {len(c.b)}",
-             fmt_p(c.p_two), fmt_p(c.p_b_higher), fmt_p(c.p_b_lower)] for c in cs]
+             f"{uh.fmt_value(c.metric, c.q75('a'))} / {uh.fmt_value(c.metric, c.q75('b'))}", f"{len(c.a)} / {len(c.b)}"]
+            for c in cs]
 
 
-COMPARISON_HEAD = ("what", "metric", "a / b", "median a / b", "q75 a / b", "n a / b", "U p two-sided", "p b higher",
-                   "p b lower")
+COMPARISON_HEAD = ("what", "metric", "a / b", "median a / b (all sessions pooled)", "q75 a / b", "n objects a / b")
+POOLED = ("The tables describe the objects or segments of all sessions of a cell pooled (one distribution per "
+          "transport): not a test, as the objects of one session are not independent. The claims below compare "
+          "sessions.")
 
 
 def _objects_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
@@ -128,8 +134,7 @@ def _dash_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> l
                                title=f"DASH segments from {who}", server=server))
         cs = uh.dash_comparisons(samples, server)
         out += [f"### {who}", "", f"![dash {server}]({pngs[-1].name})", "",
-                *md.table(COMPARISON_HEAD, comparison_rows([replace_what(c, k) for k, c in cs.items()])),
-                f"Audio delayed behind video on QUIC ({who}): **{reproduces(cs)}**.", ""]
+                *md.table(COMPARISON_HEAD, comparison_rows([replace_what(c, k) for k, c in cs.items()]))]
     return out
 
 
@@ -137,17 +142,6 @@ def replace_what(c: uh.Comparison, key: str) -> uh.Comparison:
     labels = {"video_tp": "video", "video_lat": "video", "all_lat": "video + audio", "audio_lat": "audio",
               "tcp_av": "on tcp", "h3_av": "on h3"}
     return uh.Comparison(what=labels.get(key, key), metric=c.metric, a_name=c.a_name, b_name=c.b_name, a=c.a, b=c.b)
-
-
-def reproduces(cs: dict[str, uh.Comparison]) -> str:
-    """The paper's effect is audio's latency higher over QUIC than over TCP (Fig. 9b); audio above video on QUIC
-    (Fig. 9a) is said beside it, with the same comparison over TCP."""
-    over_tcp, on_h3, on_tcp = (uh.b_higher(cs[k]) for k in ("audio_lat", "h3_av", "tcp_av"))
-    if over_tcp.startswith("too few"):
-        return "cannot tell (too few segments)"
-    verdict = "reproduced" if over_tcp == "yes" else "not reproduced"
-    return (f"{verdict} (audio's latency higher over QUIC than over TCP: {over_tcp}; audio above video on QUIC: "
-            f"{on_h3}; on TCP: {on_tcp})")
 
 
 def _parallel_md(samples: Sequence[uh.Sample], out_dir: Path, pngs: list[Path]) -> list[str]:
@@ -178,9 +172,20 @@ def _num(v: float | None, digits: int) -> str:
 SECTIONS = {uh.OBJECTS: _objects_md, uh.DASH: _dash_md, uh.PARALLEL: _parallel_md}
 
 
-def render_claims(claims: Sequence[Claim]) -> list[str]:
-    return ["## The paper's claims", "", *md.table(("paper's claim", "ours", "agree?"),
-                                                  [[c.claim, c.ours, c.agree] for c in claims])]
+def claims_md(folder: Path, experiment: str) -> list[str]:
+    """The paper's claims on ``experiment``, judged per session on the sweep in ``folder`` (read as that
+    experiment: another sweep's sessions, e.g. the ABR study's, count as its)."""
+    sessions = decisions.session_table(folder, cell_of=uc.cell_of, metrics=uc.session_metrics)
+    if not sessions.empty:
+        sessions = sessions.assign(experiment=experiment)
+    claims = [c for c in uc.PAPER_CLAIMS if c.conditions.get("experiment") == experiment]
+    verdicts = decisions.judge_sweep(claims, sessions, sequential=decisions.is_sequential(folder))
+    if not verdicts:
+        return []
+    return ["## The paper's claims, judged per session", "",
+            "One number per session (its objects' or segments' median or upper quartile, or Jain's index), TCP vs "
+            "QUIC paired by block (the same objects, or the same trace and ABR); CPU-saturated sessions left out "
+            "(the method: the shared report.md).", "", verdict_table(verdicts)]
 
 
 def write_report(folder: Path, out_dir: Path, *, experiment: str | None = None) -> list[Path]:
@@ -197,8 +202,8 @@ def write_report(folder: Path, out_dir: Path, *, experiment: str | None = None) 
                   "samples.", ""]
     section = SECTIONS.get(exp)
     if section is not None and loaded.samples:
-        lines += section(loaded.samples, out_dir, pngs)
-        lines += render_claims(uh.CLAIMS[exp](loaded.samples))
+        lines += [POOLED, ""] + section(loaded.samples, out_dir, pngs)
+        lines += claims_md(folder, exp)
     write_atomic(out_dir / uh.REPORT_FILE, "\n".join(lines) + "\n")
     return [out_dir / uh.REPORT_FILE, *pngs]
 

@@ -1,0 +1,62 @@
+"""A study's claims against the runs of an experiment file: does every claim name cells the sweep runs?
+
+The cells come from ``Study.cell_of`` applied to each RunSpec's resolved config (what the runner does to pick the
+runs of undecided claims), plus ``block`` (the repetition) and ``runtime`` (the file's; ``auto``: the VM when a
+link needs netem, else the host).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nest_experiments.analysis.claims import Claim
+from nest_experiments.config import read_toml
+from nest_experiments.config.sweep import RunSpec, apply_paper, expand
+from nest_experiments.net.kernel import features_needed
+from nest_experiments.studies import Study
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def runtime(run: RunSpec) -> str:
+    wanted = run.experiment.runtime
+    return wanted if wanted != "auto" else "vm" if "netem" in features_needed(run.experiment) else "host"
+
+
+def sweep_cells(study: Study, file: str, *, paper: bool = False) -> pd.DataFrame:
+    """One row per run of ``experiments/<file>``: its cell by ``study.cell_of``, block and runtime."""
+    assert study.cell_of is not None
+    raw = read_toml(EXPERIMENTS / file)
+    runs = expand(apply_paper(raw) if paper else raw)
+    return pd.DataFrame([{"run": r.name, "block": r.repetition, "runtime": runtime(r), **study.cell_of(r.experiment.raw)}
+                         for r in runs])
+
+
+def _rows(cells: pd.DataFrame, cell: dict[str, object]) -> pd.DataFrame:
+    mask = pd.Series(True, index=cells.index)
+    for axis, value in cell.items():
+        if axis not in cells.columns:
+            return cells.iloc[0:0]
+        mask &= cells[axis].isin(value if isinstance(value, tuple) else (value,))
+    return cells[mask]
+
+
+def problems(claims: tuple[Claim, ...], cells: pd.DataFrame) -> list[str]:
+    """Claims whose arm (under its conditions) no run of the sweep is in, or whose paired arms share no key."""
+    out = []
+    for c in claims:
+        arms = [_rows(cells, {**c.conditions, **arm}) for arm in (c.a, c.b)]
+        for name, rows in zip("ab", arms, strict=True):
+            if rows.empty:
+                out.append(f"{c.id}: arm {name} {dict(getattr(c, name))} under {dict(c.conditions)}: no run")
+        key = list(c.strata + c.pair_by)
+        if c.paired and all(not r.empty for r in arms):
+            if not set(key) <= set(cells.columns):
+                out.append(f"{c.id}: pair key {key} is not a column of the cells")
+                continue
+            keys = [set(map(tuple, r[key].astype(str).to_numpy())) for r in arms]
+            if not keys[0] & keys[1]:
+                out.append(f"{c.id}: no pair (no {key} in both arms)")
+    return out
