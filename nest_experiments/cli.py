@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", default=[], metavar="RUN", help="run only these run names")
     run.add_argument("--check", action="store_true", help="validate and list the runs, create nothing")
     run.add_argument("--no-plot", action="store_true", help="do not plot after the sweep")
+    run.add_argument("--until-decided", action="store_true",
+                     help="run block after block until the study's claims are decided (or --budget / --max-reps)")
+    run.add_argument("--budget", metavar="TIME", help="with --until-decided: wall time for the runs, e.g. 3h, 90min")
+    run.add_argument("--max-reps", type=int, metavar="N", help="with --until-decided: at most N blocks (default 25)")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run the sweep's runs as tasks on a Dask cluster: a scheduler's address (tcp://HOST:8786) "
                           "or local:N (N worker processes on this machine, sharing its CPU)")

@@ -13,7 +13,7 @@ from nest_experiments.errors import ConfigError
 
 _NUM = r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Z%]*)"
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"b": 1, "kb": 1024, "kib": 1024, "mb": 1024**2, "mib": 1024**2}
 
 

@@ -72,7 +72,7 @@ def judge_sweep(claims: Sequence[Claim], sessions: pd.DataFrame, *, sequential: 
         sessions = pd.DataFrame(columns=["run", "block", "saturated"])
     missing = sorted({col for c in claims for col in _columns(c)} - set(sessions.columns))
     for col in missing:  # a sweep without the cells a claim names: the claim has no data, not an error
-        sessions = sessions.assign(**{col: pd.NA})
+        sessions = sessions.assign(**{col: float("nan")})
     if sequential:
         return replay(claims, sessions, alpha=alpha)
     return evaluate(claims, sessions, alpha=alpha)

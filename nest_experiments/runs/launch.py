@@ -21,6 +21,7 @@ from nest_experiments.errors import NestExpError
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import exit_code
 from nest_experiments.runs.preflight import preflight
+from nest_experiments.units import parse_time
 
 VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
 
@@ -44,6 +45,8 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if getattr(args, "until_decided", False):
+        return _until_decided(args)
     _, runs = load_runs(args)
     preflight(runs)  # this machine's players and tools, before anything is created (--check too)
     results = (args.results or _default_results()).resolve()
@@ -63,6 +66,42 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.no_plot and runtime.current() != "vm":
         _plot(results / runs[0].experiment.name)
     return exit_code(outcomes)
+
+
+def _until_decided(args: argparse.Namespace) -> int:
+    """``--until-decided``: block after block (each through this same command, with ``--reps`` the block and
+    ``--only`` its runs: host, VM or cluster alike) until the study's claims are decided (runs.until_decided)."""
+    from nest_experiments.runs.until_decided import Budget, block_runs, run_until_decided, study_of
+
+    if args.reps is not None or args.only:
+        raise NestExpError("--until-decided picks the blocks and runs itself: drop --reps / --only (use --max-reps)")
+    if args.max_reps is not None and args.max_reps < 1:
+        raise NestExpError("--max-reps must be at least 1")
+    seconds = parse_time("--budget", args.budget, allow_zero=False) if args.budget else None
+    budget = Budget(seconds=seconds, max_reps=args.max_reps or Budget().max_reps)
+    raw, _ = load_runs(argparse.Namespace(**{**vars(args), "until_decided": False}))
+    first = block_runs(raw, 1)
+    study = study_of(first[0].experiment.name)  # an experiment without claims stops here, before anything runs
+    preflight(first)
+    results = (args.results or _default_results()).resolve()
+    if args.check:
+        for r in first:
+            print(f"{r.experiment.name}/{r.name}")
+        print(f"block 1 of at most {budget.max_reps}; {len(study.claims_for(first[0].experiment.name))} claims "
+              f"({study.name})", file=sys.stderr)
+        return 0
+    codes: list[int] = []
+
+    def execute(runs: list[RunSpec]) -> int:
+        block = argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
+                                      "only": [r.name for r in runs], "no_plot": True})
+        codes.append(run_command(block))
+        return codes[-1]
+
+    run_until_decided(raw, folder=results / first[0].experiment.name, execute=execute, budget=budget, study=study)
+    if not args.no_plot:
+        _plot(results / first[0].experiment.name)
+    return max(codes, default=0)
 
 
 def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:

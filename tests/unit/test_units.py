@@ -23,7 +23,7 @@ def test_bytes_per_second_units_are_refused_with_a_hint() -> None:
         parse_rate("k", "10mbps")
 
 
-@pytest.mark.parametrize(("text", "s"), [("5ms", 0.005), ("10s", 10.0), ("100us", 1e-4), ("2min", 120.0)])
+@pytest.mark.parametrize(("text", "s"), [("5ms", 0.005), ("10s", 10.0), ("100us", 1e-4), ("2min", 120.0), ("3h", 10800.0)])
 def test_times(text: str, s: float) -> None:
     assert parse_time("k", text) == pytest.approx(s)
 

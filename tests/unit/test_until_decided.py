@@ -109,3 +109,16 @@ def test_block_runs_and_matches() -> None:
 def test_an_experiment_without_claims_cannot_run_until_decided() -> None:
     with pytest.raises(ConfigError, match="until-decided.*no study with claims"):
         study_of("no_such_experiment")
+
+
+def test_the_command_line_checks_until_decided_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from nest_experiments.cli import main
+
+    assert main(["run", "--until-decided", "--check", "--budget", "3h"]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 6 and all(line.endswith("_r1") for line in out.out.splitlines())
+    assert "claims (nest)" in out.err
+    assert main(["run", "--until-decided", "--check", "--reps", "2"]) == 1
+    assert "drop --reps" in capsys.readouterr().err
+    assert main(["run", "--until-decided", "--check", "--budget", "3x"]) == 2
+    assert "--budget" in capsys.readouterr().err
