@@ -106,7 +106,6 @@ def _p_cell(row: Row, pair: tuple[str, str]) -> str:
 def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path],
            study: Study, *, verdicts_md: Sequence[str] = ()) -> str:
     parts = _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
-    parts += _claims(sweep, rows, study)
     parts += _figures(sweep, figures, study) + _sanity(sweep, checks, study) + _excluded(sweep) + _warnings(sweep)
     parts += _gaps(sweep)
     return "\n".join(parts).rstrip() + "\n"
@@ -163,13 +162,6 @@ def _metrics(sweep: Sweep, rows: Sequence[Row]) -> list[str]:
         out += [f"No run had data for: {', '.join(missing)}.", ""]
     return out
 
-
-def _claims(sweep: Sweep, rows: Sequence[Row], study: Study) -> list[str]:
-    claims = study.claims(sweep, rows)
-    if not claims:
-        return []
-    return ["## The paper's claims", "",
-            *md.table(["paper's claim", "ours", "agree?"], [[c.claim, c.ours, c.agree] for c in claims])]
 
 
 def _figures(sweep: Sweep, figures: dict[str, Path], study: Study) -> list[str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +12,7 @@ from nest_experiments.analysis import decisions, report
 from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
 from nest_experiments.analysis.claims import Claim as PaperClaim
 from nest_experiments.analysis.claims import Verdict
-from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, Row, RunChecks, RunResult, Sweep
+from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, RunChecks, RunResult, Sweep
 from nest_experiments.rundir import experiment_name
 
 
@@ -25,7 +25,6 @@ class Claim:
     agree: str  # "yes", "no", or why it cannot be told (e.g. "too few repetitions")
 
 
-ClaimsFn = Callable[[Sweep, Sequence[Row]], list[Claim]]
 OutputsFn = Callable[[Path, Path], list[Path]]  # (sweep folder, report folder) -> files written
 
 
@@ -33,9 +32,6 @@ def table_metrics(*keys: str) -> tuple[Metric, ...]:
     """The shared report's table for a study of one run per context: these per-run numbers, no bar charts."""
     return tuple(replace(m, plot=False) for m in report.DASH_METRICS if m.key in keys)
 
-
-def no_claims(sweep: Sweep, rows: Sequence[Row]) -> list[Claim]:
-    return []
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +48,6 @@ class Study:
     sanity_rules: str = "No sanity checks."  # the pass rules, as the report states them
     figure_sections: tuple[tuple[str, str], ...] = (("Video", "video"), ("Audio", "audio"))  # heading, stream
     delay_reference: str = ""  # appended to the queue-delay headings, e.g. " (cf. paper Figs. 12-13)"
-    claims: ClaimsFn = field(default=no_claims)
     outputs: OutputsFn | None = None  # the study's own files beside report.md (``plot`` writes them after it)
     # the paper's claims as data, judged on the per-session table (nest_experiments.analysis.decisions)
     paper_claims: tuple[PaperClaim, ...] = ()

@@ -232,19 +232,13 @@ def test_a_user_experiment_gets_the_generic_report(tmp_path: Path) -> None:
 
 
 def test_a_study_claims_table(tmp_path: Path) -> None:
-    from dataclasses import replace
-
-    from nest_experiments.studies import Claim
-
-    def claims(sweep: report.Sweep, rows: object) -> list[Claim]:
-        return [Claim(claim="FQ-PIE gives more switches", ours=f"{len(sweep.completed)} runs", agree="no")]
-
-    study = replace(generic.STUDY, claims=claims)
-    text = write_sweep_report(make_sweep(tmp_path, reps=1, targets=(5,)), figures=False, study=study)[0].read_text()
-    assert "| paper's claim | ours | agree? |" in text and "| FQ-PIE gives more switches | 2 runs | no |" in text
-    nest_text = write_sweep_report(tmp_path / "synth", figures=False)[0].read_text()
-    assert "| paper's claim | ours | agree? |" not in nest_text  # NeST's claims are data: the judged table
-    assert "## The paper's claims, judged" in nest_text
+    """A study with claims as data gets them judged in report.md and claims.csv; one without, no claims section."""
+    plain = write_sweep_report(make_sweep(tmp_path, reps=1, targets=(5,)), figures=False, study=generic.STUDY)
+    assert "## The paper's claims" not in plain[0].read_text() and not any(p.name == "claims.csv" for p in plain)
+    nest = write_sweep_report(tmp_path / "synth", figures=False)
+    nest_text = nest[0].read_text()
+    assert "## The paper's claims, judged" in nest_text and "One fixed-size analysis at alpha = 0.05" in nest_text
+    assert any(p.name == "claims.csv" for p in nest)
 
 
 # ---------------------------------------------------------------- the report and its figures
