@@ -252,7 +252,11 @@ def test_a_stalled_quic_stream_is_cancelled_or_waited_for_the_connection_kept(
     f = fetcher(policy, stream_timeout_s=0.25)
     assert asyncio.run(fetch_all(f, 3, pause_s=0.05)) == expect
     rows = [r for r in f.racer.rows if r.event in ("stream_cancelled", "stream_error")]
-    assert len(rows) == 1 and rows[0].event == error and "without a byte for 0.25 s (stream_timeout)" in rows[0].detail
+    # chromium cancels once and asks again (the new request does not stall); quic_only keeps waiting and logs each
+    # 0.25 s without a byte: one while the 0.4 s stall lasts, two when a loaded machine runs the loop late (seen once
+    # in a loaded run: "exactly one" there was timing, not behaviour)
+    assert rows and all(r.event == error and "without a byte for 0.25 s (stream_timeout)" in r.detail for r in rows)
+    assert len(rows) == 1 if policy == "chromium" else len(rows) <= 2
     assert len(script.conns) == 1  # one QUIC connection: a cancelled stream does not close it
     assert script.cancelled == ([0] if policy == "chromium" else [])  # only that stream was reset
     assert not [e for e in events(f) if e[0] == "broken"]  # a player cancel marks nothing
