@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.config.sweep import RunSpec, apply_overrides, apply_paper, expand
 from nest_experiments.errors import NestExpError
 from nest_experiments.runs import runtime
-from nest_experiments.runs.outcome import exit_code
+from nest_experiments.runs.outcome import exit_code, now_iso
+from nest_experiments.runs.phases import append_sweep_record, new_sweep_id
 from nest_experiments.runs.preflight import preflight
 from nest_experiments.units import parse_time
 
@@ -62,9 +64,15 @@ def run_command(args: argparse.Namespace) -> int:
         return _run_in_vm(args, runs, results)
     from nest_experiments.runs.runner import run_sweep
 
-    outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s())
+    sweep_id = new_sweep_id()
+    t0 = time.monotonic()
+    outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s(), sweep_id=sweep_id)
     if not args.no_plot and runtime.current() != "vm":
+        t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
+        append_sweep_record(results / runs[0].experiment.name,  # the plot's share of runs.phases' sweep log
+                            {"id": sweep_id, "side": "host", "plot": round(time.monotonic() - t_plot, 3),
+                             "command_s": round(time.monotonic() - t0, 3)})
     return exit_code(outcomes)
 
 
@@ -139,15 +147,21 @@ def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> 
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
     from nest_experiments.runs.sweep_in_vm import run_in_guest
 
+    record: dict[str, Any] = {"id": new_sweep_id(), "side": "vm_host", "started": now_iso(), "runs": len(runs)}
+    t0 = time.monotonic()
     try:
-        code = run_in_guest(argv, runs, results)
+        code = run_in_guest(argv, runs, results, record=record)
     finally:
         if experiment is not None and experiment.parent.name == VM_INPUTS:
             experiment.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 experiment.parent.rmdir()  # when no other runner's copy is in it
     if not args.no_plot:
+        t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
+        record["plot"] = round(time.monotonic() - t_plot, 3)
+    record["command_s"] = round(time.monotonic() - t0, 3)
+    append_sweep_record(results / runs[0].experiment.name, record)  # the host's side of runs.phases' sweep log
     return code
 
 

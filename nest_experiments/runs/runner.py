@@ -39,6 +39,7 @@ from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new
 from nest_experiments.rundir import SCHEMA_VERSION, is_completed, write_csv, write_json
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
+from nest_experiments.runs.phases import Laps, append_sweep_record, new_sweep_id, process_age_s, uptime_s
 from nest_experiments.runs.progress import Progress
 from nest_experiments.runs.traceplay import TracePlayer
 
@@ -131,12 +132,15 @@ class Run:
         self.manifest: dict[str, Any] = {}
         self.apps: list[App] = []
         self.t0 = time.monotonic()
+        self.laps = Laps()  # the manifest's ``phases`` (runs.phases)
+        self.app_start_s: dict[str, float] = {}
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
 
     def execute(self) -> RunOutcome:
         started = time.monotonic()
+        self.laps.restart()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.toml").write_text(config_text(self.spec))
         self._init_manifest()
@@ -144,9 +148,11 @@ class Run:
             cleaned = clean_dead_runs()
             if cleaned:
                 self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
+            self.laps.lap("cleanup")
             self._run_network()
             if runtime.current() != "vm":  # in the VM runtime the host matches after the guest exits (launch.py)
                 self.manifest["warnings"] += match_captures(self.run_dir, self.manifest)
+                self.laps.lap("match")
             self.manifest["status"] = "completed"
         except (KeyboardInterrupt, Interrupted) as exc:
             self._fail("interrupted", str(exc) or "interrupted (SIGINT)")
@@ -158,6 +164,8 @@ class Run:
             (self.run_dir / "error.log").write_text(traceback.format_exc())
         finally:
             self.manifest["finished"] = now_iso()
+            self.manifest["phases"] = self.laps.as_dict()
+            self.manifest["app_start_s"] = {k: round(v, 3) for k, v in self.app_start_s.items()}
             write_json(self.run_dir / "manifest.json", self.manifest)
         m = self.manifest
         return RunOutcome(self.spec.name, m["status"], m.get("reason", ""), time.monotonic() - started, self.run_dir)
@@ -192,6 +200,7 @@ class Run:
         others = set(live_runs(other_than=state.prefix))
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
                      firewalls=self.exp.firewalls) as net:
+            self.laps.lap("topology")
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s) for a in self.exp.apps]
@@ -200,11 +209,14 @@ class Run:
             finally:
                 # other emulations on this machine during this one (cluster workers side by side share the CPU)
                 self.manifest["parallel_runs"] = sorted(others | set(live_runs(other_than=state.prefix)))
+                self.laps.restart()
                 for app in self.apps:
                     app.stop()
                     self.manifest["warnings"] += app.warnings
                     self.manifest["versions"].update(app.versions)
                 self._write_firewall_counters(net)
+                self.laps.lap("app_stop")
+        self.laps.lap("teardown")
 
     def _write_firewall_counters(self, net: Network) -> None:
         """``firewall.csv``: what each firewall matched and dropped (nftplan.COUNTER_FIELDS); a failed read is a
@@ -219,6 +231,7 @@ class Run:
     def _run_apps(self, net: Network) -> None:
         for app in self.apps:
             app.prepare()
+        self.laps.lap("app_prepare")
         capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
         capture.start()  # capturing before the run clock and any traffic
         wire_capture = WireCapture.for_run(self.exp, net, self.run_dir)  # experiment.wire_links: bytes on the wire
@@ -240,6 +253,7 @@ class Run:
             capture.stop(t0=self.t0, keep=False)
             wire_capture.stop(keep=False)
             raise
+        self.laps.lap("collectors_start")
         self.t0 = time.monotonic()
         self.manifest["t0_wall"] = now_iso()
         cpu = CpuMonitor(self.clock, pids_by_app=self._app_pids)
@@ -250,10 +264,13 @@ class Run:
         cpu.start()
         try:
             self._schedule()
+            self.laps.lap("traffic")
             for app in self.apps:
                 app.finish(deadline)
             self.manifest["traffic_end_t"] = round(self.clock(), 3)
+            self.laps.lap("drain")
         finally:
+            self.laps.restart()  # after a failure the traffic's time is in no phase
             cpu.stop()
             trace_error = self._stop_trace(rates)  # raised below: the sampler and captures stop first
             sampler.stop(keep=True)
@@ -265,9 +282,11 @@ class Run:
             self.manifest.update(cpu.breakdown())
             self.manifest["warnings"] += cpu.warnings()
             write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
+            self.laps.lap("collection")
         if trace_error is not None:
             raise trace_error
         self._write_outputs()
+        self.laps.lap("outputs")
 
     def _stop_trace(self, rates: TracePlayer) -> NestExpError | None:
         """Stop the trace player; its summary into the manifest; its error returned, not raised."""
@@ -289,7 +308,9 @@ class Run:
             delay = app.cfg.start_s - self.clock()
             if delay > 0:
                 time.sleep(delay)
+            t = time.monotonic()
             app.start()
+            self.app_start_s[app.cfg.name] = self.app_start_s.get(app.cfg.name, 0.0) + time.monotonic() - t
         self.manifest["traffic_start_t"] = round(min((getattr(a, "t_start", 0.0) for a in self.apps), default=0.0), 3)
         fault_at = os.environ.get("NEST_EXP_FAULT_AT")  # test seam: an exception in the middle of a run
         if fault_at:
@@ -327,37 +348,68 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
 
 
 def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: TextIO = sys.stderr,
-              after_each: Callable[[RunOutcome], None] | None = None, warmup_s: float = 0.0) -> list[RunOutcome]:
+              after_each: Callable[[RunOutcome], None] | None = None, warmup_s: float = 0.0,
+              sweep_id: str | None = None) -> list[RunOutcome]:
     """Run every run not yet completed; print progress; go on after failures.
 
     One sweep at a time per machine (runs share interface names in the root
     namespace): a second one stops at once, before creating anything.
     ``warmup_s`` > 0: before the first run that is not skipped, that run's
     setting shortened to this length, thrown away (see vm.qemu.warmup_s).
+    Where the time went is appended to the experiment's ``sweeps.jsonl`` (runs.phases), as ``sweep_id``.
     """
     outcomes: list[RunOutcome] = []
     progress = Progress(total=len(runs), out=out)
     # the guest has no host name ("(none)"): the VM runtime's runs say so
     here = "the VM runtime's guest" if runtime.current() == "vm" else f"this machine ({platform.node()})"
     t_start = time.monotonic()
-    with run_lock(), signals_as_exceptions():
-        for spec in runs:
-            run_dir = results_root / spec.experiment.name / spec.name
-            if is_completed(run_dir, config_text(spec)):
-                progress.skip(spec.name)
-                outcomes.append(RunOutcome(spec.name, "skipped", "", 0.0, run_dir))
-                continue
-            if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
-                warm_up(spec, warmup_s, out=out)
-            progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
-            outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
-            outcomes.append(outcome)
-            progress.end(spec.name, status=outcome.status, seconds=outcome.seconds, where=here, reason=outcome.reason)
-            if after_each:
-                after_each(outcome)
+    record = _sweep_start_record(sweep_id)
+    laps = Laps()
+    try:
+        with run_lock(), signals_as_exceptions():
+            for spec in runs:
+                run_dir = results_root / spec.experiment.name / spec.name
+                if is_completed(run_dir, config_text(spec)):
+                    progress.skip(spec.name)
+                    outcomes.append(RunOutcome(spec.name, "skipped", "", 0.0, run_dir))
+                    continue
+                if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
+                    laps.restart()
+                    warm_up(spec, warmup_s, out=out)
+                    laps.lap("warmup")
+                progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
+                laps.restart()
+                outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
+                laps.lap("runs")
+                record["traffic_s"] += spec.experiment.duration_s
+                outcomes.append(outcome)
+                progress.end(spec.name, status=outcome.status, seconds=outcome.seconds, where=here,
+                             reason=outcome.reason)
+                if after_each:
+                    after_each(outcome)
+    finally:
+        if runs and any(o.status != "skipped" for o in outcomes):
+            wall = time.monotonic() - t_start
+            spent = laps.as_dict()
+            record.update(spent, runs_executed=sum(o.status != "skipped" for o in outcomes), wall_s=round(wall, 3),
+                          between_s=round(wall - sum(spent.values()), 3))
+            record["traffic_s"] = round(record["traffic_s"], 3)
+            append_sweep_record(results_root / runs[0].experiment.name, record)
     print(sweep_summary(outcomes, time.monotonic() - t_start, results_root / runs[0].experiment.name if runs else
                         results_root), file=out, flush=True)
     return outcomes
+
+
+def _sweep_start_record(sweep_id: str | None) -> dict[str, Any]:
+    """The runner's line of ``sweeps.jsonl`` as the sweep starts (runs.phases): in the VM runtime's guest, how
+    long the guest had been up and how long this Python took to get here (the boot's and the interpreter's
+    share of the sweep)."""
+    record: dict[str, Any] = {"id": sweep_id or new_sweep_id(), "side": "runner", "runtime": runtime.current(),
+                              "started": now_iso(), "warmup": 0.0, "runs": 0.0, "traffic_s": 0.0}
+    if runtime.current() == "vm":
+        up, age = uptime_s(), process_age_s()
+        record.update(guest_uptime_s=up, guest_python_start_s=None if age is None else round(age, 3))
+    return record
 
 
 def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOutcome:

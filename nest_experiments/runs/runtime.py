@@ -66,11 +66,14 @@ def missing_summary(runs: Sequence[RunSpec]) -> str:
     return ", ".join(sorted({f for r in runs for f in missing_on_host(r.experiment)}))
 
 
-def enter_vm(argv: list[str], *, rw_dirs: list[Path], timeout_s: float, keep_env: Sequence[str] = ()) -> VMResult:
-    """Run ``argv`` in one VM (this working directory, ``rw_dirs`` writable) with the guest's environment."""
+def enter_vm(argv: list[str], *, rw_dirs: list[Path], timeout_s: float, keep_env: Sequence[str] = (),
+             extra_env: Mapping[str, str] | None = None) -> VMResult:
+    """Run ``argv`` in one VM (this working directory, ``rw_dirs`` writable) with the guest's environment
+    (plus ``extra_env``)."""
     from nest_experiments.vm import run_in_vm
     from nest_experiments.vm import vm_settings as host_vm_settings
 
     vm = host_vm_settings()
-    return run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw_dirs, env=guest_env(vm.guest_env(), keep=keep_env),
+    env = {**guest_env(vm.guest_env(), keep=keep_env), **(extra_env or {})}
+    return run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw_dirs, env=env,
                      timeout_s=timeout_s, accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)

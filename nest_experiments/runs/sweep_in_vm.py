@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nest_experiments.collectors.capture import match_sweep_captures
 from nest_experiments.config import APP_KINDS
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.runs import runtime
+from nest_experiments.runs.phases import SWEEP_ID_ENV, Laps, new_sweep_id
 from nest_experiments.runs.runner import queue_grace_s
 
 if TYPE_CHECKING:
@@ -20,18 +21,28 @@ if TYPE_CHECKING:
 VM_TIMEOUT_MARGIN_S = 600.0
 
 
-def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path) -> int:
+def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path, *, record: dict[str, Any] | None = None) -> int:
     """Run ``argv`` (a ``nest_experiments`` command that runs ``runs`` into ``results``) in one VM, with
     ``results`` writable; then, on the host, match the runs' captures and add the host's load to their
-    manifests. Returns the guest command's exit code."""
+    manifests. Returns the guest command's exit code. ``record``: filled with the host's phases (runs.phases:
+    ``prepare``, ``boot``, ``vm`` (the whole guest, boot included), ``match``, ``annotate``), the guest told
+    the same sweep id."""
+    laps = Laps()
+    record = record if record is not None else {}
+    record.setdefault("id", new_sweep_id())
     _prepare_on_host(runs)
     _compile_for_guest()
+    laps.lap("prepare")
     budget = sum((r.experiment.duration_s + 60) * 3 + queue_grace_s(r.experiment) for r in runs) + VM_TIMEOUT_MARGIN_S
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{runtime.missing_summary(runs) or 'nothing; --runtime vm'})", file=sys.stderr, flush=True)
-    result = runtime.enter_vm(argv, rw_dirs=[results], timeout_s=budget)
+    result = runtime.enter_vm(argv, rw_dirs=[results], timeout_s=budget, extra_env={SWEEP_ID_ENV: record["id"]})
+    laps.lap("vm")
     match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
+    laps.lap("match")
     _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
+    laps.lap("annotate")
+    record.update(laps.as_dict(), boot=result.boot_s, accel=result.accel)
     return result.exit_code
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -52,6 +53,17 @@ def test_run_folder_follows_the_contract(default_run: Path) -> None:
     assert {"t", "flow", "src", "dst", "bits_per_second", "retransmits"} <= set(iperf.columns)
     assert iperf.flow.nunique() == 5
     assert not list(default_run.glob(".*.tmp"))
+    phases = manifest["phases"]  # runs.phases: every phase of a completed host run
+    assert set(phases) == {"cleanup", "topology", "app_prepare", "collectors_start", "traffic", "drain",
+                           "collection", "outputs", "app_stop", "teardown", "match"}
+    assert 7.9 <= phases["traffic"] <= 9.5 and all(v >= 0 for v in phases.values())  # the 8 s duration
+    started, finished = (dt.datetime.fromisoformat(manifest[k]) for k in ("started", "finished"))
+    assert sum(phases.values()) <= (finished - started).total_seconds() + 0.1  # laps of one clock: no overlap
+    assert set(manifest["app_start_s"]) == {"bulk"}  # the file's one app
+    sweep = [r for r in map(json.loads, (default_run.parent / "sweeps.jsonl").read_text().splitlines())
+             if r["side"] == "runner"]
+    assert len(sweep) == 1 and sweep[0]["runs_executed"] == 1 and sweep[0]["traffic_s"] == 8.0
+    assert sweep[0]["runs"] >= sum(phases.values()) - 0.1
 
 
 def test_sampler_covers_the_traffic_without_gaps(default_run: Path) -> None:

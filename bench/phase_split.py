@@ -1,0 +1,159 @@
+"""Where a sweep's wall time goes: the phase split of every run and of the sweep around them (issue 31).
+
+    sudo .venv/bin/python bench/phase_split.py --run [EXPERIMENT.toml] [--results DIR] [-- RUN ARGS...]
+    .venv/bin/python bench/phase_split.py results/nest_paper          # only read a finished sweep
+
+``--run`` runs the experiment (default: the built-in one, the NeST paper's
+reduced sweep) into a fresh results folder (``--results``, default a new
+folder under /var/tmp) and then reads it. Reading prints, per sweep command
+(``sweeps.jsonl``, runs.phases): the host's preparation, the VM's boot, the
+guest's Python start, the warm-up, the runs, the time between runs, the
+VM's power-off, the host's capture matching and load annotation, the plot;
+the whole command over the configured traffic time (the runs' ``duration``:
+the ratio issue 31 asks to bring to <= 1.3); and per run phase (manifests'
+``phases``) the mean, min and max over the runs, with each phase's share of
+a run, and the apps' ``start`` times. Last, the CPU guard's saturated 1 s
+windows (machine rule and per-process rule) over the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from nest_experiments.analysis.decisions import saturated_windows  # noqa: E402
+from nest_experiments.rundir import MANIFEST  # noqa: E402
+from nest_experiments.runs.phases import read_sweep_records  # noqa: E402
+
+RUN_PHASES = ("cleanup", "topology", "app_prepare", "collectors_start", "traffic", "drain", "collection", "outputs",
+              "app_stop", "teardown", "match")
+
+
+def manifests(folder: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(folder.glob(f"*/{MANIFEST}")):
+        m = json.loads(path.read_text())
+        if m.get("status") == "completed" and "phases" in m:
+            out.append(m)
+    return out
+
+
+def sweeps(folder: Path) -> list[dict[str, Any]]:
+    """One dict per sweep command: the runner's and the host's records of one id merged."""
+    merged: dict[str, dict[str, Any]] = defaultdict(dict)
+    for rec in read_sweep_records(folder):
+        side = rec.get("side", "runner")
+        merged[rec["id"]].update({f"{side}.{k}": v for k, v in rec.items() if k not in ("id", "side")})
+    return [dict(v, id=k) for k, v in merged.items()]
+
+
+def _line(label: str, seconds: float | None, total: float | None = None) -> str:
+    if seconds is None:
+        return f"  {label:<28} -"
+    share = f"  {seconds / total:6.1%}" if total else ""
+    return f"  {label:<28} {seconds:9.1f} s{share}"
+
+
+def print_sweep(s: dict[str, Any]) -> None:
+    traffic = s.get("runner.traffic_s") or 0.0
+    n = s.get("runner.runs_executed", 0)
+    runtime = s.get("runner.runtime", "?")
+    command = s.get("vm_host.command_s") or s.get("host.command_s")
+    runner_wall = s.get("runner.wall_s")
+    print(f"sweep {s['id']} ({'vm' if 'vm_host.vm' in s else runtime}, {n} runs, {traffic:.0f} s of traffic)")
+    total = command or runner_wall
+    rows: list[tuple[str, float | None]] = []
+    if "vm_host.vm" in s:
+        vm = s["vm_host.vm"]
+        boot = s.get("vm_host.boot")
+        py = s.get("runner.guest_python_start_s")
+        after = vm - (boot or 0) - (py or 0) - (runner_wall or 0)
+        rows += [("host: media, byte code", s.get("vm_host.prepare")), ("VM boot (to the guest's init)", boot),
+                 ("guest Python start", py)]
+    rows += [("warm-up", s.get("runner.warmup")), ("runs", s.get("runner.runs")),
+             ("between runs (runner)", s.get("runner.between_s"))]
+    if "vm_host.vm" in s:
+        rows += [("guest exit, power-off", after), ("host: match captures", s.get("vm_host.match")),
+                 ("host: load into manifests", s.get("vm_host.annotate"))]
+    rows.append(("plot", s.get("vm_host.plot", s.get("host.plot"))))
+    for label, sec in rows:
+        print(_line(label, sec, total))
+    if total:
+        print(_line("command, start to end", total))
+        ratio = f"{total / traffic:.2f}" if traffic else "-"
+        plot = s.get("vm_host.plot", s.get("host.plot")) or 0.0
+        no_plot = f"{(total - plot) / traffic:.2f}" if traffic else "-"
+        print(f"  wall / traffic: {ratio} ({no_plot} without the plot); runs alone: "
+              f"{(s.get('runner.runs') or 0) / traffic:.2f}" if traffic else "  (no traffic)")
+
+
+def print_runs(ms: list[dict[str, Any]]) -> None:
+    if not ms:
+        print("no completed run with phases")
+        return
+    totals = [sum(m["phases"].values()) for m in ms]
+    mean_total = statistics.mean(totals)
+    print(f"\nper run ({len(ms)} runs; {mean_total:.1f} s on average, duration {statistics.mean(m['duration_s'] for m in ms):.0f} s)")
+    print(f"  {'phase':<18} {'mean':>8} {'min':>8} {'max':>8}  share")
+    names = [p for p in RUN_PHASES if any(p in m["phases"] for m in ms)]
+    names += sorted({p for m in ms for p in m["phases"]} - set(names))
+    for p in names:
+        vals = [m["phases"].get(p, 0.0) for m in ms]
+        print(f"  {p:<18} {statistics.mean(vals):8.2f} {min(vals):8.2f} {max(vals):8.2f}  "
+              f"{statistics.mean(vals) / mean_total:5.1%}")
+    starts: dict[str, list[float]] = defaultdict(list)
+    for m in ms:
+        for app, sec in (m.get("app_start_s") or {}).items():
+            starts[app].append(sec)
+    if starts:
+        print("  apps' start (inside traffic): " + ", ".join(f"{a} {statistics.mean(v):.2f} s"
+                                                            for a, v in sorted(starts.items())))
+    by_rule: dict[str, int] = defaultdict(int)
+    for m in ms:
+        for rule, count in ((m.get("cpu") or {}).get("saturated_by") or {}).items():
+            by_rule[rule] += int(count or 0)
+    any_rule = [saturated_windows(m) for m in ms]
+    rules = ", ".join(f"{rule} rule {count}" for rule, count in sorted(by_rule.items())) or "no per-rule record"
+    print(f"\nCPU-saturated 1 s windows: {sum(any_rule)} in {sum(1 for a in any_rule if a)} of {len(ms)} runs "
+          f"({rules})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", nargs="?", type=Path, help="an experiment's results folder to read")
+    ap.add_argument("--run", nargs="?", const="", metavar="EXPERIMENT", help="run EXPERIMENT (default: the default)")
+    ap.add_argument("--results", type=Path, help="with --run: the results root (default: a new folder in /var/tmp)")
+    ap.add_argument("extra", nargs="*", help="with --run: more arguments for `run` (after --)")
+    args = ap.parse_args()
+    folder = args.folder
+    if args.run is not None:
+        results = args.results or Path(tempfile.mkdtemp(prefix="phase-split-", dir="/var/tmp"))
+        cmd = [sys.executable, "-m", "nest_experiments", "run", *([args.run] if args.run else []),
+               "--results", str(results), *args.extra]
+        print("$ " + " ".join(cmd), flush=True)
+        subprocess.run(cmd, cwd=ROOT, check=False)
+        folders = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        if len(folders) != 1:
+            print(f"expected one experiment folder in {results}, found {len(folders)}", file=sys.stderr)
+            return 1
+        folder = folders[0]
+    if folder is None:
+        ap.error("give a results folder, or --run")
+    for s in sweeps(folder):
+        print_sweep(s)
+    print_runs(manifests(folder))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
