@@ -142,11 +142,18 @@ def _plot(folder: Path) -> None:
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+    from nest_experiments.net.procs import run_lock
+
+    with run_lock():  # the guest has its own /run: without this a host emulation could start beside the VM
+        return _run_in_vm_locked(args, runs, results)
+
+
+def _run_in_vm_locked(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+    from nest_experiments.runs.sweep_in_vm import run_in_guest
+
     results.mkdir(parents=True, exist_ok=True)
     experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
     argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
-    from nest_experiments.runs.sweep_in_vm import run_in_guest
-
     record: dict[str, Any] = {"id": new_sweep_id(), "side": "vm_host", "started": now_iso(), "runs": len(runs)}
     t0 = time.monotonic()
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,34 @@ def test_a_failed_run_makes_the_exit_status_1_and_the_summary_counts_it() -> Non
     done, failed = (RunOutcome("a", s, "", 1.0, Path("x")) for s in ("completed", "failed"))
     assert (exit_code([done]), exit_code([done, failed]), exit_code([])) == (0, 1, 0)
     assert sweep_summary([done, failed], 12.3, Path("/r/e")) == "1 completed, 0 skipped, 1 failed in 12 s; results in /r/e"
+
+
+def test_a_vm_sweep_holds_the_host_s_emulation_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guest has its own /run (and lock): the host takes the machine's lock for the VM's whole sweep, so that
+    no host emulation starts beside it; the sweep's host record goes to sweeps.jsonl."""
+    import argparse
+
+    from nest_experiments.errors import NestExpError
+    from nest_experiments.net import procs
+    from nest_experiments.runs import launch, sweep_in_vm
+    from nest_experiments.runs.phases import read_sweep_records
+
+    monkeypatch.setattr(procs, "STATE_DIR", tmp_path / "state")
+    seen: list[str] = []
+
+    def fake_guest(argv: list[str], runs: list[Any], results: Path, *, record: dict[str, Any]) -> int:
+        with pytest.raises(NestExpError, match="another nest_experiments run is active"), procs.run_lock():
+            pass
+        seen.append(argv[3])
+        record.update(vm=12.5, boot=4.0)
+        return 0
+
+    monkeypatch.setattr(sweep_in_vm, "run_in_guest", fake_guest)
+    args = argparse.Namespace(experiment=None, reps=None, paper=False, set=[], only=[], no_plot=True)
+    runs = launch.load_runs(argparse.Namespace(experiment=None, paper=False, set=[], reps=None, only=[]))[1]
+    assert launch._run_in_vm(args, runs, tmp_path / "results") == 0
+    assert seen == ["run"]
+    with procs.run_lock():  # released after the VM
+        pass
+    [record] = read_sweep_records(tmp_path / "results" / runs[0].experiment.name)
+    assert record["side"] == "vm_host" and record["vm"] == 12.5 and record["runs"] == len(runs) > 1
