@@ -9,8 +9,9 @@ The public API is :func:`load`::
 
 It returns tidy pandas frames built from the run folders alone (:class:`Results`): ``runs`` (one row per run: its
 swept values, one column per swept key, and the manifest's fields), ``metrics`` (one row per run and metric: the
-report's per-run numbers, with their units), ``segments`` (every ``segments.csv`` row) and ``qdisc`` (every
-``qdisc.csv`` row), each row with its run's name (``run``). The functions below that read one run folder (the steady
+report's per-run numbers, with their units), and one frame per file a run writes (:data:`TABLES`: ``segments``,
+``qdisc``, ``qdelay``, ``iperf3``, ``sipp``, ``racing``, ``cpu``, ``qoe``, ...; read when first used), each row with
+its run's name (``run``), repetition and swept keys. The functions below that read one run folder (the steady
 window, the AQM egresses, the DASH metrics, the queue delays) are the ones the report and the figures use
 (:mod:`nest_experiments.analysis`, :mod:`nest_experiments.analysis.report`): one reader. Reads files only; never touches
 the network.
