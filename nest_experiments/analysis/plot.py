@@ -1,8 +1,9 @@
 """PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
 
 On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
-report (``report/report.md``, see :mod:`nest_experiments.analysis.report_md`) and the files
-its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`).
+report (``report/report.md``, see :mod:`nest_experiments.analysis.report_md`), the files
+its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`) and, from all of them and the
+per-run PNGs, one self-contained ``report/report.html`` (:mod:`nest_experiments.analysis.report_html`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
         for run_dir in runs:
             out += plot_run(run_dir)
     if sweep and report:
+        from nest_experiments.analysis.report_html import write_report_html
         from nest_experiments.analysis.report_md import REPORT_DIR, write_sweep_report
         from nest_experiments.studies import study_for
 
         out += write_sweep_report(folder)
         study = study_for(folder)
-        if study.outputs is not None:
-            out += study.outputs(folder, folder / REPORT_DIR)
+        own = study.outputs(folder, folder / REPORT_DIR) if study.outputs is not None else []
+        out += own
+        out.append(write_report_html(folder, folder / REPORT_DIR, study_files=own))
     return out
 
 

@@ -9,8 +9,9 @@ The public API is :func:`load`::
 
 It returns tidy pandas frames built from the run folders alone (:class:`Results`): ``runs`` (one row per run: its
 swept values, one column per swept key, and the manifest's fields), ``metrics`` (one row per run and metric: the
-report's per-run numbers, with their units), ``segments`` (every ``segments.csv`` row) and ``qdisc`` (every
-``qdisc.csv`` row), each row with its run's name (``run``). The functions below that read one run folder (the steady
+report's per-run numbers, with their units), and one frame per file a run writes (:data:`TABLES`: ``segments``,
+``qdisc``, ``qdelay``, ``iperf3``, ``sipp``, ``racing``, ``cpu``, ``qoe``, ...; read when first used), each row with
+its run's name (``run``), repetition and swept keys. The functions below that read one run folder (the steady
 window, the AQM egresses, the DASH metrics, the queue delays) are the ones the report and the figures use
 (:mod:`nest_experiments.analysis`, :mod:`nest_experiments.analysis.report`): one reader. Reads files only; never touches
 the network.
@@ -24,14 +25,35 @@ the network.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from nest_experiments.dash import qoe
-from nest_experiments.rundir import LINKS, QDELAY, QDISC, SEGMENTS, RunFolder, read_manifest
+from nest_experiments.rundir import (
+    ACCESS,
+    CPU,
+    DECISIONS,
+    FIREWALL,
+    HTTPERF,
+    IPERF3,
+    IPERF3_SUMMARY,
+    LINKS,
+    OBJECTS,
+    QDELAY,
+    QDISC,
+    QOE,
+    RACING,
+    RATES,
+    SEGMENTS,
+    SIPP,
+    SUBFLOWS,
+    WIRE,
+    RunFolder,
+    read_manifest,
+)
 from nest_experiments.rundir import run_dirs as run_dirs  # re-exported: a sweep's run folders
 
 STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
@@ -261,15 +283,223 @@ def _binned(egress: str, source: str, rows: pd.DataFrame) -> Series:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Table:
+    """One run-folder file as a :class:`Results` frame: ``name`` (the attribute), ``file``, what a row is, and the
+    unit of each numeric column whose name does not end in its unit (``_s``, ``_ms``, ``_bps``, ``_bytes``,
+    ``_pct``: seconds, milliseconds, bit/s, bytes, percent)."""
+
+    name: str
+    file: str
+    doc: str
+    units: tuple[tuple[str, str], ...] = ()
+
+
+_T = "s, run clock"
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table(name="segments", file=SEGMENTS, doc="one row per media segment the player fetched (DESIGN.md §4)",
+          units=(("t_request", _T), ("t_first_byte", _T), ("t_last_byte", _T), ("level", "0-based level"))),
+    Table(name="qdisc", file=QDISC, doc="one row per qdisc per sample (the kernel's counters)",
+          units=(("t", _T), ("backlog_pkts", "packets"), ("drops", "packets, cumulative"),
+                 ("sent_pkts", "packets, cumulative"), ("overlimits", "cumulative"), ("prob", "0-1 (PIE)"))),
+    Table(name="qdelay", file=QDELAY, doc="one row per packet: its queue delay measured from captures",
+          units=(("t", _T),)),
+    Table(name="iperf3", file=IPERF3, doc="one row per iperf3 flow per 1 s interval",
+          units=(("t", _T), ("bits_per_second", "bit/s"), ("retransmits", "segments"), ("snd_cwnd", "bytes"))),
+    Table(name="iperf3_summary", file=IPERF3_SUMMARY, doc="one row per iperf3 flow: its totals",
+          units=(("bytes", "bytes"), ("seconds", "s"), ("bits_per_second", "bit/s, sender"),
+                 ("receiver_bits_per_second", "bit/s"), ("retransmits", "segments"))),
+    Table(name="sipp", file=SIPP, doc="one row per SIPp app: calls and response times",
+          units=(("rate_cps", "calls/s"), ("call_rate_cps", "calls/s"), ("success_ratio", "0-1"))),
+    Table(name="httperf", file=HTTPERF, doc="one row per httperf app: requests, replies, times, errors",
+          units=(("rate_target", "requests/s"), ("request_rate", "requests/s"), ("reply_rate_avg", "replies/s"),
+                 ("reply_rate_min", "replies/s"), ("reply_rate_max", "replies/s"), ("reply_ratio", "0-1"),
+                 ("reply_content_bytes", "bytes per reply"), ("cpu_throttled_ratio", "0-1"),
+                 ("select_wait_us", "microseconds"))),
+    Table(name="racing", file=RACING, doc="one row per QUIC/TCP racing event (dash.racing_log)",
+          units=(("t", _T), ("value", "s (handshake, back-off, idle, RTT) or a ratio (decision)"))),
+    Table(name="firewall", file=FIREWALL, doc="one row per firewall and direction: packets/bytes matched, dropped",
+          units=(("matched_pkts", "packets"), ("dropped_pkts", "packets"))),
+    Table(name="wire", file=WIRE, doc="one row per captured link, direction and protocol: packets and bytes",
+          units=(("packets", "packets"),)),
+    Table(name="objects", file=OBJECTS, doc="one row per downloaded object (kind = \"objects\")",
+          units=(("size", "bytes"), ("bytes", "bytes"), ("t_request", _T), ("t_first_byte", _T),
+                 ("t_last_byte", _T))),
+    Table(name="cpu", file=CPU, doc="one row per 1 s window: the machine's busy share",
+          units=(("t", "s, run clock: the window's end"), ("busy", "0-1 of all CPUs"))),
+    Table(name="rates", file=RATES, doc="one row per HTB rate change of a trace-driven link",
+          units=(("t", _T), ("t_scheduled", "s, the trace's time"))),
+    Table(name="subflows", file=SUBFLOWS, doc="one row per MPTCP subflow (or TCP connection) per sample",
+          units=(("t", _T),)),
+    Table(name="access", file=ACCESS, doc="one row per response of the DASH server (its access log)",
+          units=(("t_arrival", "s, the server's clock"), ("t_first_byte_sent", "s, the server's clock"),
+                 ("t_last_byte_sent", "s, the server's clock"), ("bytes", "bytes"))),
+    Table(name="abr_decisions", file=DECISIONS, doc="one row per ABR decision: its inputs and the level chosen",
+          units=(("t", _T),)),
+    Table(name="qoe", file=QOE, doc="one row per DASH app and stream (video, audio, session): qoe.json's summary",
+          units=(("qoe", "score (ABR paper eq. 1)"), ("segments", "count"), ("stall_count", "count"),
+                 ("stalls", "count, whole session"), ("ended_at", _T))),
+)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Results:
-    """A sweep (or one run) as tidy frames; every frame has a ``run`` column (the run folder's name)."""
+    """A sweep (or one run) as tidy frames; every frame has a ``run`` column (the run folder's name).
+
+    Besides ``runs`` and ``metrics``, one frame per file a run writes (:data:`TABLES`; read when first used): the
+    rows of that file of every completed run, each with ``run``, ``repetition`` and the run's swept keys (``swept``)
+    in front. A file no run wrote gives an empty frame with those columns."""
 
     folder: Path
     runs: pd.DataFrame  # one row per run: run, status, reason, the swept keys (see swept), the manifest's fields
     metrics: pd.DataFrame  # run, metric, value, unit (completed runs)
-    segments: pd.DataFrame  # run + segments.csv's columns (completed runs)
-    qdisc: pd.DataFrame  # run + qdisc.csv's columns (completed runs)
     swept: tuple[str, ...]  # the columns of runs that are swept keys (dotted, e.g. links.bottleneck.qdisc.kind)
+    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The frame of :data:`TABLES` ``name`` (e.g. ``"iperf3"``)."""
+        if name not in TABLES:
+            from nest_experiments.errors import NestExpError
+
+            raise NestExpError(f"results table {name!r}: not one of {', '.join(TABLES)}")
+        if name not in self._cache:
+            self._cache[name] = self._read(TABLES[name])
+        return self._cache[name]
+
+    @staticmethod
+    def units(name: str) -> dict[str, str]:
+        """Units of table ``name``'s columns that do not end in their unit."""
+        return dict(TABLES[name].units)
+
+    def _read(self, t: Table) -> pd.DataFrame:
+        front = ["run", "repetition", *self.swept]
+        done = self.runs[self.runs.status == "completed"] if "status" in self.runs else self.runs.iloc[:0]
+        frames = []
+        for _, r in done.iterrows():
+            d = self.folder if self.folder.name == r["run"] and (self.folder / "manifest.json").exists() \
+                else self.folder / str(r["run"])
+            frame = _qoe_frame(d) if t.file == QOE else _frame(d, t.file)
+            if frame.empty:
+                continue
+            frame = frame.drop(columns=[c for c in front if c in frame.columns])
+            for i, col in enumerate(front):
+                frame.insert(i, col, r.get(col))
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=front)
+
+    @property
+    def segments(self) -> pd.DataFrame:
+        """``segments.csv``: one row per media segment (stream, index, level, bitrate_bps, bytes, t_request,
+        t_first_byte, t_last_byte, buffer_s, stall_s, transport, app)."""
+        return self.table("segments")
+
+    @property
+    def qdisc(self) -> pd.DataFrame:
+        """``qdisc.csv``: one row per qdisc per sample (t, node, dev, link, kind, handle, parent, backlog_bytes,
+        backlog_pkts, drops, overlimits, sent_pkts, sent_bytes, delay_ms (the kernel's, where it reports one),
+        prob (PIE's drop probability))."""
+        return self.table("qdisc")
+
+    @property
+    def qdelay(self) -> pd.DataFrame:
+        """``qdelay.csv``: per packet, its queue delay measured from captures (t, node, dev, delay_ms, method)."""
+        return self.table("qdelay")
+
+    @property
+    def iperf3(self) -> pd.DataFrame:
+        """``iperf3.csv``: per flow and 1 s interval (t, flow, src, dst, bits_per_second, retransmits, snd_cwnd in
+        bytes, rtt_ms)."""
+        return self.table("iperf3")
+
+    @property
+    def iperf3_summary(self) -> pd.DataFrame:
+        """``iperf3_summary.csv``: per flow (flow, src, dst, bytes, seconds, bits_per_second, retransmits,
+        mean_rtt_ms, receiver_bits_per_second)."""
+        return self.table("iperf3_summary")
+
+    @property
+    def sipp(self) -> pd.DataFrame:
+        """``sipp.csv``: per SIPp app, calls planned/attempted/successful/failed, success_ratio, response times
+        (``_ms``), retransmissions, failures by cause, RTP packets."""
+        return self.table("sipp")
+
+    @property
+    def httperf(self) -> pd.DataFrame:
+        """``httperf.csv``: per httperf app, request and reply rates (per s), replies, reply/transfer/connection
+        times (``_ms``), status and error counts, its CPU cap and throttling."""
+        return self.table("httperf")
+
+    @property
+    def racing(self) -> pd.DataFrame:
+        """``racing.csv``: per racing event (t, event, protocol, conn_id, value, detail, app)."""
+        return self.table("racing")
+
+    @property
+    def firewall(self) -> pd.DataFrame:
+        """``firewall.csv``: per firewall and direction (firewall, router, direction, proto, port, action,
+        rate_bps, matched_pkts, matched_bytes, dropped_pkts, dropped_bytes)."""
+        return self.table("firewall")
+
+    @property
+    def wire(self) -> pd.DataFrame:
+        """``wire.csv``: per captured link, direction and protocol (packets, frame_bytes, ip_bytes,
+        l4_header_bytes, l4_payload_bytes)."""
+        return self.table("wire")
+
+    @property
+    def objects(self) -> pd.DataFrame:
+        """``objects.csv``: per downloaded object (session, stream, index, path, size in bytes, status, bytes,
+        t_request, t_first_byte, t_last_byte, throughput_bps, latency_s, transport, app)."""
+        return self.table("objects")
+
+    @property
+    def cpu(self) -> pd.DataFrame:
+        """``cpu.csv``: per 1 s window (t: its end, busy: the share of all CPUs, 0-1)."""
+        return self.table("cpu")
+
+    @property
+    def rates(self) -> pd.DataFrame:
+        """``rates.csv``: per HTB rate change of a trace-driven link (t, t_scheduled, link, direction, node,
+        rate_bps)."""
+        return self.table("rates")
+
+    @property
+    def subflows(self) -> pd.DataFrame:
+        """``subflows.csv``: per MPTCP subflow per sample (t, app, local, local_port, remote, remote_port, link,
+        client_link, mptcp, bytes_received, bytes_sent, bytes_retrans, rtt_ms)."""
+        return self.table("subflows")
+
+    @property
+    def access(self) -> pd.DataFrame:
+        """``access.csv``: per response of the DASH server (t_arrival, t_first_byte_sent, t_last_byte_sent on the
+        server's clock, transport, path, status, bytes, conn_id, app)."""
+        return self.table("access")
+
+    @property
+    def abr_decisions(self) -> pd.DataFrame:
+        """``abr_decisions.csv``: per ABR decision (t, stream, index, algorithm, buffer_s, throughput_bps (the
+        algorithm's estimate), level, bitrate_bps, app)."""
+        return self.table("abr_decisions")
+
+    @property
+    def qoe(self) -> pd.DataFrame:
+        """``qoe.json``: per DASH app and stream (``video``, ``audio``, ``session``): the app's transport, client,
+        end_reason, ended_at, stalls, and the stream's summary (segments, avg_bitrate_bps, switches,
+        avg_throughput_bps, avg_buffer_s, stall_count, stall_s, startup_delay_s, app_rtt_s, app_jitter_s,
+        response_latency_s, qoe)."""
+        return self.table("qoe")
+
+
+def _qoe_frame(run_dir: Path) -> pd.DataFrame:
+    docs = RunFolder(run_dir).qoe() or {}
+    rows = []
+    for app, doc in docs.items():
+        if not isinstance(doc, dict):
+            continue
+        head = {"app": app, **{k: doc.get(k) for k in ("transport", "client", "end_reason", "ended_at", "stalls")}}
+        for stream, summary in (doc.get("qoe") or {}).items():
+            if isinstance(summary, dict):
+                rows.append({**head, "stream": stream, **summary})
+    return pd.DataFrame(rows)
 
 
 def load(folder: str | Path) -> Results:
@@ -281,7 +511,7 @@ def load(folder: str | Path) -> Results:
 
         raise NestExpError(f"{folder}: no run folder (a folder with manifest.json) here")
     rows, swept = [], {}
-    metrics, segments, qdisc = [], [], []
+    metrics = []
     for d in dirs:
         manifest = read_manifest(d) or {"status": "unknown (no readable manifest.json)"}
         point = flatten_point(manifest.get("point") or {})
@@ -289,11 +519,8 @@ def load(folder: str | Path) -> Results:
         rows.append({"run": d.name, **point, **manifest_fields(manifest)})
         if manifest.get("status") == "completed":
             metrics += [{"run": d.name, "metric": k, "value": v, "unit": u} for k, (v, u) in run_metrics(d).items()]
-            segments.append(_with_run(_frame(d, SEGMENTS), d.name))
-            qdisc.append(_with_run(_frame(d, QDISC), d.name))
     return Results(folder=folder, runs=pd.DataFrame(rows), swept=tuple(swept),
-                   metrics=pd.DataFrame(metrics, columns=["run", "metric", "value", "unit"]),
-                   segments=_concat(segments), qdisc=_concat(qdisc))
+                   metrics=pd.DataFrame(metrics, columns=["run", "metric", "value", "unit"]))
 
 
 MANIFEST_SKIP = frozenset({"point", "warnings"})
@@ -332,12 +559,3 @@ def _frame(run_dir: Path, name: str) -> pd.DataFrame:
     return frame if frame is not None else pd.DataFrame()
 
 
-def _with_run(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    if not frame.empty:
-        frame.insert(0, "run", name)
-    return frame
-
-
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run"])

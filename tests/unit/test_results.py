@@ -35,11 +35,14 @@ def test_a_real_sweep_folder_as_frames() -> None:
     assert set(q.run) == {"qdisc-pfifo-100_r1", "qdisc-pfifo-20_r1"}
     for name in ("qdisc-pfifo-100_r1", "qdisc-pfifo-20_r1"):
         own = pd.read_csv(REAL / name / "qdisc.csv")
-        mine = q[q.run == name].drop(columns="run").reset_index(drop=True)
+        mine = q[q.run == name].drop(columns=["run", "repetition", *r.swept]).reset_index(drop=True)
         pd.testing.assert_frame_equal(mine, own, check_dtype=False)
     assert set(q.link) == {"bottleneck"} and {"pfifo", "htb"} <= set(q.kind)
+    # each row carries its run's repetition and swept values
+    assert q.groupby("run")["links.bottleneck.qdisc.limit"].unique().map(list).to_dict() == {
+        "qdisc-pfifo-100_r1": [100], "qdisc-pfifo-20_r1": [20]}
     # no DASH app and no AQM here: no segments, no metrics (and no error)
-    assert r.segments.empty and list(r.segments.columns) == ["run"]
+    assert r.segments.empty and list(r.segments.columns) == ["run", "repetition", *r.swept]
     assert r.metrics.empty and list(r.metrics.columns) == ["run", "metric", "value", "unit"]
 
 
@@ -70,7 +73,9 @@ def test_segments_of_every_completed_run_and_failed_runs_listed(tmp_path: Path) 
     assert runs.loc["kind-pie_target-5ms_r2", "reason"] == "iperf3 did not finish in time"
     assert set(r.metrics.run) == set(r.segments.run) == set(r.qdisc.run) == {"kind-pie_target-5ms_r1"}
     video = r.segments[r.segments.stream == "video"]
-    assert video.level.tolist() == [0, 1, 2] and list(r.segments.columns[:2]) == ["run", "stream"]
+    assert video.level.tolist() == [0, 1, 2]
+    front = ["run", "repetition", *r.swept]
+    assert list(r.segments.columns[:len(front) + 1]) == [*front, "stream"] and len(r.swept) == 4
 
 
 def test_a_single_run_folder_loads_too() -> None:
