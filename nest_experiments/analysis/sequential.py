@@ -157,9 +157,12 @@ def sessions_for_power(*, distance: float, sd: float, alpha_side: float, power: 
                        paired: bool) -> int | None:
     """The pairs (paired) or sessions per arm (unpaired) that decide at ``alpha_side`` with ``power`` (formula in
     the module docstring); None when the measured effect sits on the boundary (no n decides it) or the spread is
-    unknown."""
-    if not (math.isfinite(sd) and sd > 0) or distance <= 0 or not math.isfinite(distance):
+    unknown (one pair). With no spread at all (every difference the same) the formula's n is 0: the fewest with
+    which the exact test can reject."""
+    if distance <= 0 or not math.isfinite(distance) or not math.isfinite(sd) or sd < 0:
         return None
+    if sd == 0:
+        return fewest_decisive(alpha_side, paired=paired)
     z = float(stats.norm.isf(alpha_side) + stats.norm.ppf(power))
     n = (1 if paired else 2) * (z * sd / distance) ** 2 / ARE_WILCOXON
     return max(math.ceil(n), fewest_decisive(alpha_side, paired=paired))

@@ -157,6 +157,9 @@ def test_sessions_for_power_is_the_stated_formula() -> None:
     # a huge effect still needs the fewest pairs with which the exact test can reject: 2^-n <= 0.0152
     assert seq.sessions_for_power(distance=100.0, sd=1.0, alpha_side=0.0152, paired=True) == 7
     assert seq.fewest_decisive(0.0152, paired=False) == 4  # 1 / C(8, 4) = 1/70 = 0.0143; 3 per arm: 1/20
+    # every difference the same (e.g. integer switch counts 1, 1, 1): the fewest decisive, not "unknown"
+    assert seq.sessions_for_power(distance=1.0, sd=0.0, alpha_side=0.0152, paired=True) == 7
+    assert seq.sessions_for_power(distance=0.0, sd=0.0, alpha_side=0.0152, paired=True) is None
 
 
 def test_decision_distance() -> None:
