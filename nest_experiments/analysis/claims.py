@@ -5,7 +5,10 @@ A :class:`Claim` names the paper's statement, a metric with one value per
 it holds under, how the design pairs sessions (``pair_by``) and blocks them
 (``strata``), the expectation (``a > b``, ``a < b`` or ``|a - b| < margin``)
 and the scale of the effect (a difference, or a ratio judged on the log
-scale). :func:`evaluate` turns a per-session DataFrame into one
+scale). A one-sample claim has no arm b but a ``reference`` constant ("PIE
+holds its delay at its 5 ms target": arm a's sessions against 5 ms): each
+session's difference from it (or log ratio to it) is judged as a paired
+difference would be. :func:`evaluate` turns a per-session DataFrame into one
 :class:`Verdict` per claim:
 
 - saturated sessions (the ``saturated`` column) are left out and counted;
@@ -51,7 +54,8 @@ SATURATED = "saturated"
 class Claim:
     """One finding of a paper, as data (see the module docstring). ``margin``: for ``|a - b| < margin`` only;
     absolute in the metric's unit, or with ``margin_relative`` a fraction of arm b's median (diff scale) or of
-    the ratio (ratio scale: a / b within [1 / (1 + margin), 1 + margin])."""
+    the ratio (ratio scale: a / b within [1 / (1 + margin), 1 + margin]). ``reference``: a one-sample claim, arm
+    a against this constant (in the metric's unit; ``b`` is then empty, and a relative margin is of it)."""
 
     id: str
     statement: str  # the paper's words
@@ -68,6 +72,7 @@ class Claim:
     margin: float | None = None
     margin_relative: bool = False
     scale: str = "diff"
+    reference: float | None = None  # a one-sample claim: arm a against this constant (b = {})
 
     def __post_init__(self) -> None:
         for name in ("a", "b", "conditions"):
@@ -79,7 +84,12 @@ class Claim:
 
     @property
     def paired(self) -> bool:
-        return bool(self.pair_by)
+        """Judged on differences (paired sessions, or one sample against the reference)."""
+        return bool(self.pair_by) or self.one_sample
+
+    @property
+    def one_sample(self) -> bool:
+        return self.reference is not None
 
     def where(self, key: str) -> str:
         return f"claims.{self.id}.{key}" if self.id else f"claims.{key}"
@@ -95,15 +105,27 @@ def _check_claim(c: Claim) -> None:
         raise bad("expect", f"{c.expect!r} is not one of {', '.join(repr(e) for e in seq.EXPECTATIONS)}")
     if c.scale not in SCALES:
         raise bad("scale", f"{c.scale!r} is not 'diff' or 'ratio'")
-    if not c.a or set(c.a) != set(c.b):
+    if c.one_sample:
+        _check_one_sample(c, bad)
+    elif not c.a or set(c.a) != set(c.b):
         raise bad("b", f"the arms must name the same axes (a: {sorted(c.a)}, b: {sorted(c.b)})")
-    if dict(c.a) == dict(c.b):
+    elif dict(c.a) == dict(c.b):
         raise bad("b", "the two arms are the same cell: give b another value on at least one axis")
     for key in ("conditions", "pair_by", "strata"):
         clash = set(getattr(c, key)) & set(c.a)
         if clash:
             raise bad(key, f"{sorted(clash)} is an arm axis: it cannot also be a condition, pair or stratum key")
     _check_margin(c, bad)
+
+
+def _check_one_sample(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
+    assert c.reference is not None
+    if c.b:
+        raise bad("b", "a claim with a reference is one arm against that constant: leave b empty (b = {})")
+    if c.pair_by:
+        raise bad("pair_by", "a one-sample claim (reference) has no partner sessions: remove pair_by")
+    if not math.isfinite(c.reference) or (c.scale == "ratio" and c.reference <= 0):
+        raise bad("reference", f"{c.reference!r}: a finite number in the metric's unit (> 0 for scale = \"ratio\")")
 
 
 def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
@@ -130,13 +152,18 @@ def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
     unknown = sorted(set(table) - CLAIM_KEYS)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}", f"unknown key; the keys are {', '.join(sorted(CLAIM_KEYS))}")
-    missing = sorted(k for k in ("id", "statement", "figure", "metric", "a", "b", "expect") if k not in table)
+    needed = ("id", "statement", "figure", "metric", "a", "expect") + (() if "reference" in table else ("b",))
+    missing = sorted(k for k in needed if k not in table)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}", "missing: every claim names id, statement, figure, metric, a, b "
-                          "and expect")
-    kwargs = {k: _field(where, k, v) for k, v in table.items() if k != "margin"}
+                          "(or a reference constant instead of b) and expect")
+    kwargs = {k: _field(where, k, v) for k, v in table.items() if k not in ("margin", "reference")}
     margin, relative = _margin(where, table.get("margin"))
-    return Claim(**kwargs, margin=margin, margin_relative=relative)
+    reference = table.get("reference")
+    if reference is not None and (not isinstance(reference, int | float) or isinstance(reference, bool)):
+        raise ConfigError(f"{where}.reference", f"expected a number in the metric's unit, got {reference!r}")
+    return Claim(**({"b": {}} | kwargs), margin=margin, margin_relative=relative,
+                 reference=None if reference is None else float(reference))
 
 
 def claims_from_tables(tables: Iterable[Mapping[str, Any]], path: str = "claims") -> tuple[Claim, ...]:
@@ -192,7 +219,8 @@ class Sample:
     b: np.ndarray
     diffs: np.ndarray | None = None
     groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
-    reference: float = math.nan  # arm b's median on the metric's scale (a relative margin's base)
+    reference: float = math.nan  # arm b's median on the metric's scale, or a one-sample claim's constant (a
+    # relative margin's base)
     n_saturated: int = 0
     note: str = ""
 
@@ -221,7 +249,7 @@ class Verdict:
 
     @property
     def more_unit(self) -> str:
-        return "pairs" if self.claim.paired else "sessions per arm"
+        return "sessions" if self.claim.one_sample else "pairs" if self.claim.paired else "sessions per arm"
 
 
 def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,
@@ -251,6 +279,10 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     if values_a is None or values_b is None:
         note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
         return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note)
+    if claim.reference is not None:  # one sample: each session against the constant
+        ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
+        a = values_a.to_numpy()
+        return Sample(a, np.array([]), a - ref, (), claim.reference, n_saturated, note)
     reference = float(rows_b[claim.metric].median()) if len(rows_b) else math.nan
     base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note)
     rows_a, rows_b = rows_a.loc[values_a.index].assign(_v=values_a), rows_b.loc[values_b.index].assign(_v=values_b)
@@ -279,7 +311,7 @@ def _matches(rows: pd.DataFrame, cell: Mapping[str, Value | tuple[Value, ...]]) 
 
 def _empty_note(claim: Claim, sessions: pd.DataFrame, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> str:
     for arm, rows in (("a", rows_a), ("b", rows_b)):
-        if len(rows) == 0:
+        if len(rows) == 0 and not (arm == "b" and claim.one_sample):
             cell = getattr(claim, arm)
             seen = {axis: sorted(map(str, sessions[axis].dropna().unique())) for axis in cell}
             return f"no unsaturated session in arm {arm} {dict(cell)} under the conditions (values seen: {seen})"
@@ -441,7 +473,7 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
     for v in verdicts:
         if v.verdict in seq.DECIDED:
             continue
-        for arm in (v.claim.a, v.claim.b):
+        for arm in (v.claim.a,) if v.claim.one_sample else (v.claim.a, v.claim.b):
             cell = {**v.claim.conditions, **arm}
             key = tuple(sorted(cell.items()))
             entry = need.setdefault(key, (cell, [], []))
@@ -463,7 +495,7 @@ def verdict_table(verdicts: Sequence[Verdict]) -> str:
         paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
         p = "—" if v.p is None else f"{_num(v.p)} ({_num(v.alpha)})"
         more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
-        cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_cell(c.b)}, {c.expect}" + _margin_text(c), paper,
+        cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_arm_b(c)}, {c.expect}" + _margin_text(c), paper,
                  _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -476,6 +508,10 @@ def _verdict_text(v: Verdict) -> str:
 
 def _cell(cell: Mapping[str, Value]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def _arm_b(c: Claim) -> str:
+    return _cell(c.b) if c.reference is None else f"the constant {_num(c.reference)}"
 
 
 def _margin_text(c: Claim) -> str:

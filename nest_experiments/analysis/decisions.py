@@ -104,7 +104,8 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
         c = v.claim
         out.append({
             "id": c.id, "figure": c.figure, "statement": c.statement, "paper_value": c.paper_value,
-            "metric": c.metric, "a": _cell(c.a), "b": _cell(c.b), "conditions": _cell(c.conditions),
+            "metric": c.metric, "a": _cell(c.a), "b": _cell(c.b), "reference": c.reference,
+            "conditions": _cell(c.conditions),
             "expect": c.expect, "margin": c.margin, "scale": c.scale, "verdict": v.verdict, "effect": v.effect,
             "ci_low": v.ci[0] if v.ci else None, "ci_high": v.ci[1] if v.ci else None, "ci_level": v.ci_level,
             "p": v.p, "alpha": v.alpha, "test": v.test, "n_a": v.n_a, "n_b": v.n_b, "n_pairs": v.n_pairs,

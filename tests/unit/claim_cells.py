@@ -47,12 +47,12 @@ def problems(claims: tuple[Claim, ...], cells: pd.DataFrame) -> list[str]:
     """Claims whose arm (under its conditions) no run of the sweep is in, or whose paired arms share no key."""
     out = []
     for c in claims:
-        arms = [_rows(cells, {**c.conditions, **arm}) for arm in (c.a, c.b)]
-        for name, rows in zip("ab", arms, strict=True):
+        arms = [_rows(cells, {**c.conditions, **arm}) for arm in ((c.a,) if c.one_sample else (c.a, c.b))]
+        for name, rows in zip("ab", arms, strict=False):
             if rows.empty:
                 out.append(f"{c.id}: arm {name} {dict(getattr(c, name))} under {dict(c.conditions)}: no run")
         key = list(c.strata + c.pair_by)
-        if c.paired and all(not r.empty for r in arms):
+        if c.paired and not c.one_sample and all(not r.empty for r in arms):
             if not set(key) <= set(cells.columns):
                 out.append(f"{c.id}: pair key {key} is not a column of the cells")
                 continue

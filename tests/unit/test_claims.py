@@ -257,6 +257,11 @@ def base(**over: Any) -> dict[str, Any]:
     (base(strata=["aqm"]), "claims.c.strata", "is an arm axis"),
     (base(pair_by=["trace", "aqm"]), "claims.c.pair_by", "is an arm axis"),
     (base(figure=4), "claims.c.figure", "expected a string"),
+    (base(reference=5.0), "claims.c.b", "leave b empty"),
+    ({k: v for k, v in base(reference="5ms").items() if k != "b"}, "claims.c.reference", "expected a number"),
+    ({k: v for k, v in base(reference=0.0, scale="ratio").items() if k != "b"}, "claims.c.reference", "> 0"),
+    ({k: v for k, v in base(reference=1.0, pair_by=["block"]).items() if k != "b"}, "claims.c.pair_by",
+     "no partner"),
     ("c", "claims", "expected a table"),
 ])
 def test_bad_declarations_give_one_line_errors_naming_the_key(table: Any, key: str, words: str) -> None:
@@ -359,3 +364,46 @@ def test_replay_with_no_effect_decides_falsely_at_most_alpha() -> None:
                 for _ in range(300))
     print(f"replay, no effect: {wrong / 300:.3f} false decisions over 300 runs of 6 looks")
     assert wrong / 300 <= 0.05
+
+
+def one_sample_sessions(ratio: float, *, n: int = 12, sd: float = 0.08, seed: int = 3) -> pd.DataFrame:
+    """PIE sessions at three targets whose delay is ``ratio`` x the target (log-normal noise), one FQ-PIE session
+    per target (no say in a one-sample claim on PIE), one saturated PIE session with an absurd delay."""
+    rng = np.random.default_rng(seed)
+    rows = [dict(aqm="pie", target=t, block=b, saturated=False, x=ratio * rng.lognormal(0, sd))
+            for b in range(n // 3) for t in ("5ms", "10ms", "15ms")]
+    rows += [dict(aqm="fq_pie", target=t, block=0, saturated=False, x=9.0) for t in ("5ms", "10ms", "15ms")]
+    rows.append(dict(aqm="pie", target="5ms", block=0, saturated=True, x=50.0))
+    return pd.DataFrame(rows)
+
+
+ONE_SAMPLE = dict(id="pie_at_target", statement="PIE holds its target", figure="Fig. 12", metric="x",
+                  a={"aqm": "pie"}, expect="|a - b| < margin", margin="50%", scale="ratio", reference=1.0)
+
+
+@pytest.mark.parametrize(("ratio", "verdict"), [(0.85, "agrees"), (2.4, "contradicts"), (1.0, "agrees")])
+def test_one_sample_claim_judges_each_session_against_the_constant(ratio: float, verdict: str) -> None:
+    c = claim_from_table(ONE_SAMPLE)
+    assert c.one_sample and c.paired and dict(c.b) == {}
+    [v] = evaluate([c], one_sample_sessions(ratio))
+    assert v.verdict == verdict and v.n_a == 12 and v.n_b == 0 and v.n_pairs == 12
+    assert v.n_saturated_excluded == 1  # the saturated PIE session; the FQ-PIE ones are in no arm
+    assert v.effect == pytest.approx(ratio, rel=0.06)  # the HL estimate of the ratio to the reference
+    assert v.ci is not None and v.ci[0] < ratio * 1.06 and v.ci[1] > ratio * 0.94
+    assert v.test.startswith("TOST (wilcoxon signed-rank)")
+
+
+def test_one_sample_claim_near_its_margin_stays_undecided_and_says_how_many_more() -> None:
+    [v] = evaluate([claim_from_table(ONE_SAMPLE)], one_sample_sessions(1.45, n=6, sd=0.2))
+    assert v.verdict == "undecided" and v.more_needed is not None and v.more_needed >= 1
+    assert v.more_unit == "sessions"
+    need = cells_needed([v])
+    assert [dict(n.cell) for n in need] == [{"aqm": "pie"}]  # arm a only: there is no arm b to run
+    assert "the constant 1" in verdict_table([v])
+
+
+def test_one_sample_directional_claim_against_a_constant() -> None:
+    c = claim_from_table({**ONE_SAMPLE, "expect": "a < b", "margin": None, "scale": "diff", "reference": 1.2,
+                          "id": "below"})
+    [v] = evaluate([c], one_sample_sessions(0.9))
+    assert v.verdict == "agrees" and v.effect == pytest.approx(0.9 - 1.2, abs=0.05)

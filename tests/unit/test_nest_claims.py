@@ -26,16 +26,20 @@ FIGURES = {f"Fig. {n}" for n in range(2, 14)}
 
 def test_the_findings_of_figs_2_to_13_are_declared_fq_pie_vs_pie_paired_within_target_and_block() -> None:
     claims = {c.id: c for c in PAPER_CLAIMS}
-    assert len(claims) == len(PAPER_CLAIMS) == 13 and {c.figure for c in PAPER_CLAIMS} == FIGURES
-    versus = [c for c in PAPER_CLAIMS if c.id != "pie_follows_target"]
+    assert len(claims) == len(PAPER_CLAIMS) == 15 and {c.figure for c in PAPER_CLAIMS} == FIGURES
+    pie_only = {"pie_follows_target", "pie_at_target_bn1", "pie_at_target_bn2"}
+    versus = [c for c in PAPER_CLAIMS if c.id not in pie_only]
     assert all(c.a == {"aqm": "fq_pie"} and c.b == {"aqm": "pie"} for c in versus)
     assert all(c.strata == ("target",) and c.pair_by == ("block",) for c in versus)
     expects = {cid: c.expect for cid, c in claims.items()}
     assert [k for k, e in expects.items() if e == seq.LESS] == ["video_switches", "video_buffer", "video_jitter",
                                                                 "audio_buffer", "audio_rtt"]
-    assert {c.id for c in PAPER_CLAIMS if c.scale == "ratio"} == {"video_throughput", "audio_throughput",
-                                                                  "pie_follows_target"}
+    assert {c.id for c in PAPER_CLAIMS if c.scale == "ratio"} == {"video_throughput", "audio_throughput"} | pie_only
     assert claims["pie_follows_target"].conditions == {"aqm": "pie"}
+    for link in ("bn1", "bn2"):  # one sample: every PIE session's delay over its target against 1, within 1.5x
+        c = claims[f"pie_at_target_{link}"]
+        assert c.one_sample and c.reference == 1.0 and c.a == {"aqm": "pie"} and c.metric.endswith(link)
+        assert c.expect == seq.EQUIVALENT and c.margin == 0.5 and c.margin_relative
     assert nest.STUDY.paper_claims == PAPER_CLAIMS and nest.STUDY.cell_of is cell_of
 
 
@@ -52,8 +56,10 @@ def test_every_claim_names_cells_the_shipped_experiment_runs_in_the_same_blocks(
                                                                                                         "15ms"}
     for claim in PAPER_CLAIMS:
         arms = [{(rep, c["target"]) for rep, c in found if _matches(c, {**claim.conditions, **arm})}
-                for arm in (claim.a, claim.b)]
-        assert arms[0] and arms[1], claim.id  # a claim naming a cell the sweep never runs fails here
+                for arm in ((claim.a,) if claim.one_sample else (claim.a, claim.b))]
+        assert all(arms), claim.id  # a claim naming a cell the sweep never runs fails here
+        if claim.one_sample:
+            continue
         if "target" not in claim.a:  # pairs: the same target in the same block, under both arms
             assert arms[0] == arms[1], claim.id
 
@@ -73,12 +79,14 @@ def test_session_metrics_are_the_reports_numbers_and_each_bottlenecks_delay(tmp_
     m = session_metrics(pie)
     assert m["qdelay.bn1"] == m["qdelay.bn2"] == pytest.approx(11.0)  # measured (captures), as for FQ-PIE
     assert m["qdelay_kernel.bn2"] == pytest.approx(9.0)
+    assert m["pie_delay_x_target.bn2"] == pytest.approx(0.9)  # 9 ms at a 10 ms target
     assert m["video.switches"] == 2 and m["video.avg_bitrate_bps"] == pytest.approx((145 + 300 + 300 + 600) / 4)
     shown = nest.STUDY.load_run(pie.path).metrics  # the shared report's per-run numbers: the same, same units
     assert {k: m[k] for k in shown if not k.startswith("qdelay.")} == {k: v for k, v in shown.items()
                                                                        if not k.startswith("qdelay.")}
     fq = RunFolder(make_run(tmp_path, RunSpec(aqm="fq_pie", measured_delay_ms=14.0)))
     assert session_metrics(fq)["qdelay_kernel.bn2"] is None and session_metrics(fq)["qdelay.bn2"] == 14.0
+    assert session_metrics(fq)["pie_delay_x_target.bn2"] is None
     # with both capture methods, PIE's way is the one the claims use (what PIE's own statistic reads)
     rows = [{"t": 5 + 0.1 * k, "node": node, "dev": dev, "delay_ms": value, "method": method}
             for k in range(100) for node, dev in (("r1", "r3"), ("r2", "r4"))
@@ -98,4 +106,7 @@ def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     assert found["qdelay_bn2"].verdict == seq.AGREES and found["qdelay_bn1"].verdict == seq.AGREES
     assert found["video_rtt"].verdict == seq.CONTRADICTS  # planted: FQ-PIE's RTT is 0.4 s shorter
     assert found["pie_follows_target"].n_pairs == 4 and found["pie_follows_target"].effect == pytest.approx(3.0)
+    # planted: PIE's kernel delay 1.1 x its target in every session (12 PIE sessions), inside the 1.5x margin
+    assert found["pie_at_target_bn2"].verdict == seq.AGREES and found["pie_at_target_bn2"].n_a == 12
+    assert found["pie_at_target_bn2"].effect == pytest.approx(1.1)
     assert found["audio_rtt"].verdict == seq.UNDECIDED  # no difference planted: not "agrees"

@@ -30,19 +30,26 @@ bottleneck:
   paper patched FQ-PIE to average its per-queue PIE delays, which is the
   same quantity);
 - ``qdelay_kernel.<link>``: PIE's delay as the kernel reports it
-  (``qdisc.csv``; FQ-PIE: none).
+  (``qdisc.csv``; FQ-PIE: none);
+- ``pie_delay_x_target.<link>``: that delay over the run's target (PIE runs
+  only): the one number "PIE holds its target" is judged on, pooled over the
+  targets.
 
 The queue-delay claims are declared on both bottlenecks: Fig. 13 shows
 r2 -> r4 (bn2); Fig. 12, by the paper's pairing of its two interfaces,
 r1 -> r3 (bn1).
 
-"PIE holds its target" (Figs. 12-13) compares PIE with itself, so it is not
-a two-arm claim; :class:`~nest_experiments.analysis.claims.Claim` has no
-one-sample form (delay against a constant), and no equivalence margin
-around "the target" is declared. What is declared is its testable
-consequence: PIE's kernel-reported delay at a 15 ms target is above its
-delay at 5 ms (ratio scale). The per-run sanity check (PIE within 0.5-2x of
-its target) stays in the report.
+"PIE holds its target" (Figs. 12-13: "very effective in regulating the
+queue delay at the target value in all the scenarios") is a one-sample
+claim per bottleneck: every PIE session's kernel-reported delay over its
+target against 1, ratio scale, equivalent within a factor 1.5 either way
+(margin 50 %: the paper reads its figures by eye and gives no tolerance;
+RFC 8033's PIE steers the mean delay toward the target, and the reference
+probe of DESIGN §2b in this VM measured 0.76-0.85x at 5 and 15 ms, inside
+it; a PIE that ran at twice its target would contradict it). Its testable
+consequence, PIE's delay at a 15 ms target above its delay at 5 ms, is
+kept as a paired claim. The per-run sanity check (PIE within 0.5-2x of its
+target) stays in the report.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from typing import Any
 from nest_experiments.analysis.claims import Claim, Value
 from nest_experiments.analysis.qdelay import METHOD_PIE_STYLE
 from nest_experiments.analysis.results import NOT_AQM, run_metrics
-from nest_experiments.analysis.sequential import GREATER, LESS
+from nest_experiments.analysis.sequential import EQUIVALENT, GREATER, LESS
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import RunFolder
 from nest_experiments.units import parse_time
@@ -114,10 +121,21 @@ def session_metrics(run: RunFolder) -> dict[str, float | None]:
     values = {k: v for k, (v, _) in run_metrics(run.path).items()}
     out: dict[str, float | None] = dict.fromkeys(CLAIM_METRICS)  # a metric the run lacks is None, not absent
     out.update({k: v for k, v in values.items() if not k.startswith("qdelay.")})
+    cell = cell_of(run.config())
+    target_ms = parse_time("target", cell["target"]) * 1e3 if cell["aqm"] == "pie" and "/" not in cell["target"] \
+        else None
     for link in BOTTLENECKS:
         out[f"qdelay.{link}"] = _delay(values, link, MEASURED)
-        out[f"qdelay_kernel.{link}"] = _delay(values, link, ("kernel",))
+        out[f"qdelay_kernel.{link}"] = kernel = _delay(values, link, ("kernel",))
+        out[f"pie_delay_x_target.{link}"] = pie_delay_x_target(kernel, target_ms)
     return out
+
+
+def pie_delay_x_target(delay_ms: float | None, target_ms: float | None) -> float | None:
+    """PIE's delay over its target (None without either)."""
+    if delay_ms is None or not target_ms:
+        return None
+    return delay_ms / target_ms
 
 
 # ---------------------------------------------------------------- the claims
@@ -151,6 +169,11 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
             "oscillates 10-20 ms at a 5 ms target), r1 -> r3", "Fig. 12", "FQ-PIE 10-20 ms vs PIE ~target"),
     _vs_pie("qdelay_bn2", "qdelay.bn2", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
             "oscillates 10-20 ms at a 5 ms target), r2 -> r4", "Fig. 13", "FQ-PIE 10-20 ms vs PIE ~target"),
+    *(Claim(id=f"pie_at_target_{link}", statement="PIE regulates the queue delay at its target value in all "
+            f"scenarios: its kernel-reported delay over its target, {path}, targets pooled", figure=figure,
+            paper_value="~1x the target (5, 10, 15 ms)", metric=f"pie_delay_x_target.{link}", a=PIE, b={},
+            reference=1.0, expect=EQUIVALENT, margin=0.5, margin_relative=True, scale="ratio")
+      for link, path, figure in (("bn1", "r1 -> r3", "Fig. 12"), ("bn2", "r2 -> r4", "Fig. 13"))),
     Claim(id="pie_follows_target", statement="PIE regulates the queue delay at its target value in all scenarios: "
           "its delay at a 15 ms target above its delay at 5 ms, r2 -> r4", figure="Fig. 13",
           paper_value="PIE at 5, 10, 15 ms", metric="qdelay_kernel.bn2", a={"target": "15ms"}, b={"target": "5ms"},
