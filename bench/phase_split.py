@@ -1,6 +1,6 @@
 """Where a sweep's wall time goes: the phase split of every run and of the sweep around them (issue 31).
 
-    sudo .venv/bin/python bench/phase_split.py --run [EXPERIMENT.toml] [--results DIR] [-- RUN ARGS...]
+    sudo .venv/bin/python bench/phase_split.py --run [EXPERIMENT.toml] [--results DIR] [RUN ARGS: --only R ...]
     .venv/bin/python bench/phase_split.py results/nest_paper          # only read a finished sweep
 
 ``--run`` runs the experiment (default: the built-in one, the NeST paper's
@@ -133,16 +133,17 @@ def main() -> int:
     ap.add_argument("folder", nargs="?", type=Path, help="an experiment's results folder to read")
     ap.add_argument("--run", nargs="?", const="", metavar="EXPERIMENT", help="run EXPERIMENT (default: the default)")
     ap.add_argument("--results", type=Path, help="with --run: the results root (default: a new folder in /var/tmp)")
-    ap.add_argument("extra", nargs="*", help="with --run: more arguments for `run` (after --)")
-    args = ap.parse_args()
+    args, extra = ap.parse_known_args()  # with --run: the rest are `run`'s own arguments (--only, --set, ...)
+    if extra and args.run is None:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
     folder = args.folder
     if args.run is not None:
         results = args.results or Path(tempfile.mkdtemp(prefix="phase-split-", dir="/var/tmp"))
         cmd = [sys.executable, "-m", "nest_experiments", "run", *([args.run] if args.run else []),
-               "--results", str(results), *args.extra]
+               "--results", str(results), *extra]
         print("$ " + " ".join(cmd), flush=True)
         subprocess.run(cmd, cwd=ROOT, check=False)
-        folders = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        folders = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")] if results.is_dir() else []
         if len(folders) != 1:
             print(f"expected one experiment folder in {results}, found {len(folders)}", file=sys.stderr)
             return 1

@@ -122,8 +122,8 @@ def session_metrics(run: RunFolder) -> dict[str, float | None]:
     out: dict[str, float | None] = dict.fromkeys(CLAIM_METRICS)  # a metric the run lacks is None, not absent
     out.update({k: v for k, v in values.items() if not k.startswith("qdelay.")})
     cell = cell_of(run.config())
-    target_ms = parse_time("target", cell["target"]) * 1e3 if cell["aqm"] == "pie" and "/" not in cell["target"] \
-        else None
+    target = str(cell["target"])
+    target_ms = parse_time("target", target) * 1e3 if cell["aqm"] == "pie" and "/" not in target else None
     for link in BOTTLENECKS:
         out[f"qdelay.{link}"] = _delay(values, link, MEASURED)
         out[f"qdelay_kernel.{link}"] = kernel = _delay(values, link, ("kernel",))
