@@ -271,7 +271,8 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     _check_columns(claim, sessions)
     rows = sessions[_matches(sessions, claim.conditions)]
     saturated = rows[SATURATED].eq(True)  # unknown (NaN) counts as not saturated
-    n_saturated = int((saturated & (_matches(rows, claim.a) | _matches(rows, claim.b))).sum())
+    in_arms = _matches(rows, claim.a) if claim.one_sample else _matches(rows, claim.a) | _matches(rows, claim.b)
+    n_saturated = int((saturated & in_arms).sum())  # a one-sample claim's empty b would match every session
     rows = rows[~saturated]
     rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
     note = _empty_note(claim, sessions, rows_a, rows_b)

@@ -368,11 +368,12 @@ def test_replay_with_no_effect_decides_falsely_at_most_alpha() -> None:
 
 def one_sample_sessions(ratio: float, *, n: int = 12, sd: float = 0.08, seed: int = 3) -> pd.DataFrame:
     """PIE sessions at three targets whose delay is ``ratio`` x the target (log-normal noise), one FQ-PIE session
-    per target (no say in a one-sample claim on PIE), one saturated PIE session with an absurd delay."""
+    per target (no say in a one-sample claim on PIE; one of them saturated: not counted as one of the claim's),
+    one saturated PIE session with an absurd delay."""
     rng = np.random.default_rng(seed)
     rows = [dict(aqm="pie", target=t, block=b, saturated=False, x=ratio * rng.lognormal(0, sd))
             for b in range(n // 3) for t in ("5ms", "10ms", "15ms")]
-    rows += [dict(aqm="fq_pie", target=t, block=0, saturated=False, x=9.0) for t in ("5ms", "10ms", "15ms")]
+    rows += [dict(aqm="fq_pie", target=t, block=0, saturated=t == "5ms", x=9.0) for t in ("5ms", "10ms", "15ms")]
     rows.append(dict(aqm="pie", target="5ms", block=0, saturated=True, x=50.0))
     return pd.DataFrame(rows)
 
@@ -387,7 +388,7 @@ def test_one_sample_claim_judges_each_session_against_the_constant(ratio: float,
     assert c.one_sample and c.paired and dict(c.b) == {}
     [v] = evaluate([c], one_sample_sessions(ratio))
     assert v.verdict == verdict and v.n_a == 12 and v.n_b == 0 and v.n_pairs == 12
-    assert v.n_saturated_excluded == 1  # the saturated PIE session; the FQ-PIE ones are in no arm
+    assert v.n_saturated_excluded == 1  # the saturated PIE session; the saturated FQ-PIE one is in no arm
     assert v.effect == pytest.approx(ratio, rel=0.06)  # the HL estimate of the ratio to the reference
     assert v.ci is not None and v.ci[0] < ratio * 1.06 and v.ci[1] > ratio * 0.94
     assert v.test.startswith("TOST (wilcoxon signed-rank)")
