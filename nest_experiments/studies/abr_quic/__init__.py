@@ -27,6 +27,7 @@ STUDY = Study(
     title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
           f"; its box plots (Figs. 2-5), noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
+    paper="ABR over QUIC vs TCP (Mondal, Chakraborty)",
     experiments=(EXPERIMENT,),
     dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
@@ -38,4 +39,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("qoe", "segments", "abr_decisions", "rates", "cpu"),
 )

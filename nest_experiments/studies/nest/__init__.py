@@ -48,6 +48,7 @@ def cell_checks(runs: Sequence[RunResult], cell: CellKey) -> list[CellCheck]:
 STUDY = Study(
     name="nest",
     title="the NeST paper (PIE vs FQ-PIE, DASH over MPTCP; ../shared/papers/dash-mptcp-pie-fqpie-nest.txt)",
+    paper="PIE vs FQ-PIE for DASH over MPTCP (Naik)",
     experiments=("nest_paper",),
     axes=AQM_AT_TARGET,  # the AQM compared at each target; the other swept keys are the context
     dash_metrics=METRICS,
@@ -63,4 +64,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("qoe", "segments", "qdisc", "subflows", "iperf3_summary", "sipp", "httperf", "cpu"),
 )

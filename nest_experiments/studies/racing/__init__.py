@@ -25,6 +25,7 @@ STUDY = Study(
     title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
           f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
           f"[{REPORT_FILE}]({REPORT_FILE})",
+    paper="QUIC-TCP connection racing (Chaudhary et al.)",
     experiments=EXPERIMENTS,
     dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
@@ -35,4 +36,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("racing", "segments", "qoe", "firewall", "cpu"),
 )

@@ -26,6 +26,7 @@ STUDY = Study(
     title="\"Looking under the hood\" (object downloads, DASH segments, two parallel streams; TCP vs QUIC; "
           f"../shared/papers/quic-dash-under-the-hood.txt); its CDFs and fairness: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
+    paper="QUIC and DASH under the hood",
     experiments=(OBJECTS, DASH, PARALLEL),
     dash_metrics=(),
     run_checks=run_checks,
@@ -37,4 +38,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("objects", "segments", "qoe", "cpu"),
 )
