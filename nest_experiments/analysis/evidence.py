@@ -284,10 +284,12 @@ def readme_table(root: Path) -> str:
         folders = by_study.get(study.name, [])
         if not folders:
             lines.append(f"| {paper} | — | {NO_EVIDENCE} | | | | |")
-        for folder in folders:
+        for i, folder in enumerate(folders):
             link = f"[{folder.name}]({root.name}/{folder.name}/{REPORT})"
-            for row in pd.read_csv(folder / CLAIMS, keep_default_na=False, na_values=[""]).to_dict("records"):
-                lines.append("| " + " | ".join([paper, link, *claim_row(row)]) + " |")
+            rows = pd.read_csv(folder / CLAIMS, keep_default_na=False, na_values=[""]).to_dict("records")
+            for j, row in enumerate(rows):  # the paper and the folder named on their first row only
+                head = [paper if i == j == 0 else "", link if j == 0 else ""]
+                lines.append("| " + " | ".join([*head, *claim_row(row)]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -315,8 +317,8 @@ def update_readme(readme: Path, root: Path) -> bool:
     text = readme.read_text()
     old = current_section(text)
     if old is None:
-        raise NestExpError(f"{readme}: no generated section; put the two lines\n{README_BEGIN}\n{README_END}\n"
-                           "where the table belongs")
+        raise NestExpError(f"{readme}: no generated section; put the lines {README_BEGIN!r} and {README_END!r}, each "
+                           "on a line of its own, where the table belongs")
     new = readme_section(root)
     if new == old:
         return False

@@ -45,7 +45,14 @@ def _num(x: Any) -> float | None:
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.3g}" if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+    if not math.isfinite(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _text(x: Any) -> str:
+    """A field of claims.csv as text: missing (None, NaN, empty) is ""."""
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
 
 
 # ---------------------------------------------------------------- one claim's row (README)
@@ -54,7 +61,7 @@ def _fmt(x: float) -> str:
 def claim_row(row: Mapping[str, Any]) -> list[str]:
     """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, n, verdict."""
     claim = f"{row['statement']} ({row['figure']}; `{row['id']}`)"
-    return [_cell(claim), _cell(str(row.get("paper_value") or "—")), _ours(row), _n(row), _verdict(row)]
+    return [_cell(claim), _cell(_text(row.get("paper_value")) or "—"), _ours(row), _n(row), _verdict(row)]
 
 
 def _cell(text: str) -> str:
@@ -79,7 +86,7 @@ def _ours(row: Mapping[str, Any]) -> str:
 def _n(row: Mapping[str, Any]) -> str:
     pairs, n_a, n_b = (_num(row.get(k)) for k in ("n_pairs", "n_a", "n_b"))
     if pairs is not None:
-        text = f"{int(pairs)} pairs" if row.get("b") else f"{int(n_a or 0)} sessions"
+        text = f"{int(pairs)} pairs" if _text(row.get("b")) else f"{int(n_a or 0)} sessions"  # b empty: one sample
     else:
         text = f"{int(n_a or 0)} / {int(n_b or 0)} sessions"
     saturated = _num(row.get("saturated_excluded"))
@@ -91,7 +98,7 @@ def _verdict(row: Mapping[str, Any]) -> str:
     more = _num(row.get("more_needed"))
     if verdict in seq.DECIDED:
         return f"**{verdict}**"
-    needed = f"+{int(more)} {row.get('more_unit') or 'sessions'} needed" if more is not None else "sessions needed: " \
+    needed = f"+{int(more)} {_text(row.get('more_unit')) or 'sessions'} needed" if more is not None else "sessions needed: " \
         "unknown (no spread yet)"
     return f"{verdict} ({needed})" if verdict != seq.NO_DATA else f"{verdict} (no session in this evidence)"
 
@@ -140,7 +147,7 @@ def _panel(ax: plt.Axes, v: Verdict, sessions: pd.DataFrame) -> None:
         x_effect = 0.5
     assert v.effect is not None
     if v.ci is not None and all(math.isfinite(x) for x in v.ci):
-        ax.errorbar([x_effect], [v.effect], yerr=[[v.effect - v.ci[0]], [v.ci[1] - v.effect]], fmt="D",
+        ax.errorbar([x_effect], [v.effect], yerr=[[max(0.0, v.effect - v.ci[0])], [max(0.0, v.ci[1] - v.effect)]], fmt="D",
                     color="black", capsize=4)
     else:
         ax.plot([x_effect], [v.effect], "D", color="black")
@@ -222,7 +229,7 @@ def _machine(machine: Mapping[str, Any]) -> list[str]:
 
 
 def _cells(sessions: pd.DataFrame, cells: Sequence[str]) -> list[str]:
-    keys = [c for c in ("runtime", *cells) if c in sessions.columns]
+    keys = [c for c in ("runtime", *cells) if c in sessions.columns and sessions[c].notna().any()]
     lines = ["## Sessions per cell", "", f"{len(sessions)} completed sessions in {sessions['block'].nunique()} "
              "block(s); a saturated session (a CPU-saturated 1 s window, any rule) is left out of the claims.", ""]
     if not keys:
