@@ -1,4 +1,4 @@
-"""The ABR-over-QUIC-vs-TCP study (``abr-over-quic-vs-tcp.txt``): ABR x transport, Figs. 2-5 and section IV.
+"""The ABR-over-QUIC-vs-TCP study (Mondal & Chakraborty, docs/papers.md): ABR x transport, Figs. 2-5 and section IV.
 
 The study's package: :mod:`.claims` (the paper's claims as data), :mod:`.metrics` (its per-session numbers and
 cells, checks, noise floor), :mod:`.report` (its own report beside ``report.md``: figures and sections); this module
@@ -24,7 +24,7 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
 
 STUDY = Study(
     name="abr_quic",
-    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
+    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; Mondal & Chakraborty, docs/papers.md)"
           f"; its box plots (Figs. 2-5), noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
     paper="ABR over QUIC vs TCP (Mondal, Chakraborty)",
