@@ -1,4 +1,4 @@
-"""Command line: ``run``, ``doctor``, ``plot``, ``media``, ``clean``.
+"""Command line: ``run``, ``doctor``, ``plot``, ``evidence``, ``media``, ``clean``.
 
 Thin: parse arguments, call the library, catch :class:`NestExpError` once
 and print it as one line.
@@ -44,6 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("folder", type=Path)
     plot.add_argument("--no-report", action="store_true", help="only the per-run plots, no sweep report")
     plot.add_argument("--no-run-plots", action="store_true", help="only the sweep report, no per-run plots")
+    ev = sub.add_parser("evidence", help="export a sweep into an evidence folder, or regenerate the README's table",
+                        description="SWEEP OUT --command C: make OUT the evidence folder of the results sweep SWEEP "
+                                    "(sessions, claims, looks, per-run summary, tidy tables, report); `plot OUT` "
+                                    "rebuilds it. --readme: write the README's result table from evidence/.")
+    ev.add_argument("sweep", nargs="?", type=Path, help="a results sweep folder, e.g. results/nest_paper")
+    ev.add_argument("out", nargs="?", type=Path, help="the evidence folder to write, e.g. evidence/nest_paper")
+    ev.add_argument("--command", dest="made_by", metavar="COMMAND", default="",
+                    help="the exact command that ran the sweep (recorded in evidence.json and the report)")
+    ev.add_argument("--readme", nargs="?", const=Path("README.md"), type=Path, metavar="README",
+                    help="write the result table of every evidence folder into README (default README.md; the "
+                         "evidence folders beside it, in evidence/)")
+    ev.add_argument("--check", action="store_true", help="with --readme: change nothing, exit 1 if it is stale")
     sub.add_parser("clean", help="remove what dead runs left behind (namespaces, processes)")
     task = sub.add_parser("task", help="internal: one run of a cluster sweep (a worker starts it)")
     task.add_argument("spec", help="the run's payload (JSON file, or - for stdin)")
@@ -88,6 +100,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         for path in plot_folder(args.folder, report=not args.no_report, run_plots=not args.no_run_plots):
             print(path)
         return 0
+    if args.command == "evidence":
+        return _evidence(args)
     if args.command == "clean":
         return _clean()
     if args.command == "task":
@@ -98,6 +112,27 @@ def _dispatch(args: argparse.Namespace) -> int:
     if handler is None:
         raise NestExpError(f"unknown command {args.command}")
     return int(handler(args) or 0)
+
+
+def _evidence(args: argparse.Namespace) -> int:
+    from nest_experiments.analysis import evidence
+
+    if args.readme is not None:
+        if args.sweep is not None:
+            raise ConfigError("evidence", "--readme takes no sweep folder: give either SWEEP OUT --command or --readme")
+        root = args.readme.resolve().parent / "evidence"
+        if args.check:
+            stale = evidence.current_section(args.readme.read_text()) != evidence.readme_section(root)
+            print(f"{args.readme}: the evidence table is {'stale' if stale else 'current'}")
+            return 1 if stale else 0
+        changed = evidence.update_readme(args.readme, root)
+        print(f"{args.readme}: {'updated' if changed else 'unchanged'}")
+        return 0
+    if args.sweep is None or args.out is None:
+        raise ConfigError("evidence", "give SWEEP OUT --command \"...\" (export a sweep) or --readme")
+    for path in evidence.export(args.sweep, args.out, command=args.made_by):
+        print(path)
+    return 0
 
 
 def _clean() -> int:

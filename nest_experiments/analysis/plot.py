@@ -1,5 +1,8 @@
 """PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
 
+On an evidence folder (``evidence.json``, :mod:`nest_experiments.analysis.evidence`), :func:`plot_folder` rebuilds
+its claim table, report and figures from the committed tables alone.
+
 On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
 report (``report/report.md``, see :mod:`nest_experiments.analysis.report_md`), the files
 its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`) and, from all of them and the
@@ -26,11 +29,16 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
     A sweep folder whose runs all failed still gets its report (which lists
     them); a single run folder that did not complete is an error.
     """
+    from nest_experiments.analysis import evidence
+
+    if evidence.is_evidence(folder):  # committed evidence: the claim table and report from its tables alone
+        return evidence.rebuild(folder)
     dirs = run_dirs(folder)
     runs = [d for d in dirs if (read_manifest(d) or {}).get("status") == "completed"]
     sweep = bool(dirs) and not (folder / MANIFEST).exists()
     if not runs and not (sweep and report):
-        raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here")
+        raise NestExpError(f"{folder}: no completed run folder (one with manifest.json status 'completed') here, "
+                           f"and no {evidence.MANIFEST} (an evidence folder)")
     out: list[Path] = []
     if run_plots:
         for run_dir in runs:

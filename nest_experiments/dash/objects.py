@@ -1,7 +1,7 @@
 """Object downloads: timed sessions of HTTP requests for objects of seeded random sizes (a CLI of its own).
 
 The "under the hood" micro-benchmarks of the ABR-over-QUIC paper
-(``quic-dash-under-the-hood.txt``), usable against any HTTP server:
+(Under the hood, docs/papers.md), usable against any HTTP server:
 
 - ``sequential``: a session is ``requests`` GETs one after another, each for
   an object whose size is drawn uniformly from ``[size_min, size_max]``,

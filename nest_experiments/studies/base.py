@@ -40,6 +40,7 @@ class Study:
 
     name: str
     title: str  # one line in the report's head
+    paper: str = ""  # the paper's short name (docs/papers.md lists each with its authors, title and venue)
     experiments: tuple[str, ...]  # ``[experiment] name`` values whose sweeps get this report
     axes: Axes = AQM_AT_TARGET  # what the shared report compares, at what, the rest its context
     dash_metrics: tuple[Metric, ...] = report.DASH_METRICS  # order and paper figure numbers
@@ -53,6 +54,8 @@ class Study:
     paper_claims: tuple[PaperClaim, ...] = ()
     cell_of: decisions.CellFn | None = None  # a run's resolved config -> the values its claims name
     session_metrics: decisions.MetricsFn | None = None  # a run folder -> its per-session metrics
+    # the frames of results.load an evidence folder keeps (nest_experiments.analysis.evidence; runs and metrics always)
+    evidence_tables: tuple[str, ...] = ("qoe", "segments", "cpu")
 
     def sessions(self, folder: Path) -> pd.DataFrame:
         """The sweep's per-session table (:func:`.decisions.session_table`)."""

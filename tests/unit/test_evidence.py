@@ -1,33 +1,230 @@
-"""Committed evidence regenerates: each evidence folder's claim table is what the evaluator gives on its sessions."""
+"""Committed evidence regenerates (nest_experiments/analysis/evidence.py).
+
+- every evidence folder under evidence/: its claims.csv is what the evaluator gives on its sessions.csv, and
+  ``plot`` on a copy of it writes the same claims.csv and report.md again;
+- the README's result table is what ``evidence --readme`` generates from the folders;
+- ``export`` makes an evidence folder of a synthetic sweep of every paper's study, whose claims are the study's
+  verdicts on the run folders, and ``plot`` on it reproduces them.
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import decisions
+from nest_experiments.analysis import decisions, evidence
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.cli import main
+from nest_experiments.errors import NestExpError
 from nest_experiments.studies import STUDIES
+from tests.unit import test_abr_quic_study as abr
+from tests.unit import test_h2quic_study as h2q
+from tests.unit import test_racing_study as racing
+from tests.unit import test_under_hood_study as uh
+from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
 
-EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
-FOLDERS = {"nest_paper": "nest"}  # evidence folder -> its study
+PROJECT = Path(__file__).resolve().parents[2]
+EVIDENCE = PROJECT / "evidence"
+FOLDERS = [p.name for p in evidence.evidence_folders(EVIDENCE)]
 
 
-@pytest.mark.parametrize(("folder", "study"), FOLDERS.items())
-def test_the_committed_claim_table_is_what_the_sessions_give(folder: str, study: str) -> None:
+def test_the_project_has_evidence_folders() -> None:
+    assert "nest_paper" in FOLDERS  # a folder losing its evidence.json would silently drop out of the tests below
+
+
+def same_rows(written: pd.DataFrame, expected: list[dict[str, object]]) -> None:
+    """claims.csv's rows against verdict_rows: strings equal, numbers to 1e-9, missing (None, NaN, "") as missing."""
+    assert list(written.columns) == list(expected[0])
+    assert len(written) == len(expected)
+    for got, want in zip(written.to_dict("records"), expected, strict=True):
+        for key, value in want.items():
+            have = got[key]
+            if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+                assert have is None or (isinstance(have, float) and math.isnan(have)) or have == "", (want["id"], key)
+            elif isinstance(value, float | int) and not isinstance(value, bool):
+                assert math.isclose(float(have), float(value), rel_tol=1e-9, abs_tol=1e-12), (want["id"], key)
+            else:
+                assert str(have) == str(value), (want["id"], key)
+
+
+def read_claims(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_committed_claim_table_is_what_the_sessions_give(folder: str) -> None:
     path = EVIDENCE / folder
-    sessions = pd.read_csv(path / "sessions.csv")
-    verdicts = decisions.judge_sweep(STUDIES[study].claims_for(folder), sessions,
+    manifest = evidence.read_manifest(path)
+    sessions = evidence.read_sessions(path / evidence.SESSIONS)
+    verdicts = decisions.judge_sweep(STUDIES[manifest.study].claims_for(manifest.experiment), sessions,
                                      sequential=(path / decisions.SEQUENTIAL_FILE).exists())
-    committed = pd.read_csv(path / "claims.csv").set_index("id")
-    assert sorted(committed.index) == sorted(v.claim.id for v in verdicts)
-    for v in verdicts:
-        row = committed.loc[v.claim.id]
-        assert row["verdict"] == v.verdict and int(row["n_a"]) == v.n_a and int(row["n_b"]) == v.n_b
-        if v.effect is not None:
-            assert math.isclose(float(row["effect"]), v.effect, rel_tol=1e-9, abs_tol=1e-12)
-    looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]
-    assert [look["block"] for look in looks] == sorted(sessions["block"].unique().tolist())
+    same_rows(read_claims(path / evidence.CLAIMS), decisions.verdict_rows(verdicts))
+    if (path / decisions.SEQUENTIAL_FILE).exists():  # the looks recorded are the blocks the sessions have
+        looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]
+        assert [look["block"] for look in looks] == sorted(sessions["block"].unique().tolist())
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_plot_on_a_copy_regenerates_the_claim_table_and_the_report(folder: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / folder
+    shutil.copytree(EVIDENCE / folder, copy)
+    for name in (evidence.CLAIMS, evidence.REPORT):
+        (copy / name).unlink()
+    shutil.rmtree(copy / evidence.FIGURES_DIR, ignore_errors=True)
+    assert main(["plot", str(copy)]) == 0
+    assert (copy / evidence.CLAIMS).read_bytes() == (EVIDENCE / folder / evidence.CLAIMS).read_bytes()
+    report = (copy / evidence.REPORT).read_text()
+    assert report == (EVIDENCE / folder / evidence.REPORT).read_text(), "report.md is stale: run plot on the folder"
+    assert (copy / evidence.FIGURES_DIR / "claims.png").stat().st_size > 10_000
+    assert str(copy / evidence.REPORT) in capsys.readouterr().out
+
+
+def test_the_readme_table_is_what_the_evidence_gives() -> None:
+    section = evidence.current_section((PROJECT / "README.md").read_text())
+    assert section is not None, "README.md has no evidence table markers"
+    assert section == evidence.readme_section(EVIDENCE), \
+        "README's evidence table is stale: run `python -m nest_experiments evidence --readme`"
+
+
+def test_the_nest_paper_report_counts_its_saturated_session_and_cells() -> None:
+    report = (EVIDENCE / "nest_paper" / evidence.REPORT).read_text()
+    assert "1 of 18 runs had a CPU-saturated 1 s window" in report
+    assert "| kind-fqpie_target-10ms_r2 | completed | 1 | process 1 |" in report
+    assert "| vm | fq_pie | 10ms | 3 | 1 |" in report and "| vm | pie | 5ms | 3 | 0 |" in report
+    assert "run --until-decided --budget 45min --max-reps 6" in report  # the command that made it
+
+
+# ---------------------------------------------------------------- export, per study
+
+
+def _nest(folder: Path) -> None:
+    """The synthetic NeST sweep (sweep_synth: FQ-PIE higher levels, lower RTT), 3 blocks, one PIE run saturated."""
+    shutil.move(make_sweep(folder.parent / f"{folder.name}.build", reps=3), folder)
+    shutil.rmtree(folder / "kind-pie_target-5ms_r3")  # replaced by a CPU-saturated one
+    make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=3, cpu_saturated_windows=2))
+
+
+def _under_hood(folder: Path) -> None:
+    for block in range(1, 7):  # 6 pairs: the fewest a two-sided signed-rank test at 0.05 decides on
+        uh._run(folder, f"transport-tcp_r{block}", "tcp", uh._rows("tcp", 0.010 + block / 1000), block=block)
+        uh._run(folder, f"transport-h3_r{block}", "h3", uh._rows("h3", 0.004 + block / 1000), block=block)
+
+
+SWEEPS: dict[str, Callable[[Path], None]] = {
+    "nest": _nest, "abr_quic": abr._paper_like, "under_hood": _under_hood, "h2quic": h2q._overhead_sweep,
+    "racing": lambda folder: racing._paper_like(folder, n=6)}
+
+
+def test_every_paper_study_has_a_sweep_here() -> None:
+    assert set(SWEEPS) == {s.name for s in STUDIES.values() if s.paper_claims}
+
+
+@pytest.mark.parametrize("study", SWEEPS)
+def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(study: str, tmp_path: Path) -> None:
+    sweep, out = tmp_path / "sweep", tmp_path / "evidence" / study
+    SWEEPS[study](sweep)
+    written = evidence.export(sweep, out, command="sudo python -m nest_experiments run X --until-decided")
+    manifest = evidence.read_manifest(out)
+    assert manifest.study == study and manifest.command.endswith("--until-decided")
+    assert all(p.exists() for p in written)
+    # the committed sessions give the claims the run folders give (the CSV round trip loses nothing they need)
+    expected = decisions.verdict_rows(STUDIES[study].verdicts(sweep))
+    same_rows(read_claims(out / evidence.CLAIMS), expected)
+    assert {r["verdict"] for r in expected} - {seq.NO_DATA, seq.TOO_FEW}  # something was judged
+    runs = json.loads((out / evidence.RUNS).read_text())["runs"]
+    assert len(runs) == manifest.machine["runs"] == len(list(p for p in sweep.iterdir() if p.is_dir()))
+    for name in ("runs", "metrics", *STUDIES[study].evidence_tables):
+        info = manifest.tables and manifest.tables[name]
+        assert isinstance(info, dict), (name, info)
+        frame = pd.read_csv(gzip.open(out / str(info["file"])))
+        assert len(frame) == info["rows"]
+    assert len(pd.read_csv(gzip.open(out / "tables" / "runs.csv.gz"))) == len(runs)
+    before = (out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()
+    assert main(["plot", str(out)]) == 0  # plot on the folder: the same claim table and report
+    assert ((out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()) == before
+    table = evidence.readme_table(tmp_path / "evidence")
+    assert table.count(evidence.NO_EVIDENCE) == len(SWEEPS) - 1  # the other papers say so
+    assert table.count(f"[{study}](evidence/{study}/report.md)") == 1  # named once, on its first row
+    assert all(f"; `{r['id']}`) |" in table for r in expected)  # one row per claim
+    assert len(table.splitlines()) == 2 + len(SWEEPS) - 1 + len(expected)
+
+
+def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp_path: Path) -> None:
+    sweep, out = tmp_path / "nest_paper", tmp_path / "ev"
+    _nest(sweep)
+    (sweep / "report").mkdir()
+    (sweep / "report" / "report.md").write_text("# the sweep's own report\n")
+    (sweep / "report" / "big.pcap").write_text("not copied")
+    evidence.export(sweep, out, command="run")
+    report = (out / evidence.REPORT).read_text()
+    assert "1 of 18 runs had a CPU-saturated 1 s window" in report
+    assert "| kind-pie_target-5ms_r3 | completed | 2 |" in report
+    assert "| aqm | target | sessions | saturated |" in report  # synthetic runs say no runtime: no such column
+    assert "| pie | 5ms | 3 | 1 |" in report
+    assert (out / "sweep_report" / "report.md").read_text() == "# the sweep's own report\n"
+    assert not (out / "sweep_report" / "big.pcap").exists()
+    assert evidence.read_manifest(out).machine["saturated_runs"] == 1
+
+
+def test_export_refuses_what_is_not_a_paper_sweep_or_would_overwrite(tmp_path: Path) -> None:
+    make_run(tmp_path / "mine", RunSpec(), experiment="my_own")
+    with pytest.raises(NestExpError, match="declares no claims"):
+        evidence.export(tmp_path / "mine", tmp_path / "out", command="run")
+    _nest(tmp_path / "nest_paper")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(NestExpError, match="not an evidence folder"):
+        evidence.export(tmp_path / "nest_paper", tmp_path / "busy", command="run")
+    with pytest.raises(NestExpError, match="--command"):
+        evidence.export(tmp_path / "nest_paper", tmp_path / "out", command=" ")
+
+
+def test_a_bad_manifest_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / evidence.MANIFEST).write_text(json.dumps({"study": "nope", "experiment": "x", "command": "run"}))
+    with pytest.raises(NestExpError, match="'study' 'nope' is not one of"):
+        evidence.read_manifest(tmp_path)
+    (tmp_path / evidence.MANIFEST).write_text(json.dumps({"study": "nest", "experiment": "", "command": "run"}))
+    with pytest.raises(NestExpError, match="'experiment' must be a non-empty string"):
+        evidence.read_manifest(tmp_path)
+
+
+def test_the_readme_rows_say_the_verdict_and_what_an_open_claim_needs() -> None:
+    row = {"id": "c", "statement": "A beats B", "figure": "Fig. 1", "paper_value": "2x", "metric": "video.app_rtt_s",
+           "scale": "diff", "effect": -271.0, "ci_low": -537.0, "ci_high": -169.0, "ci_level": 0.97, "n_pairs": 8,
+           "n_a": 8, "n_b": 9, "b": "aqm=pie", "saturated_excluded": 1, "verdict": seq.CONTRADICTS,
+           "more_needed": float("nan"), "more_unit": "pairs"}
+    assert evidence_row(row) == ["A beats B (Fig. 1; `c`)", "2x", "-271 [-537, -169] (97.0% CI) ms",
+                                 "8 pairs (1 saturated out)", "**contradicts**"]
+    open_row = row | {"verdict": seq.UNDECIDED, "more_needed": 51.0, "scale": "ratio", "effect": 0.976,
+                      "ci_low": 0.89, "ci_high": 1.07, "saturated_excluded": 0}
+    assert evidence_row(open_row)[2:] == ["x0.976 [x0.89, x1.07] (97.0% CI)", "8 pairs",
+                                          "undecided (+51 pairs needed)"]
+    one_sample = row | {"b": "", "n_pairs": 6, "n_a": 6, "n_b": 0, "saturated_excluded": 0}
+    assert evidence_row(one_sample)[3] == "6 sessions"
+
+
+def evidence_row(row: dict[str, object]) -> list[str]:
+    from nest_experiments.analysis.evidence_report import claim_row
+
+    return claim_row(row)
+
+
+def test_readme_markers_missing_is_an_error_naming_them(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# project\n")
+    with pytest.raises(NestExpError, match="no generated section"):
+        evidence.update_readme(readme, tmp_path / "evidence")
+    readme.write_text(f"# project\n\n{evidence.README_BEGIN}\nold\n{evidence.README_END}\n\nafter\n")
+    assert evidence.update_readme(readme, tmp_path / "evidence") is True
+    text = readme.read_text()
+    assert text.startswith("# project\n\n") and text.endswith("\n\nafter\n") and "old" not in text
+    assert text.count(evidence.NO_EVIDENCE) == len(SWEEPS)
+    assert evidence.update_readme(readme, tmp_path / "evidence") is False  # generated again: unchanged

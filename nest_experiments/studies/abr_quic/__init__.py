@@ -1,4 +1,4 @@
-"""The ABR-over-QUIC-vs-TCP study (``abr-over-quic-vs-tcp.txt``): ABR x transport, Figs. 2-5 and section IV.
+"""The ABR-over-QUIC-vs-TCP study (Mondal & Chakraborty, docs/papers.md): ABR x transport, Figs. 2-5 and section IV.
 
 The study's package: :mod:`.claims` (the paper's claims as data), :mod:`.metrics` (its per-session numbers and
 cells, checks, noise floor), :mod:`.report` (its own report beside ``report.md``: figures and sections); this module
@@ -24,9 +24,10 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
 
 STUDY = Study(
     name="abr_quic",
-    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; ../shared/papers/abr-over-quic-vs-tcp.txt)"
+    title="the ABR-over-QUIC-vs-TCP letter (ABR x HTTP/1.1-TCP vs HTTP/3-QUIC; Mondal & Chakraborty, docs/papers.md)"
           f"; its box plots (Figs. 2-5), noise floor and estimate-vs-trace figures: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
+    paper="ABR over QUIC vs TCP (Mondal, Chakraborty)",
     experiments=(EXPERIMENT,),
     dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
@@ -38,4 +39,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("qoe", "segments", "abr_decisions", "rates", "cpu"),
 )

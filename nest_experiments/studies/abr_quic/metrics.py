@@ -1,4 +1,4 @@
-"""The ABR-over-QUIC-vs-TCP study (``abr-over-quic-vs-tcp.txt``): ABR x transport, Figs. 2-5 and section IV.
+"""The ABR-over-QUIC-vs-TCP study (Mondal & Chakraborty, docs/papers.md): ABR x transport, Figs. 2-5 and section IV.
 
 Reads run folders only (``experiments/abr_quic_tcp.toml``'s sweep). One
 *session* per run: its cells from the run's resolved config

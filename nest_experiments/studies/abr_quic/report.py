@@ -186,7 +186,7 @@ def _head(report: StudyReport, folder: Path) -> list[str]:
     incomplete = [s for s in report.sessions if not s.complete]
     return [
         f"# ABR x transport: {folder.name}", "",
-        "The letter `../shared/papers/abr-over-quic-vs-tcp.txt` (section IV, Figs. 2-5) on this sweep "
+        "The letter of Mondal & Chakraborty (docs/papers.md; section IV, Figs. 2-5) on this sweep "
         "(`nest_experiments/studies/abr_quic/`).", "",
         f"- {len(report.sessions)} session(s); {len(excluded)} left out of the statistics because their run had a "
         f"CPU-saturated 1 s window; {len(incomplete)} did not play to the end (kept, flagged below).",

@@ -1,4 +1,4 @@
-"""The HTTP/2-QUIC DASH evaluation (``dash-over-quic-http2-evaluation.txt``): overhead, link utilization, adaptation.
+"""The HTTP/2-QUIC DASH evaluation (Timmerer, docs/papers.md): overhead, link utilization, adaptation.
 
 The study's package: :mod:`.metrics` (its numbers, checks and the blog's thresholds), :mod:`.claims` (the blog's
 comparisons as data, judged per session), :mod:`.report` (its own report beside ``report.md``: figures, sections and
@@ -25,8 +25,9 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
 STUDY = Study(
     name="h2quic",
     title="the HTTP/1.1-TCP vs HTTP/2-TLS vs HTTP/3-QUIC DASH evaluation (overhead, link utilization, adaptation; "
-          f"../shared/papers/dash-over-quic-http2-evaluation.txt); its figures and tables: [{REPORT_FILE}]"
+          f"Timmerer, docs/papers.md); its figures and tables: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
+    paper="DASH over HTTP/2 and QUIC (Timmerer)",
     experiments=EXPERIMENTS,
     dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
     run_checks=run_checks,
@@ -38,4 +39,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("segments", "qoe", "wire", "rates", "cpu"),
 )

@@ -1,4 +1,4 @@
-"""The HTTP/2-QUIC DASH evaluation (``dash-over-quic-http2-evaluation.txt``): overhead, link utilization, adaptation.
+"""The HTTP/2-QUIC DASH evaluation (Timmerer, docs/papers.md): overhead, link utilization, adaptation.
 
 Three experiments, one report each (``experiments/h2quic_*.toml``); every
 number comes from run folders. Protocols: ``tcp`` (HTTP/1.1 over TCP), ``h2``

@@ -1,4 +1,4 @@
-"""The NeST paper's study (``dash-mptcp-pie-fqpie-nest``): PIE vs FQ-PIE under DASH over MPTCP.
+"""The NeST paper's study (Naik, docs/papers.md): PIE vs FQ-PIE under DASH over MPTCP.
 
 What its report adds to the shared machinery: the paper's figure numbers on
 the per-stream metrics (Figs. 2-11) and the queue-delay figures (Figs.
@@ -47,7 +47,8 @@ def cell_checks(runs: Sequence[RunResult], cell: CellKey) -> list[CellCheck]:
 
 STUDY = Study(
     name="nest",
-    title="the NeST paper (PIE vs FQ-PIE, DASH over MPTCP; ../shared/papers/dash-mptcp-pie-fqpie-nest.txt)",
+    title="the NeST paper (PIE vs FQ-PIE, DASH over MPTCP; Naik, docs/papers.md)",
+    paper="PIE vs FQ-PIE for DASH over MPTCP (Naik)",
     experiments=("nest_paper",),
     axes=AQM_AT_TARGET,  # the AQM compared at each target; the other swept keys are the context
     dash_metrics=METRICS,
@@ -63,4 +64,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("qoe", "segments", "qdisc", "subflows", "iperf3_summary", "sipp", "httperf", "cpu"),
 )

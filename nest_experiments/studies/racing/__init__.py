@@ -1,4 +1,4 @@
-"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions, the paper's claims per pair.
+"""The QUIC/TCP connection-racing study (Chaudhary et al., docs/papers.md): sessions, the paper's claims per pair.
 
 The study's package: :mod:`.sessions` (its sessions, checks and the paper's shares of sessions, from :mod:`.metrics`),
 :mod:`.claims` (the paper's comparisons as data, judged per session pair), :mod:`.report` (its own report beside
@@ -22,9 +22,10 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
 
 STUDY = Study(
     name="racing",
-    title="QUIC/TCP connection racing (../shared/papers/quic-tcp-connection-racing.txt): RQvsT per pattern "
+    title="QUIC/TCP connection racing (Chaudhary et al., docs/papers.md): RQvsT per pattern "
           f"(Fig. 14), its cross-correlation with quality drops and stalls (Fig. 9), the policies compared: "
           f"[{REPORT_FILE}]({REPORT_FILE})",
+    paper="QUIC-TCP connection racing (Chaudhary et al.)",
     experiments=EXPERIMENTS,
     dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
@@ -35,4 +36,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("racing", "segments", "qoe", "firewall", "cpu"),
 )

@@ -143,7 +143,7 @@ def timeline(s: Session, path: Path) -> Path:
 
 def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
     return [f"# QUIC/TCP connection racing: {folder.name}", "",
-            "The paper `../shared/papers/quic-tcp-connection-racing.txt` on this sweep "
+            "The paper of Chaudhary et al. (docs/papers.md) on this sweep "
             "(`nest_experiments/studies/racing.py`; metrics in `racing_metrics.py`).", "",
             f"- {len(sessions)} session(s) over the `race` transport.",
             "- RQvsT = TCP bytes / all bytes of the session's segments; per 30 s window RQvsT(t) (bytes spread over "

@@ -1,4 +1,4 @@
-"""The QUIC/TCP connection-racing study (``quic-tcp-connection-racing.txt``): sessions and the paper's session shares.
+"""The QUIC/TCP connection-racing study (Chaudhary et al., docs/papers.md): sessions and the paper's session shares.
 
 Reads run folders only (``experiments/racing_patterns.toml`` and
 ``racing_firewall.toml``). One *session* per run: the DASH app's racing

@@ -1,4 +1,4 @@
-"""The "under the hood" study (``quic-dash-under-the-hood.txt``): objects, DASH segments, two parallel streams.
+"""The "under the hood" study (Under the hood, docs/papers.md): objects, DASH segments, two parallel streams.
 
 The study's package: :mod:`.metrics` (its samples, descriptions and checks), :mod:`.claims` (the paper's claims as
 data, judged per session), :mod:`.report` (its own report beside ``report.md``: figures, descriptive tables and the
@@ -24,8 +24,9 @@ def write_outputs(folder: Path, out_dir: Path) -> list[Path]:
 STUDY = Study(
     name="under_hood",
     title="\"Looking under the hood\" (object downloads, DASH segments, two parallel streams; TCP vs QUIC; "
-          f"../shared/papers/quic-dash-under-the-hood.txt); its CDFs and fairness: [{REPORT_FILE}]"
+          f"Under the hood, docs/papers.md); its CDFs and fairness: [{REPORT_FILE}]"
           f"({REPORT_FILE})",
+    paper="QUIC and DASH under the hood",
     experiments=(OBJECTS, DASH, PARALLEL),
     dash_metrics=(),
     run_checks=run_checks,
@@ -37,4 +38,5 @@ STUDY = Study(
     paper_claims=PAPER_CLAIMS,
     cell_of=cell_of,
     session_metrics=session_metrics,
+    evidence_tables=("objects", "segments", "qoe", "cpu"),
 )

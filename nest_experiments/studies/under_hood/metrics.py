@@ -1,4 +1,4 @@
-"""The "under the hood" study (``quic-dash-under-the-hood.txt``): objects, DASH segments, two parallel streams.
+"""The "under the hood" study (Under the hood, docs/papers.md): objects, DASH segments, two parallel streams.
 
 Reads run folders only, of three experiments (``experiments/under_hood_*.toml``):
 
