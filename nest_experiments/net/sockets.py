@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
+import socket
+import struct
 import subprocess
 import time
+from collections.abc import Sequence
 
-from nest_experiments.net.procs import check_run, ns_exec
+from nest_experiments.net.procs import check_run, in_netns, ns_exec
+
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
 
 
 def established_argv(ns: str, dport: int) -> list[str]:
@@ -28,3 +35,27 @@ def wait_addresses_settled(timeout_s: float = 10.0) -> None:
         if out.returncode != 0 or not out.stdout.strip():
             return
         time.sleep(0.1)
+
+
+def ipv4_addresses(ns: str, ifnames: Sequence[str]) -> dict[str, str | None]:
+    """Each interface's (first) IPv4 address in ``ns`` as ``a.b.c.d/len``, None when it has none; in-process (an
+    ioctl per interface, no ``ip`` process: ~0.3 s each under TCG)."""
+    out: dict[str, str | None] = {}
+    with in_netns(ns):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for name in ifnames:
+            out[name] = _ipv4_of(sock, name)
+    finally:
+        sock.close()
+    return out
+
+
+def _ipv4_of(sock: socket.socket, name: str) -> str | None:
+    req = struct.pack("16s16x", name.encode()[:15])
+    try:
+        addr = socket.inet_ntoa(fcntl.ioctl(sock.fileno(), SIOCGIFADDR, req)[20:24])
+        mask = socket.inet_ntoa(fcntl.ioctl(sock.fileno(), SIOCGIFNETMASK, req)[20:24])
+    except OSError:  # no such interface (ENODEV) or no IPv4 address (EADDRNOTAVAIL)
+        return None
+    return f"{addr}/{ipaddress.IPv4Network(f'0.0.0.0/{mask}').prefixlen}"

@@ -134,6 +134,7 @@ class Run:
         self.t0 = time.monotonic()
         self.laps = Laps()  # the manifest's ``phases`` (runs.phases)
         self.app_start_s: dict[str, float] = {}
+        self.app_prepare_s: dict[str, float] = {}  # inside the app_prepare phase, per app
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -166,6 +167,7 @@ class Run:
             self.manifest["finished"] = now_iso()
             self.manifest["phases"] = self.laps.as_dict()
             self.manifest["app_start_s"] = {k: round(v, 3) for k, v in self.app_start_s.items()}
+            self.manifest["app_prepare_s"] = {k: round(v, 3) for k, v in self.app_prepare_s.items()}
             write_json(self.run_dir / "manifest.json", self.manifest)
         m = self.manifest
         return RunOutcome(self.spec.name, m["status"], m.get("reason", ""), time.monotonic() - started, self.run_dir)
@@ -230,7 +232,9 @@ class Run:
 
     def _run_apps(self, net: Network) -> None:
         for app in self.apps:
+            t = time.monotonic()
             app.prepare()
+            self.app_prepare_s[app.cfg.name] = time.monotonic() - t
         self.laps.lap("app_prepare")
         capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
         capture.start()  # capturing before the run clock and any traffic
