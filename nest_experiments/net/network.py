@@ -26,7 +26,7 @@ from typing import Any
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
-from nest_experiments.net import fwshape, nestbatch, nftplan, tcplan
+from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, tcplan
 from nest_experiments.net.procs import (
     BatchError,
     RunState,
@@ -324,11 +324,7 @@ class Network:
         if (node, dev) in self._offloads_done:
             return
         self._offloads_done.add((node, dev))
-        # ethtool itself, not its legacy ioctls: newer kernels have TSO features (tx-tcp-accecn-segmentation)
-        # that ETHTOOL_STSO leaves on, and `ethtool -k` then still reports TSO on. tx-udp-segmentation: UDP GSO
-        # (quic-go sends QUIC packets in 64 KB super-packets) is not covered by "gso" and crosses veth whole
-        check_run(["ip", "netns", "exec", self.ns(node), "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
-                   "tx-udp-segmentation", "off"], what=f"ethtool on {node}/{dev}")
+        ethtool.offloads_off(self.ns(node), dev)  # in-process: the ioctl ethtool -K sends (net.ethtool)
 
     def apply_plan(self, plan: tcplan.EgressPlan) -> None:
         self.apply_plans(plan.ns, [plan])

@@ -13,7 +13,7 @@ import pytest
 
 from nest_experiments.config import load_default_raw
 from nest_experiments.config.sweep import expand
-from nest_experiments.net import nestbatch
+from nest_experiments.net import ethtool, nestbatch
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, new_prefix, run_batch
 
@@ -80,3 +80,28 @@ def test_batched_build_equals_nests_own_and_uses_a_process_per_namespace(monkeyp
     assert batched == own
     print(f"\nprocesses to build and read back: {batched_procs} batched, {own_procs} one NeST command at a time")
     assert batched_procs <= len(spec.nodes) + 12 < own_procs  # one ip batch per namespace, a root batch, a few more
+
+
+def test_offloads_off_in_process_leaves_the_device_as_ethtool_k_does(no_leftovers: None) -> None:
+    """net.ethtool's ETHTOOL_SFEATURES request against `ethtool -K ... tso off gso off gro off tx-udp-segmentation
+    off` (what the adapter ran before): two fresh veths, the same features after."""
+    ns = f"{new_prefix()}-eth"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for a, b in (("va", "vb"), ("wa", "wb")):
+            subprocess.run(["ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+        subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", "wa", "tso", "off", "gso", "off", "gro", "off",
+                        "tx-udp-segmentation", "off"], check=True)
+        cleared = ethtool.offloads_off(ns, "va")
+        assert {"tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation", "rx-gro",
+                "tx-udp-segmentation"} <= set(cleared)
+
+        def features(dev: str) -> list[str]:
+            out = subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-k", dev], capture_output=True, text=True,
+                                 check=True).stdout
+            return out.splitlines()[1:]  # the first line names the device
+
+        assert features("va") == features("wa")
+        assert features("vb") != features("va")  # the peer keeps its offloads: the request hit one device
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
