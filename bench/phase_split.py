@@ -77,13 +77,15 @@ def print_sweep(s: dict[str, Any]) -> None:
         vm = s["vm_host.vm"]
         boot = s.get("vm_host.boot")
         py = s.get("runner.guest_python_start_s")
-        after = vm - (boot or 0) - (py or 0) - (runner_wall or 0)
+        poweroff = s.get("vm_host.poweroff")
+        after = vm - (boot or 0) - (py or 0) - (runner_wall or 0) - (poweroff or 0)
         rows += [("host: media, byte code", s.get("vm_host.prepare")), ("VM boot (to the guest's init)", boot),
                  ("guest Python start", py)]
     rows += [("warm-up", s.get("runner.warmup")), ("runs", s.get("runner.runs")),
              ("between runs (runner)", s.get("runner.between_s"))]
     if "vm_host.vm" in s:
-        rows += [("guest exit, power-off", after), ("host: match captures", s.get("vm_host.match")),
+        rows += [("guest command's exit", after), ("guest sync, power-off", poweroff),
+                 ("host: match captures", s.get("vm_host.match")),
                  ("host: load into manifests", s.get("vm_host.annotate"))]
     rows.append(("plot", s.get("vm_host.plot", s.get("host.plot"))))
     for label, sec in rows:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import csv
+import functools
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -133,8 +134,15 @@ class App(abc.ABC):
 
 
 def tool_version(argv: list[str]) -> str:
+    """The first line a tool prints of its version ("?" when it cannot say); asked once per process (a sweep's
+    runner asks for every run, and under TCG a process costs ~0.3 s)."""
+    return _tool_version(tuple(argv))
+
+
+@functools.cache
+def _tool_version(argv: tuple[str, ...]) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return "?"
     text = (out.stdout or out.stderr).strip().splitlines()

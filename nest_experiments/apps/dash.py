@@ -28,6 +28,7 @@ import json
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,13 @@ ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
 SUBFLOW_INTERVAL_S = 1.0 if runtime.current() != "vm" else 5.0
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
+OUR_PORTS = (20000, 29999)  # our server's port: fixed per app name (the player is started before the server listens)
+
+
+def server_port(app: str) -> int:
+    """Our DASH server's port for app ``app``: fixed by its name, so that two DASH apps on one node differ."""
+    low, high = OUR_PORTS
+    return low + zlib.crc32(app.encode()) % (high - low + 1)
 
 
 def _version(package: str) -> str:
@@ -90,25 +98,40 @@ class Dash(App):
             self._setup_mptcp()
         if c.http_server == "caddy":
             self._start_caddy()
-        else:
-            self._start_server()
+            self._spawn_client()
+            return
+        self._spawn_server()
+        if c.player in ("dashjs", "gpac"):  # the browser and GPAC read the server's certificate as they start
+            self._await_server()
+            self._spawn_client()
+            return
+        # our player starts beside our server (each a Python process whose imports take seconds under TCG): it
+        # reads the certificate and connects only after the run's go, and the server's port is fixed
         self._spawn_client()
+        self._await_server()
 
-    def _start_server(self) -> None:
-        """Our server (:mod:`nest_experiments.dash.server`); it says when it listens and on which port."""
+    def _spawn_server(self) -> None:
+        """Our server (:mod:`nest_experiments.dash.server`) on a fixed port of its namespace (:func:`server_port`);
+        :meth:`_await_server` waits until it says it listens."""
         c = self.cfg
         # MPTCP joins may target any of the server's addresses: listen on all of them
         bind = "0.0.0.0" if c.transport == "mptcp" else self.net.addr(c.server)
         t0 = self.server_t0 = time.monotonic() - self.clock()
         # race: TLS over TCP (h2) and h3 on one known port, as Caddy (a firewall rule can name it); alt-svc says h3
+        self.port = CADDY_PORT if c.transport == "race" else server_port(c.name)
         ports = ["--port-h2", str(CADDY_PORT), "--port-h3", str(CADDY_PORT)] if c.transport == "race" else \
-            [f"--port-{c.transport}", "0"]
+            [f"--port-{c.transport}", str(self.port)]
         argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
                 "--bind", bind, *ports, "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
                 "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+
+    def _await_server(self) -> None:
+        c = self.cfg
         ready = self._wait_ready(self.server, "server")["ports"]
-        self.port = int(ready["h2" if c.transport == "race" else c.transport])
+        port = int(ready["h2" if c.transport == "race" else c.transport])
+        if port != self.port:  # a bug: the server listens where the player will not look
+            raise RunError(f"apps.{c.name}: the DASH server listens on port {port}, not {self.port}")
         quic = f" (h3: aioquic {_version('aioquic')})" if c.transport in ("h3", "race") else ""
         self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.apps.cpucap import CpuCap
-from nest_experiments.apps.selectwait import WAIT_US, preload_library
+from nest_experiments.apps.selectwait import WAIT_US, build_cached, preload_library
 from nest_experiments.config import HttperfApp
 from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import httperf as parse
@@ -78,6 +78,11 @@ class Httperf(App):
     @property
     def connections(self) -> int:
         return max(1, round(self.cfg.rate * self.length_s))
+
+    @classmethod
+    def prepare_host(cls, cfg: Any) -> None:
+        """The select-wait library into the project's cache, before the VM boots (apps.selectwait)."""
+        build_cached()
 
     def prepare(self) -> None:
         c = self.cfg

@@ -14,16 +14,25 @@ the VM runtime's TCG guest one wake-up cost httperf ~45 us of CPU, so 1000
 a second took its whole 5% cap (default experiment, FQ-PIE 5 ms: 3.3 CPU-s
 in 66 s, throttled in 99.8% of the cap's periods).
 
-The library is compiled with ``cc`` into a private temporary folder of the
-run (:meth:`RunState.temp_dir`), which teardown removes: nothing is built
-into the project or left on the machine.
+The library is compiled once per source and build flags into the project's
+cache (``.cache/selectwait/<hash>.so``, beside the VM's kernel image: a cache,
+rebuilt when the source changes); the VM runtime builds it on the host
+before the guest boots (``cc`` under TCG took several seconds of every
+run's set-up, once per run), and the guest, which sees the project
+read-only, loads that copy. Where the cache cannot be written (a read-only
+install, or a guest whose host did not build it), it is compiled into a
+private temporary folder of the run (:meth:`RunState.temp_dir`), which
+teardown removes, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 from pathlib import Path
 
+from nest_experiments import PROJECT_ROOT
 from nest_experiments.errors import MissingToolError
 from nest_experiments.net.procs import RunState, require_tool
 
@@ -31,6 +40,7 @@ SOURCE = Path(__file__).with_name("selectwait.c")
 WAIT_US = 10_000
 PACKAGES = "gcc libc6-dev"
 
+CACHE_DIR = PROJECT_ROOT / ".cache" / "selectwait"
 _built: dict[str, Path] = {}  # run prefix -> library: one build per run, shared by its httperf apps
 
 
@@ -38,17 +48,46 @@ def compile_argv(cc: str, out: Path) -> list[str]:
     return [cc, "-O2", "-shared", "-fPIC", f"-DSELECT_WAIT_US={WAIT_US}", "-o", str(out), str(SOURCE), "-ldl"]
 
 
-def preload_library(state: RunState) -> Path:
-    """The run's copy of the library (built on the first call)."""
+def cached_library(cache: Path = CACHE_DIR) -> Path:
+    """Where the cache holds the library for this source and these flags."""
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(compile_argv("cc", Path("x"))).encode()).hexdigest()[:16]
+    return cache / f"selectwait-{key}.so"
+
+
+def build_cached(cache: Path = CACHE_DIR) -> Path | None:
+    """The cached library, built now if missing (the VM runtime calls this on the host); None when the cache
+    cannot be written (the caller then builds a run's own copy)."""
+    lib = cached_library(cache)
+    if lib.exists():
+        return lib
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = lib.with_name(f".{lib.name}.{os.getpid()}.tmp")
+        _compile(tmp)
+        os.replace(tmp, lib)  # whole or not at all: a reader never loads half a library
+    except OSError:
+        return None
+    return lib
+
+
+def preload_library(state: RunState, cache: Path = CACHE_DIR) -> Path:
+    """The library to preload: the cached one (built here when the cache is writable), else the run's own copy
+    (built on the first call of the run)."""
     lib = _built.get(state.prefix)
     if lib is not None and lib.exists():
         return lib
+    lib = cached_library(cache) if cached_library(cache).exists() else build_cached(cache)
+    if lib is None:
+        lib = state.temp_dir("selectwait") / "selectwait.so"
+        _compile(lib)
+    _built[state.prefix] = lib
+    return lib
+
+
+def _compile(out: Path) -> None:
     cc = require_tool("cc", PACKAGES)
-    lib = state.temp_dir("selectwait") / "selectwait.so"
-    proc = subprocess.run(compile_argv(cc, lib), capture_output=True, text=True, check=False)
+    proc = subprocess.run(compile_argv(cc, out), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
         raise MissingToolError(f"cc could not build httperf's select wait library ({err[0] if err else proc.returncode}): "
                                f"install a C compiler and the C library headers (Debian/Ubuntu: apt-get install {PACKAGES})")
-    _built[state.prefix] = lib
-    return lib

@@ -42,7 +42,6 @@ IPROUTE2_VERSION = ("tc", "-V")  # what the manifest names as iproute2's version
 #: tool -> (executable, Debian/Ubuntu package, needed by): only programs the product runs
 TOOLS: dict[str, tuple[str, str, str]] = {
     "ip/tc": ("tc", "iproute2", "everything"),
-    "ethtool": ("ethtool", "ethtool", "everything (offloads off)"),
     "iperf3": ("iperf3", "iperf3", "iperf3 apps"),
     "sipp": ("sipp", "sip-tester", "VoIP background traffic"),
     "httperf": ("httperf", "httperf", "HTTP background traffic"),

@@ -15,7 +15,6 @@ import atexit
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -27,8 +26,9 @@ from typing import Any
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
-from nest_experiments.net import fwshape, nftplan, tcplan
+from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, tcplan
 from nest_experiments.net.procs import (
+    BatchError,
     RunState,
     build_lock,
     check_run,
@@ -38,8 +38,10 @@ from nest_experiments.net.procs import (
     list_root_ifnames,
     ns_exec,
     require_tool,
+    run_batch,
     sysctl_in,
 )
+from nest_experiments.net.sockets import ipv4_addresses
 
 NEST_TC_DIR = Path("/usr/lib/tc")
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -93,6 +95,7 @@ class Network:
         self.egresses: list[Egress] = []
         self.firewall_plans: list[nftplan.FirewallPlan] = []
         self.shape_plans: list[fwshape.ShapePlan] = []
+        self._offloads_done: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------ names
 
@@ -159,20 +162,33 @@ class Network:
     # ------------------------------------------------------------ topology (NeST)
 
     def _create_with_nest(self) -> None:
+        """The topology through NeST's API, its commands run in batches (:mod:`nestbatch`: a handful of processes
+        instead of ~120, each ~0.3 s under TCG), then our static routes."""
         nt = nest_modules()["topology"]
         nodes = {}
-        for name, role in self.spec.nodes.items():
-            nodes[name] = (nt.Router if role == "router" else nt.Node)(self.ns(name))
-        for link in self.spec.links:
-            ia, ib = nt.connect(nodes[link.a], nodes[link.b], link.ifname(link.a), link.ifname(link.b))
-            ia.set_address(str(link.address(link.a, self.spec.base)))
-            ib.set_address(str(link.address(link.b, self.spec.base)))
+        with nestbatch.batched(run_batch=_nest_batch, sysctl=sysctl_in) as batch:
+            for name, role in self.spec.nodes.items():
+                nodes[name] = (nt.Router if role == "router" else nt.Node)(self.ns(name))
+            for link in self.spec.links:
+                ia, ib = nt.connect(nodes[link.a], nodes[link.b], link.ifname(link.a), link.ifname(link.b))
+                ia.set_address(str(link.address(link.a, self.spec.base)))
+                ib.set_address(str(link.address(link.b, self.spec.base)))
+            for node, commands in self._route_commands().items():  # in each namespace's batch, after NeST's
+                batch.add_ip(self.ns(node), commands)
+
+    def _route_commands(self) -> dict[str, list[list[str]]]:
+        """Per node: the static routes, then source routing (a second default route per source address)."""
         batches: dict[str, list[list[str]]] = {}
         for route in topo.routes(self.spec):
             batches.setdefault(route.node, []).append(["route", "replace", str(route.dest), "via", str(route.via),
                                                        "dev", route.dev])
-        for node, commands in batches.items():
-            self._ip_batch(node, commands)
+        table_routes, rules = topo.source_routing(self.spec)
+        for t in table_routes:
+            batches.setdefault(t.node, []).append(["route", "replace", "default", "via", str(t.via),
+                                                   "dev", t.dev, "table", str(t.table)])
+        for rule in rules:
+            batches.setdefault(rule.node, []).append(["rule", "add", "from", str(rule.source), "table", str(rule.table)])
+        return batches
 
     def _allow_congestion_control(self) -> None:
         """A namespace may only default to an 'allowed' algorithm; add ours, restore it at teardown."""
@@ -187,15 +203,6 @@ class Network:
         ALLOWED_CC.write_text(" ".join(allowed + [self.cc]))
 
     def _configure_nodes(self) -> None:
-        table_routes, rules = topo.source_routing(self.spec)
-        batches: dict[str, list[list[str]]] = {}
-        for route in table_routes:
-            batches.setdefault(route.node, []).append(["route", "replace", "default", "via", str(route.via),
-                                                       "dev", route.dev, "table", str(route.table)])
-        for rule in rules:
-            batches.setdefault(rule.node, []).append(["rule", "add", "from", str(rule.source), "table", str(rule.table)])
-        for node, commands in batches.items():
-            self._ip_batch(node, commands)
         for node, role in self.spec.nodes.items():
             self.sysctl(node, "net.ipv4.tcp_congestion_control", self.cc)
             if role == "router":
@@ -206,25 +213,21 @@ class Network:
     def _ip(self, node: str, args: list[str]) -> str:
         return check_run(["ip", "-n", self.ns(node), *args], what=f"ip on {node}")
 
-    def _ip_batch(self, node: str, commands: list[list[str]]) -> None:
-        """Several ``ip`` commands in one process (``ip -batch -``): a process costs ~0.3 s under TCG."""
-        _batch(["ip", "-n", self.ns(node)], commands, what=f"ip on {node}")
-
     def sysctl(self, node: str, key: str, value: str) -> None:
         got = sysctl_in(self.ns(node), key, value)
         if got != value:
             raise NetworkSetupError(f"{node}: {key} is {got!r} after setting {value!r}")
 
     def verify_topology(self) -> None:
-        """Read addresses back from the kernel: NeST ignores every failure."""
+        """Read addresses back from the kernel (in-process: no process per node): NeST ignores every failure."""
         for node in self.spec.nodes:
-            shown = json.loads(self._ip(node, ["-j", "addr", "show"]))
-            have = {(i["ifname"], f"{a['local']}/{a['prefixlen']}") for i in shown for a in i.get("addr_info", [])
-                    if a.get("family") == "inet"}
-            for link in self.spec.links_of(node):
+            links = self.spec.links_of(node)
+            have = ipv4_addresses(self.ns(node), [link.ifname(node) for link in links])
+            for link in links:
                 want = (link.ifname(node), str(link.address(node, self.spec.base)))
-                if want not in have:
-                    raise NetworkSetupError(f"{node}: interface {want[0]} with {want[1]} is missing after NeST set it up")
+                if have.get(want[0]) != want[1]:
+                    raise NetworkSetupError(f"{node}: interface {want[0]} with {want[1]} is missing after NeST set it up"
+                                            f" (found {have.get(want[0]) or 'no IPv4 address'})")
 
     # ------------------------------------------------------------ firewalls (nftables)
 
@@ -258,7 +261,7 @@ class Network:
         for plan in plans:
             for node, dev in plan.no_offloads:
                 self.offloads_off(node, dev)
-            _batch(["ip", "-n", plan.ns], plan.link_commands(), what=f"ifb on {plan.router}")
+            run_batch(["ip", "-n", plan.ns], plan.link_commands(), what=f"ifb on {plan.router}")
             self.apply_plans(plan.ns, [s.egress for s in plan.shapers])
             _tc_batch(plan.ns, plan.filter_commands())
             problems = fwshape.compare_links(plan, json.loads(self._ip(plan.router, ["-j", "link", "show", "type", "ifb"])))
@@ -316,11 +319,12 @@ class Network:
             self.apply_plans(ns, plans)
 
     def offloads_off(self, node: str, dev: str) -> None:
-        # ethtool itself, not its legacy ioctls: newer kernels have TSO features (tx-tcp-accecn-segmentation)
-        # that ETHTOOL_STSO leaves on, and `ethtool -k` then still reports TSO on. tx-udp-segmentation: UDP GSO
-        # (quic-go sends QUIC packets in 64 KB super-packets) is not covered by "gso" and crosses veth whole
-        check_run(["ip", "netns", "exec", self.ns(node), "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
-                   "tx-udp-segmentation", "off"], what=f"ethtool on {node}/{dev}")
+        """TSO, GSO, GRO and UDP GSO off on ``node``'s ``dev`` (once: links, captures and shapers ask for the same
+        interfaces, and a process costs ~0.3 s under TCG)."""
+        if (node, dev) in self._offloads_done:
+            return
+        self._offloads_done.add((node, dev))
+        ethtool.offloads_off(self.ns(node), dev)  # in-process: the ioctl ethtool -K sends (net.ethtool)
 
     def apply_plan(self, plan: tcplan.EgressPlan) -> None:
         self.apply_plans(plan.ns, [plan])
@@ -383,44 +387,19 @@ def _loaded_nest() -> dict[str, ModuleType]:
     return nest_modules() if nest_modules.cache_info().currsize else {}
 
 
+def _nest_batch(prefix: list[str], commands: list[list[str]]) -> None:
+    run_batch(prefix, commands, what="NeST topology")
+
+
 def _tc_batch(ns: str, commands: list[tuple[str, ...]], *, force: bool = False) -> None:
     """Run ``tc -n NS`` commands (each an argv starting ``tc -n NS``) in one ``tc -batch -`` process."""
     prefix = ("tc", "-n", ns)
     if any(tuple(argv[:3]) != prefix for argv in commands):
         raise NetworkSetupError(f"cannot batch {commands!r} in {ns}")  # a bug: plans never make such commands
     try:
-        _batch(list(prefix), [list(argv[3:]) for argv in commands], what="tc", force=force)
-    except _BatchError as exc:
+        run_batch(list(prefix), [list(argv[3:]) for argv in commands], what="tc", force=force)
+    except BatchError as exc:
         raise _explain_tc(NetworkSetupError(str(exc)), commands[exc.index]) from None
-
-
-class _BatchError(NetworkSetupError):
-    def __init__(self, message: str, index: int) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-def _batch(prefix: list[str], commands: list[list[str]], *, what: str, force: bool = False) -> None:
-    """``prefix -batch -`` with one command per line; with ``force`` failures are ignored.
-
-    Batch lines are split on white space, so no argument may contain any
-    (ours are addresses, device names, numbers with units).
-    """
-    if not commands:
-        return
-    for args in commands:
-        if any(not a or any(c.isspace() for c in a) for a in args):
-            raise NetworkSetupError(f"{what}: cannot batch an empty argument or one with spaces: {args!r}")
-    text = "".join(" ".join(args) + "\n" for args in commands)
-    proc = subprocess.run([*prefix, *(["-force"] if force else []), "-batch", "-"], input=text,
-                          capture_output=True, text=True, check=False)
-    if proc.returncode == 0 or force:
-        return
-    err = (proc.stderr or proc.stdout).strip()
-    failed = re.search(r"Command failed -:(\d+)", err)
-    index = int(failed.group(1)) - 1 if failed and 0 < int(failed.group(1)) <= len(commands) else len(commands) - 1
-    detail = next((line for line in err.splitlines() if not line.startswith("Command failed")), err)
-    raise _BatchError(f"{what} failed: {' '.join(prefix + commands[index])}: {detail}", index)
 
 
 def _explain_tc(exc: NetworkSetupError, argv: tuple[str, ...]) -> Exception:

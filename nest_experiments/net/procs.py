@@ -18,6 +18,7 @@ import fcntl
 import functools
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -389,3 +390,34 @@ def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout_s:
             proc.kill()
             proc.wait()
     return proc.returncode
+
+
+class BatchError(NetworkSetupError):
+    """A batch command failed: ``index`` is the failing command's position."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def run_batch(prefix: list[str], commands: list[list[str]], *, what: str, force: bool = False) -> None:
+    """``prefix -batch -`` with one command per line; with ``force`` failures are ignored.
+
+    Batch lines are split on white space, so no argument may contain any
+    (ours are addresses, device names, numbers with units).
+    """
+    if not commands:
+        return
+    for args in commands:
+        if any(not a or any(c.isspace() for c in a) for a in args):
+            raise NetworkSetupError(f"{what}: cannot batch an empty argument or one with spaces: {args!r}")
+    text = "".join(" ".join(args) + "\n" for args in commands)
+    proc = subprocess.run([*prefix, *(["-force"] if force else []), "-batch", "-"], input=text,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode == 0 or force:
+        return
+    err = (proc.stderr or proc.stdout).strip()
+    failed = re.search(r"Command failed -:(\d+)", err)
+    index = int(failed.group(1)) - 1 if failed and 0 < int(failed.group(1)) <= len(commands) else len(commands) - 1
+    detail = next((line for line in err.splitlines() if not line.startswith("Command failed")), err)
+    raise BatchError(f"{what} failed: {' '.join(prefix + commands[index])}: {detail}", index)

@@ -134,6 +134,8 @@ class Run:
         self.t0 = time.monotonic()
         self.laps = Laps()  # the manifest's ``phases`` (runs.phases)
         self.app_start_s: dict[str, float] = {}
+        self.app_prepare_s: dict[str, float] = {}  # inside the app_prepare phase, per app
+        self.app_done_t: dict[str, float] = {}  # the drain phase: when each app's finish returned
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -166,6 +168,8 @@ class Run:
             self.manifest["finished"] = now_iso()
             self.manifest["phases"] = self.laps.as_dict()
             self.manifest["app_start_s"] = {k: round(v, 3) for k, v in self.app_start_s.items()}
+            self.manifest["app_prepare_s"] = {k: round(v, 3) for k, v in self.app_prepare_s.items()}
+            self.manifest["app_done_t"] = dict(self.app_done_t)
             write_json(self.run_dir / "manifest.json", self.manifest)
         m = self.manifest
         return RunOutcome(self.spec.name, m["status"], m.get("reason", ""), time.monotonic() - started, self.run_dir)
@@ -230,7 +234,9 @@ class Run:
 
     def _run_apps(self, net: Network) -> None:
         for app in self.apps:
+            t = time.monotonic()
             app.prepare()
+            self.app_prepare_s[app.cfg.name] = time.monotonic() - t
         self.laps.lap("app_prepare")
         capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
         capture.start()  # capturing before the run clock and any traffic
@@ -267,6 +273,7 @@ class Run:
             self.laps.lap("traffic")
             for app in self.apps:
                 app.finish(deadline)
+                self.app_done_t[app.cfg.name] = round(self.clock(), 3)  # when its finish returned (run clock)
             self.manifest["traffic_end_t"] = round(self.clock(), 3)
             self.laps.lap("drain")
         finally:

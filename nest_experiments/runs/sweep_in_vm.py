@@ -42,7 +42,7 @@ def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path, *, record:
     laps.lap("match")
     _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
     laps.lap("annotate")
-    record.update(laps.as_dict(), boot=result.boot_s, accel=result.accel)
+    record.update(laps.as_dict(), boot=result.boot_s, poweroff=result.poweroff_s, accel=result.accel)
     return result.exit_code
 
 

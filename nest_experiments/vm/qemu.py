@@ -70,6 +70,7 @@ class VMResult:
     boot_s: float
     wall_s: float
     host_samples: tuple[HostSample, ...] = ()  # the host's steal and qemu's CPU, once a second (vm.hostload)
+    poweroff_s: float = 0.0  # from the guest command's end (synced) to qemu's exit
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ class _Console(threading.Thread):
         self.t0 = t0
         self.phase = "boot"
         self.started_at: float | None = None
+        self.done_at: float | None = None  # the guest command's end (its exit status written, synced)
         self.errors: list[str] = []
         self.tail: list[str] = []
 
@@ -264,6 +266,7 @@ class _Console(threading.Thread):
                 self.started_at = time.monotonic() - self.t0
         elif what == "done":
             self.phase = "done"
+            self.done_at = time.monotonic() - self.t0
         elif what.startswith("error"):
             self.errors.append(what[len("error"):].strip())
 
@@ -624,8 +627,10 @@ def run_in_vm(
         except ValueError as exc:
             raise VMError(f"guest reported an unreadable exit code: {exit_file.read_text()!r}") from exc
         boot = reader.started_at if reader.started_at is not None else wall
+        done = reader.done_at if reader.done_at is not None else wall
         return VMResult(exit_code=code, accel=acc, guest_kernel=img.kernel_version,
-                        boot_s=round(boot, 3), wall_s=round(wall, 3), host_samples=tuple(load.stop()))
+                        boot_s=round(boot, 3), wall_s=round(wall, 3), host_samples=tuple(load.stop()),
+                        poweroff_s=round(wall - done, 3))
     finally:
         if load is not None:
             load.stop()

@@ -298,3 +298,27 @@ def test_httperf_defaults_and_units() -> None:
 def test_bad_values_name_the_key(kind: str, key: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         parse_experiment(_exp(kind, **{key: value}))
+
+
+def test_selectwait_is_built_once_into_the_cache_and_per_run_where_it_cannot_be(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.net.procs import RunState
+
+    built: list[Path] = []
+    real = selectwait._compile
+    monkeypatch.setattr(selectwait, "_compile", lambda out: (built.append(out), real(out))[1])
+    cache = tmp_path / "cache"
+    first = selectwait.build_cached(cache)
+    assert first == selectwait.cached_library(cache) and first.is_file() and len(built) == 1
+    assert selectwait.build_cached(cache) == first and len(built) == 1  # cached: no second build
+    assert selectwait.preload_library(RunState(prefix="nx0000aa"), cache) == first and len(built) == 1
+    assert not list(cache.glob(".*.tmp"))
+    (tmp_path / "file").write_text("")  # a cache under a file cannot be made, even by root
+    state = RunState(prefix="nx0000ab")
+    try:
+        lib = selectwait.preload_library(state, tmp_path / "file" / "cache")
+        assert lib.name == "selectwait.so" and "nx0000ab" in str(lib) and lib.is_file()  # the run's own copy
+        assert len(built) == 2
+    finally:
+        state.remove()
+    assert not lib.exists()  # removed with the run
