@@ -53,8 +53,8 @@ from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError, MissingToolError
 
 GPAC_HINT = (
-    "gpac is not installed: gpac is not packaged for Debian; on Ubuntu: apt-get install gpac; "
-    "or build from https://github.com/gpac/gpac"
+    "gpac is not installed: on Debian 12 sudo ./setup.sh installs bullseye's gpac 1.0.1 (unless NEST_GPAC=0); "
+    "on Ubuntu apt-get install gpac; elsewhere build a release tag of https://github.com/gpac/gpac and put gpac on PATH"
 )
 GPAC_ALGOS = ("none", "grate", "gbuf", "bba0", "bolaf", "bolab", "bolau", "bolao")
 #: GPAC 1.0.x's algorithms that do not play a whole stream (see the module doc)

@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments.resources import CLONE as PROJECT_ROOT
 from nest_experiments.runs import runtime
 from nest_experiments.vm import VMTimeoutError, probe, run_in_vm
+from nest_experiments.vm.image import cache_dir
 from nest_experiments.vm.qemu import guest_clock_params
 
 pytestmark = [pytest.mark.integration]
 
 ACCEL = os.environ.get("NESTEXP_VM_ACCEL", "auto")
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
-RUNS = PROJECT_ROOT / ".cache" / "vm" / "runs"
+RUNS = cache_dir() / "runs"
 
 
 @pytest.fixture(autouse=True)
