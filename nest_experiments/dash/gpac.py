@@ -424,6 +424,7 @@ def gpac_command(
     logs: str = "dash@info:mmio@info:ncl",
     binary: str | None = None,
     legacy: bool = False,
+    cache_dir: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """argv of a GPAC player run, after the README's verified ``grate_rbuf1000`` line.
@@ -434,6 +435,8 @@ def gpac_command(
     rebuffering). Run it with :func:`gpac_env` in the environment.
     ``legacy`` (GPAC 1.0.x): no ``debug_as``, ``aout``/``vout`` with
     ``buffer`` only, and ``vout`` needs an X display (:func:`virtual_display`).
+    ``cache_dir``: GPAC's HTTP cache (``-cache``, in 1.0.1 and 26.07; else its
+    config's, ``/tmp/gpac_cache``, shared by every run and every user).
     """
     _check_command(algo, max_buffer_ms, rebuffer_ms, buffer_ms)
     if legacy and algo in LEGACY_BROKEN_ALGOS:
@@ -450,6 +453,8 @@ def gpac_command(
         f"-logs={logs}",
         "-clean-cache",
     ]
+    if cache_dir is not None:
+        argv.append(f"-cache={cache_dir}")
     if log_utc:
         argv.append("-log-utc")
     return argv + list(extra)

@@ -1,8 +1,8 @@
 """The VM runtime for real: boots qemu guests on the host (about 10 s each under TCG).
 
-Marked ``integration`` only: the plugin's ``vm`` marker means "needs a kernel
+Marked ``integration`` only: ``vm`` (the plugin's ``nest_vm``) means "needs a kernel
 with pie/fq_pie/netem" and would skip these tests on exactly the hosts that
-need the VM (and run them inside the guest under ``--runtime vm``).
+need the VM (and run them inside the guest under ``--nest-runtime vm``).
 Set NESTEXP_VM_ACCEL=tcg|kvm to skip the accelerator auto-detection.
 """
 
