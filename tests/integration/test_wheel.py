@@ -135,8 +135,9 @@ def test_run_check_lists_the_default_s_runs_as_the_clone_does(installed: tuple[P
 
 def test_a_short_host_run_completes_into_results_in_the_working_folder(
         no_leftovers: None, installed: tuple[Path, Path, dict[str, str]]) -> None:
-    """A shipped experiment by name (dumbbell_fifo: HTB + pfifo, one iperf3 flow here, 4 s) on the host kernel."""
-    proc = _tool(installed, "run", "dumbbell_fifo", "--runtime", "host", "--only", RUN, "--no-plot",
+    """A shipped experiment by name (dumbbell_fifo: HTB + pfifo, one iperf3 flow here, 4 s) on the host kernel,
+    plotted as ``run`` does."""
+    proc = _tool(installed, "run", "dumbbell_fifo", "--runtime", "host", "--only", RUN,
                  "--set", "experiment.duration=4s", "--set", "apps.bulk.flows=1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = installed[1] / "results" / "dumbbell_fifo" / RUN
@@ -145,3 +146,4 @@ def test_a_short_host_run_completes_into_results_in_the_working_folder(
     assert set(pd.read_csv(run_dir / "qdisc.csv").kind) == {"htb", "pfifo"}
     iperf = pd.read_csv(run_dir / "iperf3.csv")
     assert iperf.flow.nunique() == 1 and iperf.bits_per_second.max() > 1e6
+    assert (installed[1] / "results" / "dumbbell_fifo" / "report" / "report.md").is_file(), proc.stdout
