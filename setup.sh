@@ -182,7 +182,7 @@ run_suite() {
     unit) .venv/bin/python -m pytest tests/unit "$@" ;;  # no root
     integration) .venv/bin/python -m pytest tests/integration -m "not vm" "$@" ;;  # real namespaces, host kernel
     host) .venv/bin/python -m pytest -m "not vm" "$@" ;;  # unit + integration
-    vm) .venv/bin/python -m pytest -m vm --runtime vm "$@" ;;  # the tests needing pie/fq_pie/netem, in the VM
+    vm) .venv/bin/python -m pytest -m vm --nest-runtime vm "$@" ;;  # the tests needing pie/fq_pie/netem, in the VM
     *) echo "setup.sh: unknown test suite '$suite' (lint, unit, integration, host, vm)" >&2; return 2 ;;
   esac
 }

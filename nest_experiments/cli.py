@@ -19,14 +19,16 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Namespace emulation for DASH QoE research (TCP, MPTCP, QUIC, AQM).")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment (default: the built-in one)")
-    run.add_argument("experiment", nargs="?", type=Path, help="experiment TOML file")
+    run.add_argument("experiment", nargs="?", type=Path,
+                     help="experiment TOML file, or a shipped experiment's name (e.g. pie_dumbbell)")
     run.add_argument("--runtime", choices=("auto", "host", "vm"), help="where to run (default: the file's, else auto)")
     run.add_argument("--reps", type=int, help="repetitions per sweep point (overrides the file)")
     run.add_argument("--paper", action="store_true",
                      help="the paper's full sweep: apply the experiment file's [paper] table (e.g. 25 repetitions)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="override a key, e.g. --set experiment.duration=30s (repeatable)")
-    run.add_argument("--results", type=Path, help="results folder (default: ./results in the project)")
+    run.add_argument("--results", type=Path,
+                     help="results folder (default: results/ in a clone, ./results when installed)")
     run.add_argument("--only", action="append", default=[], metavar="RUN", help="run only these run names")
     run.add_argument("--check", action="store_true", help="validate and list the runs, create nothing")
     run.add_argument("--no-plot", action="store_true", help="do not plot after the sweep")
@@ -37,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run the sweep's runs as tasks on a Dask cluster: a scheduler's address (tcp://HOST:8786) "
                           "or local:N (N worker processes on this machine, sharing its CPU)")
-    sub.add_parser("doctor", help="what this machine can run, and what is missing")
+    doctor = sub.add_parser("doctor", help="what this machine can run, and what is missing")
+    doctor.add_argument("--no-vm", action="store_true",
+                        help="do not boot a guest to check the VM runtime (where the kernel lacks the AQMs)")
     plot = sub.add_parser("plot", help="plot a run folder, or a whole experiment folder and write its report",
                           description="Per-run PNGs next to each run's files; on an experiment (sweep) folder also "
                                       "the sweep report: <folder>/report/report.md with its figures and summary.csv.")
@@ -87,13 +91,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
+        from nest_experiments.resources import experiment_file
         from nest_experiments.runs.launch import run_command
 
+        if args.experiment is not None:
+            args.experiment = experiment_file(args.experiment)
         return run_command(args)
     if args.command == "doctor":
         from nest_experiments.runs.doctor import doctor
 
-        return doctor()
+        return doctor(probe_vm=not args.no_vm)
     if args.command == "plot":
         from nest_experiments.analysis.plot import plot_folder
 

@@ -1,23 +1,35 @@
-"""pytest plugin: tests inside real network namespaces, for our tests and for users.
+"""pytest plugin: tests inside real network namespaces, for our tests and for any project (installed with the
+package; pytest loads it by its ``pytest11`` entry point). Its names all start with ``nest``, so it imposes
+nothing on a project's own markers and options.
 
 Fixtures
 --------
 ``nest_network``
     A factory: ``net = nest_network("dumbbell", links={"bottleneck": {"rate": "10mbit"}})``
-    builds the topology (a name in ``topologies/`` or a
-    :class:`~nest_experiments.config.topology.TopologySpec`) with our traffic-control
+    builds the topology (a name of a shipped topology, ``topologies/NAME.toml``, or a
+    :class:`~nest_experiments.config.topology.TopologySpec`, e.g. from
+    :func:`~nest_experiments.config.topology.parse`) with our traffic-control
     adapter (``firewalls={"udp443": {"router": "r1", "port": 443, "rate": "64kbit"}}``:
-    ``[firewalls.NAME]`` tables, named topologies only), and tears everything down when the test ends, passed or failed.
-    ``net.run(node, argv)`` runs a command in a node, ``net.popen(...)`` starts
-    one, ``net.addr(node)`` is a node's address.
+    ``[firewalls.NAME]`` tables, named topologies only), and tears everything down when the test ends, passed or
+    failed. It needs root (else the test is skipped; under ``CI=true`` it fails). ``net.run(node, argv)`` runs a
+    command in a node, ``net.popen(...)`` starts one, ``net.addr(node)`` is a node's address,
+    ``net.qdiscs(link, node)`` and ``net.htb_rate_bps(link, node)`` read the kernel's traffic control on a node's
+    end of a link back, ``net.read_back()`` checks every shaped egress against its plan.
 ``require_features``
     ``require_features("pie", "netem")``: skip (or, under ``CI=true``, fail)
     when the kernel lacks them.
 
-Option ``--runtime vm`` runs the whole pytest session inside the VM runtime
-(for kernels without pie/fq_pie/netem); ``@pytest.mark.vm`` tests are
-skipped on such kernels otherwise — and fail under ``CI=true``, where a
-skipped test must not pass for a tested one.
+Markers
+-------
+``@pytest.mark.nest_integration``: the test builds real namespaces: skipped without root.
+``@pytest.mark.nest_vm`` (or ``nest_vm("pie", ...)``: the features it needs; default pie, fq_pie and netem):
+skipped on a kernel without them, with the reason and the fix (``--nest-runtime vm``).
+Under ``CI=true`` each of these skips is a failure: a skipped test must not pass for a tested one.
+
+Option
+------
+``--nest-runtime vm`` runs the whole pytest session inside the VM runtime (a stock Debian kernel, for kernels
+without pie/fq_pie/netem), with the project's folder (pytest's rootdir) writable in the guest.
 """
 
 from __future__ import annotations
@@ -35,12 +47,21 @@ from nest_experiments.config import topology as topo
 from nest_experiments.net.procs import ns_exec
 from nest_experiments.runs import runtime
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
+OPTION = "--nest-runtime"
+INTEGRATION = "nest_integration"
+VM = "nest_vm"
+VM_FEATURES = ("pie", "fq_pie", "netem")
+VM_HINT = f"run pytest with {OPTION} vm"
+
+
+def in_ci() -> bool:
+    """CI=true: a test that cannot run here fails instead of being skipped."""
+    return os.environ.get("CI", "").lower() == "true"
 
 
 def skip_or_fail(reason: str) -> None:
     """Skip a test that cannot run here; under CI=true that is a failure."""
-    if IN_CI:
+    if in_ci():
         pytest.fail(f"cannot run in CI: {reason}", pytrace=False)
     pytest.skip(reason)
 
@@ -59,17 +80,18 @@ def require_quicgo(client: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nest_experiments")
-    group.addoption("--runtime", choices=("auto", "host", "vm"), default="auto",
-                    help="vm: run the whole session inside the nest_experiments VM")
+    group.addoption(OPTION, choices=("auto", "host", "vm"), default="auto",
+                    help="vm: run the whole session inside the nest_experiments VM (a kernel with pie/fq_pie/netem)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "integration: builds real network namespaces (needs root)")
-    config.addinivalue_line("markers", "vm: needs a kernel with pie/fq_pie/netem (the VM runtime here)")
+    config.addinivalue_line("markers", f"{INTEGRATION}: builds real network namespaces (needs root)")
+    config.addinivalue_line("markers", f"{VM}(*features): needs a kernel with these (default {', '.join(VM_FEATURES)}); "
+                                       f"{OPTION} vm provides one")
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if config.getoption("runtime") != "vm" or runtime.current() == "vm":
+    if config.getoption(OPTION) != "vm" or runtime.current() == "vm":
         return None
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
     result = runtime.enter_vm(argv, rw_dirs=[Path(config.rootpath)], timeout_s=3600, keep_env=("CI",))
@@ -82,25 +104,32 @@ def _without_runtime(args: list[str]) -> list[str]:
     for arg in args:
         if skip:
             skip = False
-        elif arg == "--runtime":
+        elif arg == OPTION:
             skip = True
-        elif not arg.startswith("--runtime="):
+        elif not arg.startswith(f"{OPTION}="):
             out.append(arg)
     return out
 
 
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("integration") or item.get_closest_marker("vm"):
-        if os.geteuid() != 0:
-            skip_or_fail("needs root (network namespaces)")
-    if item.get_closest_marker("vm"):
-        from nest_experiments.net.kernel import probe_feature
+    vm = item.get_closest_marker(VM)
+    if (item.get_closest_marker(INTEGRATION) or vm) and os.geteuid() != 0:
+        skip_or_fail("needs root (network namespaces)")
+    if vm:
+        missing_features(tuple(vm.args) or VM_FEATURES)
 
-        missing = [f for f in ("pie", "fq_pie", "netem") if not probe_feature(f).ok]
-        if missing:
-            skip_or_fail(f"kernel lacks {', '.join(missing)}: run with --runtime vm")
+
+def missing_features(features: tuple[str, ...]) -> None:
+    """Skip (CI: fail) unless the kernel has every one of ``features``."""
+    from nest_experiments.net.kernel import FEATURES, probe_feature
+
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown:
+        pytest.fail(f"{VM}: unknown kernel feature {', '.join(map(repr, unknown))}; known: {', '.join(FEATURES)}",
+                    pytrace=False)
+    missing = [f for f in features if not probe_feature(f).ok]
+    if missing:
+        skip_or_fail(f"kernel lacks {', '.join(missing)}: {VM_HINT}")
 
 
 class TestNetwork:
@@ -131,17 +160,44 @@ class TestNetwork:
         return popen_in_ns(self.ns(node), argv, **kwargs)
 
     def egress(self, link: str, node: str) -> Any:
-        return next(e for e in self.net.egresses if e.link == link and e.node == node)
+        """``node``'s shaped end of ``link`` (``.dev``, ``.ns``, ``.plan``: what was installed)."""
+        found = [e for e in self.net.egresses if e.link == link and e.node == node]
+        if not found:
+            shaped = ", ".join(f"{e.link}/{e.node}" for e in self.net.egresses) or "none"
+            raise KeyError(f"no shaped egress {link}/{node} (shaped: {shaped})")
+        return found[0]
+
+    def qdiscs(self, link: str, node: str) -> list[dict[str, Any]]:
+        """The kernel's qdiscs on ``node``'s end of ``link`` (``tc -j qdisc show``), root first."""
+        import json
+
+        dev = self.spec.link(link).ifname(node)
+        return list(json.loads(self.run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).stdout))
+
+    def htb_rate_bps(self, link: str, node: str) -> int | None:
+        """The rate of the HTB class shaping ``node``'s end of ``link``, as the kernel reports it (None: no HTB)."""
+        from nest_experiments.net.tcplan import parse_htb_classes
+
+        egress = self.egress(link, node)
+        if egress.plan.htb_class is None:
+            return None
+        text = self.run(node, ["tc", "class", "show", "dev", egress.dev]).stdout
+        return parse_htb_classes(text).get(egress.plan.htb_class)
+
+    def read_back(self) -> None:
+        """Every shaped egress as planned (qdiscs, their flags, HTB rates); NetworkSetupError says what differs."""
+        by_ns: dict[str, list[Any]] = {}
+        for e in self.net.egresses:
+            by_ns.setdefault(e.ns, []).append(e.plan)
+        for plans in by_ns.values():
+            self.net.read_back(*plans)
 
 
 @pytest.fixture
 def require_features() -> Callable[..., None]:
+    """``require_features("pie", "netem")``: skip (CI: fail) unless the kernel has them."""
     def check(*features: str) -> None:
-        from nest_experiments.net.kernel import probe_feature
-
-        missing = [f for f in features if not probe_feature(f).ok]
-        if missing:
-            skip_or_fail(f"kernel lacks {', '.join(missing)}: run with --runtime vm")
+        missing_features(features)
 
     return check
 

@@ -37,6 +37,16 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> 
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})}, check=False)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The project's own markers (setup.cfg) carry the plugin's: ``integration`` is ``nest_integration`` (root), ``vm``
+    is ``nest_vm`` (pie/fq_pie/netem), so that ``-m vm`` / ``-m "not vm"`` choose the suites (setup.sh)."""
+    for item in items:
+        if item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.nest_integration)
+        if item.get_closest_marker("vm"):
+            item.add_marker(pytest.mark.nest_vm)
+
+
 @pytest.fixture
 def no_leftovers():  # type: ignore[no-untyped-def]
     """Asserts that the test left no namespace of ours, no temporary folder and no traffic process behind."""

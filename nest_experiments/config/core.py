@@ -12,14 +12,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.config import toollimits, traces
 from nest_experiments.config import topology as topo
 from nest_experiments.config.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
 from nest_experiments.errors import ConfigError
 from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
 
-QDISC_FILE = PROJECT_ROOT / "qdisc" / "kinds.toml"
+QDISC_FILE = resources.data(resources.QDISC_KINDS)
 DEFAULT_EXPERIMENT = Path(__file__).parents[1] / "default.toml"
 RUNTIMES = ("auto", "host", "vm")
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "htcp", "vegas", "dctcp")
@@ -383,10 +383,10 @@ def parse_trace(path: str, value: object) -> traces.Trace:
 
 def _trace_file(path: str, value: object) -> traces.Trace:
     name = as_str(path, value)
-    file = Path(name) if Path(name).is_absolute() else PROJECT_ROOT / name
+    file = Path(name) if Path(name).is_absolute() else resources.data_root() / name
     if not file.is_file():
         raise ConfigError(path, f"no such trace file {name!r} (a relative path is looked up next to the experiment "
-                                f"file, then in {PROJECT_ROOT})")
+                                f"file, then in {resources.data_root()})")
     try:
         return _read_trace_file(str(file), file.stat().st_mtime_ns)
     except ConfigError as exc:

@@ -22,11 +22,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.config.tomlread import Table, as_name, as_str, one_of
 from nest_experiments.errors import ConfigError
 
-TOPOLOGY_DIR = PROJECT_ROOT / "topologies"
+TOPOLOGY_DIR = resources.data(resources.TOPOLOGIES)
 ROLES = ("host", "router")
 
 

@@ -53,8 +53,8 @@ from nest_experiments.dash.records import SegmentRow
 from nest_experiments.errors import ConfigError, MissingToolError
 
 GPAC_HINT = (
-    "gpac is not installed: gpac is not packaged for Debian; on Ubuntu: apt-get install gpac; "
-    "or build from https://github.com/gpac/gpac"
+    "gpac is not installed: on Debian 12 sudo ./setup.sh installs bullseye's gpac 1.0.1 (unless NEST_GPAC=0); "
+    "on Ubuntu apt-get install gpac; elsewhere build a release tag of https://github.com/gpac/gpac and put gpac on PATH"
 )
 GPAC_ALGOS = ("none", "grate", "gbuf", "bba0", "bolaf", "bolab", "bolau", "bolao")
 #: GPAC 1.0.x's algorithms that do not play a whole stream (see the module doc)
@@ -424,6 +424,7 @@ def gpac_command(
     logs: str = "dash@info:mmio@info:ncl",
     binary: str | None = None,
     legacy: bool = False,
+    cache_dir: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """argv of a GPAC player run, after the README's verified ``grate_rbuf1000`` line.
@@ -434,6 +435,8 @@ def gpac_command(
     rebuffering). Run it with :func:`gpac_env` in the environment.
     ``legacy`` (GPAC 1.0.x): no ``debug_as``, ``aout``/``vout`` with
     ``buffer`` only, and ``vout`` needs an X display (:func:`virtual_display`).
+    ``cache_dir``: GPAC's HTTP cache (``-cache``, in 1.0.1 and 26.07; else its
+    config's, ``/tmp/gpac_cache``, shared by every run and every user).
     """
     _check_command(algo, max_buffer_ms, rebuffer_ms, buffer_ms)
     if legacy and algo in LEGACY_BROKEN_ALGOS:
@@ -450,6 +453,8 @@ def gpac_command(
         f"-logs={logs}",
         "-clean-cache",
     ]
+    if cache_dir is not None:
+        argv.append(f"-cache={cache_dir}")
     if log_utc:
         argv.append("-log-utc")
     return argv + list(extra)

@@ -12,7 +12,8 @@ issued at run time) and, for h3, ``-h3=only`` (both need a GPAC built with
 nghttp2 / ngtcp2: untested here). The command depends on the version
 (:func:`.gpac.gpac_version`): GPAC 1.0.x (Debian bullseye's, what
 ``setup.sh`` installs on bookworm) gets its older command line and draws
-video into a private Xvfb (:func:`.gpac.virtual_display`). Its log goes to
+video into a private Xvfb (:func:`.gpac.virtual_display`). Its HOME and
+HTTP cache (``-cache``) are a private temporary folder, removed at the end. Its log goes to
 ``gpac.log`` in ``--out`` and is parsed (:func:`.gpac.parse_gpac_log`) into
 ``segments.csv``, ``abr_decisions.csv`` and ``qoe.json``: ``-log-utc`` times
 (ms since the epoch) moved onto the run clock. ``t_first_byte`` is not in
@@ -45,15 +46,16 @@ STOP_GRACE_S = 5.0
 
 
 def gpac_argv(*, binary: str, transport: str, url: str, algo: str, max_buffer_s: float, threshold_s: float,
-              mptcpize: str | None = None, legacy: bool = False) -> list[str]:
-    """The whole command: GPAC's player line (README's verified one), MPTCP through mptcpize, TLS options."""
+              mptcpize: str | None = None, legacy: bool = False, cache_dir: Path | None = None) -> list[str]:
+    """The whole command: GPAC's player line (README's verified one), MPTCP through mptcpize, TLS options;
+    ``cache_dir``: GPAC's HTTP cache (the player's private folder, not GPAC's default /tmp/gpac_cache)."""
     buffer_ms = round(min(max_buffer_s, 2 * threshold_s) * 1000)
     extra = ["-broken-cert"] if transport in ("h2", "h3") else []
     if transport == "h3":
         extra.append("-h3=only")
     argv = gpac.gpac_command(url, algo=algo, max_buffer_ms=round(max_buffer_s * 1000),
                              rebuffer_ms=round(threshold_s * 1000), buffer_ms=buffer_ms, binary=binary, legacy=legacy,
-                             extra=extra)
+                             cache_dir=None if cache_dir is None else str(cache_dir), extra=extra)
     if transport == "mptcp":
         if mptcpize is None:
             raise MissingToolError(players.MPTCPIZE_HINT)
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             command = gpac_argv(binary=binary, transport=args.transport,
                                 url=mpd_url(args.transport, args.server, args.port), algo=players.gpac_algo(args.abr),
                                 max_buffer_s=args.max_buffer, threshold_s=args.threshold,
-                                mptcpize=shutil.which("mptcpize"), legacy=version.legacy)
+                                mptcpize=shutil.which("mptcpize"), legacy=version.legacy, cache_dir=home / "cache")
             with gpac.virtual_display() if version.legacy else nullcontext() as display:
                 t0 = wait_for_go(args.go_file) if args.go_file is not None else (
                     args.t0 if args.t0 is not None else time.monotonic())

@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.errors import ConfigError
 
-LADDER_DIR = PROJECT_ROOT / "media" / "ladders"
-CACHE_DIR = PROJECT_ROOT / "media" / "cache"
+LADDER_DIR = resources.data(resources.LADDERS)
+CACHE_DIR = resources.cache_dir("media")  # media/cache/ in a clone (nest_experiments.resources says where else)
 MPD_NAME = "manifest.mpd"
 COMPLETE_MARKER = ".complete.json"
 MEDIA_TEMPLATE = "$RepresentationID$_$Number$.m4s"

@@ -10,7 +10,8 @@
 - ``gpac``: GPAC's DASH client (``gpac -i URL:gpac:algo=...``, :mod:`.gpac`)
   with SDL's dummy audio/video output (:mod:`.gpacplayer`): it decodes too;
   tcp (HTTP/1.1), mptcp (through ``mptcpize``), and h2/h3 where the GPAC
-  build has them. Debian has no ``gpac`` package.
+  build has them. Debian 12 has no ``gpac`` package: ``setup.sh`` installs
+  bullseye's 1.0.1 (:data:`.gpac.GPAC_HINT`).
 
 :func:`missing` says why a player cannot run here (None when it can); the
 config refuses such a player before anything is created, and ``doctor``
@@ -22,8 +23,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from nest_experiments import PROJECT_ROOT
-from nest_experiments.dash.gpac import GPAC_ALGOS
+from nest_experiments import resources
+from nest_experiments.dash.gpac import GPAC_ALGOS, GPAC_HINT
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 
 PLAYERS = ("nest", "dashjs", "gpac")
@@ -31,14 +32,14 @@ DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
 # GPAC over h2/h3 needs a build with nghttp2/ngtcp2 (untested here: no GPAC on Debian)
 TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3", "race"), "dashjs": ("tcp", "h2", "h3", "race"), "gpac": ("tcp", "mptcp", "h2", "h3")}
 DASHJS_VERSION = "5.2.1"
-DASHJS_DIR = PROJECT_ROOT / "web" / "node_modules" / "dashjs"
-DASHJS_FILE = DASHJS_DIR / "dist" / "modern" / "umd" / "dash.all.min.js"
+DASHJS_DIR = resources.data(resources.DASHJS_PACKAGE)
+DASHJS_FILE = resources.data(resources.DASHJS_SCRIPT)
 CHROMIUM = ("chromium", "chromium-browser")
-GPAC_HINT = ("gpac is not installed: Debian has no gpac package; on Ubuntu: apt-get install gpac; "
-             "elsewhere build it from https://github.com/gpac/gpac (a release tag) and put `gpac` on PATH")
 CHROMIUM_HINT = "chromium is not installed: apt-get install chromium (sudo ./setup.sh installs it)"
-DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not installed in {DASHJS_DIR.parent}: "
-               "sudo ./setup.sh (it runs npm ci in web/)")
+DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not in this installed package (its wheel was built from a clone without "
+               "it): in the clone run sudo ./setup.sh (npm ci in web/), then build and install the wheel again"
+               if resources.installed() else
+               f"dash.js {DASHJS_VERSION} is not installed in {DASHJS_DIR.parent}: sudo ./setup.sh (it runs npm ci in web/)")
 MPTCPIZE_HINT = "mptcpize is not installed: apt-get install mptcpize (sudo ./setup.sh installs it)"
 
 
@@ -108,7 +109,7 @@ def gpac_algo(abr: str) -> str:
     return GPAC_TWINS.get(abr, abr)
 
 
-PAGE_SOURCE = PROJECT_ROOT / "web" / "dashjs_player.html"
+PAGE_SOURCE = resources.data(resources.DASHJS_PAGE)
 PAGE_NAME = "nest_dashjs.html"  # the player page, in the media folder beside the MPD
 
 

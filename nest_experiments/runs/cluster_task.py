@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import Interrupted, NestExpError
 from nest_experiments.rundir import STATUSES, read_manifest, write_failed_run
@@ -41,7 +41,7 @@ from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import config_text, now_iso
 from nest_experiments.runs.preflight import preflight
 
-TASKS_DIR = PROJECT_ROOT / ".cache" / "tasks"  # not under /tmp: a VM's guest must see it
+TASKS_DIR = resources.cache_dir("tasks")  # not under /tmp: a VM's guest must see it
 EVENT_TOPIC = "nest_experiments"
 PR_SET_PDEATHSIG = 1
 STDERR_TAIL = 5

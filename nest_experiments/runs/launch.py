@@ -127,9 +127,9 @@ def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path
 
 
 def _default_results() -> Path:
-    from nest_experiments.runs.runner import RESULTS_ROOT
+    from nest_experiments.resources import results_root
 
-    return RESULTS_ROOT
+    return results_root()
 
 
 def _plot(folder: Path) -> None:

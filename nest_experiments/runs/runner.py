@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from nest_experiments import PROJECT_ROOT, __version__
+from nest_experiments import __version__, resources
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
 from nest_experiments.collectors.cpu import CpuMonitor
@@ -43,7 +43,7 @@ from nest_experiments.runs.phases import Laps, append_sweep_record, new_sweep_id
 from nest_experiments.runs.progress import Progress
 from nest_experiments.runs.traceplay import TracePlayer
 
-RESULTS_ROOT = PROJECT_ROOT / "results"
+RESULTS_ROOT = resources.results_root()
 FINISH_GRACE_S = 15.0
 # Behind a slow link the tools' closing exchanges wait in its queue: iperf3's TEST_END, results and IPERF_DONE
 # each cross a bottleneck that its flows still keep full from their send buffers, and a lost one waits an RTO

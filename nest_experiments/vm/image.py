@@ -1,7 +1,7 @@
 """Guest image for the VM runtime: a stock Debian kernel plus a tiny initramfs.
 
-The image is built once and cached under ``<project>/.cache/vm/images/<key>/``
-(``vmlinuz``, ``initrd.gz``, ``image.json``). ``<key>`` is the guest kernel
+The image is built once and cached under ``.cache/vm/images/<key>/`` (in a clone; installed:
+:mod:`nest_experiments.resources`) (``vmlinuz``, ``initrd.gz``, ``image.json``). ``<key>`` is the guest kernel
 version plus a hash of everything else that goes into the initramfs (module
 selection, init script, busybox binary, format version), so the image is
 rebuilt exactly when one of its inputs changes. Builds happen in a temporary
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.errors import VMError
 
 #: Bump when the layout of the initramfs changes in a way the hash would not see.
@@ -424,8 +424,8 @@ class VMImage:
 
 
 def cache_dir(root: Path | None = None) -> Path:
-    """``<project>/.cache/vm`` (never under /tmp: the guest could not see it)."""
-    return (root or PROJECT_ROOT) / ".cache" / "vm"
+    """``<root>/.cache/vm``, else the VM's cache (``.cache/vm`` in a clone; :mod:`nest_experiments.resources`)."""
+    return root / ".cache" / "vm" if root else resources.cache_dir("vm")
 
 
 def _run(argv: list[str], *, what: str, cwd: Path | None = None, missing: str) -> str:

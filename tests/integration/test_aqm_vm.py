@@ -1,4 +1,4 @@
-"""Kernel AQMs through the whole runner (needs pie/fq_pie/netem: run with --runtime vm here).
+"""Kernel AQMs through the whole runner (needs pie/fq_pie/netem: run pytest with --nest-runtime vm here).
 
 The setting of DESIGN §2b's reference figures (HTB 10 Mbit/s, 20 ms netem on
 the return path, 5 CUBIC iperf3 flows, 20 s, target 5 ms), with the queue

@@ -234,3 +234,6 @@ def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str,
     doc = json.loads((run_dir / "qoe.json").read_text())["video"]
     assert doc["end_reason"] == "ended" and doc["gpac_algo"] == algo, doc
     assert json.loads((run_dir / "manifest.json").read_text())["versions"]["apps.video.player"].startswith("gpac")
+    # GPAC's HTTP cache was the player's private folder (gone with it), not its default /tmp/gpac_cache
+    (cache,) = [Path(a.removeprefix("-cache=")) for a in doc["command"] if a.startswith("-cache=")]
+    assert cache.name == "cache" and cache.parent.name.startswith("gpac-home-") and not cache.parent.exists()

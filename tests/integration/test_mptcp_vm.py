@@ -1,4 +1,4 @@
-"""MPTCP under a lost ADD_ADDR (needs netem for the paths' delay: run with --runtime vm here).
+"""MPTCP under a lost ADD_ADDR (needs netem for the paths' delay: run pytest with --nest-runtime vm here).
 
 The player learns the server's second address only from the server's
 ADD_ADDR. A kernel before 6.18 (the VM's 6.1) resends a lost one after

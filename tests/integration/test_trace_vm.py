@@ -1,6 +1,6 @@
 """A trace-driven link in the VM runtime: the racing paper's DVL pattern, compressed, followed within the bench's bounds.
 
-    sudo .venv/bin/python -m pytest tests/integration/test_trace_vm.py --runtime vm -s
+    sudo .venv/bin/python -m pytest tests/integration/test_trace_vm.py --nest-runtime vm -s
 
 DVL (64 -> 256 kbit/s in steps of 64 every 60 s, and back: 480 s) at a tenth
 of its time (6 s per level, 48 s) and ten times its rates (640 kbit/s -

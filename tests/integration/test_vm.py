@@ -1,8 +1,8 @@
 """The VM runtime for real: boots qemu guests on the host (about 10 s each under TCG).
 
-Marked ``integration`` only: the plugin's ``vm`` marker means "needs a kernel
+Marked ``integration`` only: ``vm`` (the plugin's ``nest_vm``) means "needs a kernel
 with pie/fq_pie/netem" and would skip these tests on exactly the hosts that
-need the VM (and run them inside the guest under ``--runtime vm``).
+need the VM (and run them inside the guest under ``--nest-runtime vm``).
 Set NESTEXP_VM_ACCEL=tcg|kvm to skip the accelerator auto-detection.
 """
 
@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments.resources import CLONE as PROJECT_ROOT
 from nest_experiments.runs import runtime
 from nest_experiments.vm import VMTimeoutError, probe, run_in_vm
+from nest_experiments.vm.image import cache_dir
 from nest_experiments.vm.qemu import guest_clock_params
 
 pytestmark = [pytest.mark.integration]
 
 ACCEL = os.environ.get("NESTEXP_VM_ACCEL", "auto")
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
-RUNS = PROJECT_ROOT / ".cache" / "vm" / "runs"
+RUNS = cache_dir() / "runs"
 
 
 @pytest.fixture(autouse=True)

@@ -64,3 +64,21 @@ def test_doctor_says_which_players_run_here_and_how_to_get_the_others(monkeypatc
     assert lines[1].startswith("  ok  nest ")
     assert lines[3] == f"  NO  gpac       missing: {players.GPAC_HINT}"
     assert lines[2].startswith("  ok  dashjs ") == (players.dashjs_file() is not None)
+
+
+def test_doctor_no_vm_trusts_qemu_without_booting_a_guest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``doctor --no-vm`` on a kernel without pie: the VM runtime is named, unchecked, and no guest is booted."""
+    monkeypatch.setattr(doctor_mod.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(doctor_mod, "probe_feature", lambda name: kernel.Probe(name not in doctor_mod.AQM, "probed"))
+    monkeypatch.setattr(doctor_mod.shutil, "which", lambda exe: f"/usr/bin/{exe}")
+
+    def no_boot() -> None:
+        raise AssertionError("--no-vm booted a guest")
+
+    monkeypatch.setattr("nest_experiments.vm.probe", no_boot)
+    out = io.StringIO()
+    assert doctor_mod.doctor(out, probe_vm=False) == 0
+    text = out.getvalue()
+    assert "VM runtime: qemu is installed (not probed: --no-vm)\n" in text
+    assert "experiments run on: the VM runtime (this kernel lacks pie, fq_pie, netem)" in text
+    assert "not checked: doctor without --no-vm boots a guest" in text

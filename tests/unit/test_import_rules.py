@@ -11,10 +11,10 @@ import nest_experiments
 
 PACKAGE = Path(nest_experiments.__file__).resolve().parent
 SYSTEM = ("net", "vm", "apps", "collectors", "runs", "pytest_plugin", "cli")  # what touches the system, or runs it
-PURE = ("errors", "units", "rundir", "results", "config", "parsers", "analysis", "studies")
+PURE = ("errors", "units", "rundir", "resources", "results", "config", "parsers", "analysis", "studies")
 ABOVE_NET = ("apps", "collectors", "runs", "analysis", "studies", "dash", "vm", "pytest_plugin", "cli")
 STUDIES = ("nest", "abr_quic", "under_hood", "h2quic", "racing", "generic")
-ROOT = {"__init__", "__main__", "cli", "errors", "units", "rundir", "results", "pytest_plugin"}
+ROOT = {"__init__", "__main__", "cli", "errors", "units", "rundir", "resources", "results", "pytest_plugin"}
 
 
 def _module(path: Path) -> str:

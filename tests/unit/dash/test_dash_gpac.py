@@ -149,7 +149,7 @@ def test_command_rejects_settings_that_disable_rebuffering() -> None:
 
 def test_find_gpac_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpac.shutil, "which", lambda name: None)
-    with pytest.raises(MissingToolError, match="not packaged for Debian.*apt-get install gpac.*github.com/gpac/gpac"):
+    with pytest.raises(MissingToolError, match=r"on Debian 12 sudo ./setup.sh installs bullseye.s gpac 1.0.1 \(unless NEST_GPAC=0\).*apt-get install gpac.*github.com/gpac/gpac"):
         gpac.find_gpac()
     with pytest.raises(MissingToolError):
         gpac.gpac_command("u")

@@ -29,6 +29,9 @@ def test_gpac_argv_per_transport() -> None:
     assert tcp[:4] == ["/opt/gpac", "-p=0", "-i", "http://10.0.1.2:8080/manifest.mpd:gpac:algo=bba0:start_with=min_bw:debug_as=0,1"]
     assert "aout:buffer=2000:mbuffer=10000:rbuffer=1000" in tcp and "-log-utc" in tcp
     assert not {"-broken-cert", "-h3=only"} & set(tcp)
+    assert not [a for a in tcp if a.startswith("-cache")]  # no folder given: GPAC's own (/tmp/gpac_cache)
+    private = gpacplayer.gpac_argv(transport="tcp", cache_dir=Path("/run/x/cache"), **common)  # type: ignore[arg-type]
+    assert [a for a in private if a.startswith("-cache")] == ["-cache=/run/x/cache"]  # GPAC 1.0.1 and 26.07's option
     mptcp = gpacplayer.gpac_argv(transport="mptcp", mptcpize="/usr/bin/mptcpize", **common)  # type: ignore[arg-type]
     assert mptcp[:2] == ["/usr/bin/mptcpize", "run"] and mptcp[2:] == tcp
     h3 = gpacplayer.gpac_argv(transport="h3", **common)  # type: ignore[arg-type]
