@@ -72,7 +72,7 @@ def results_root() -> Path:
 
 
 def cache_dir(name: str) -> Path:
-    """A writable cache folder: ``media``, ``vm`` or ``tasks`` (the module's docstring says where)."""
+    """A writable cache folder: ``media``, ``vm``, ``tasks`` or ``selectwait`` (the module's docstring says where)."""
     chosen = os.environ.get(CACHE_ENV)
     if chosen:
         return Path(chosen).resolve() / name

@@ -15,7 +15,8 @@ a second took its whole 5% cap (default experiment, FQ-PIE 5 ms: 3.3 CPU-s
 in 66 s, throttled in 99.8% of the cap's periods).
 
 The library is compiled once per source and build flags into the project's
-cache (``.cache/selectwait/<hash>.so``, beside the VM's kernel image: a cache,
+cache (``resources.cache_dir("selectwait")``: ``.cache/selectwait/<hash>.so`` in a clone, beside the
+VM's kernel image: a cache,
 rebuilt when the source changes); the VM runtime builds it on the host
 before the guest boots (``cc`` under TCG took several seconds of every
 run's set-up, once per run), and the guest, which sees the project
@@ -32,7 +33,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from nest_experiments import PROJECT_ROOT
+from nest_experiments import resources
 from nest_experiments.errors import MissingToolError
 from nest_experiments.net.procs import RunState, require_tool
 
@@ -40,7 +41,7 @@ SOURCE = Path(__file__).with_name("selectwait.c")
 WAIT_US = 10_000
 PACKAGES = "gcc libc6-dev"
 
-CACHE_DIR = PROJECT_ROOT / ".cache" / "selectwait"
+CACHE_DIR = resources.cache_dir("selectwait")
 _built: dict[str, Path] = {}  # run prefix -> library: one build per run, shared by its httperf apps
 
 
