@@ -1,0 +1,85 @@
+"""Our chromium policy beside Chromium (studies/racing/agreement.py and the agreement claims): the judge passes
+sessions that agree and fails them when they drift apart.
+
+Synthetic sessions in the design of experiments/racing_chromium.toml (4 conditions x 4 blocks, both players in
+each block): Chromium 156 as measured behind the shaper and on the clean link (QUIC for every segment after the
+first two, docs/racing_chromium_mechanism.md), our policy alike with small differences, and our policy drifted the
+way the `request_timeout` rule once made it (TCP after the third segment behind the shaper).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nest_experiments.analysis.claims import evaluate
+from nest_experiments.studies.racing import agreement as ag
+from nest_experiments.studies.racing.claims import PAPER_CLAIMS
+from nest_experiments.studies.racing.sessions import BROWSER, Session
+
+CONDITIONS = ("2mbit", "2mbit+firewall", "dvl", "dvl+firewall")
+N_SEGMENTS = 22  # 11 audio + 11 video segments in 120 s behind the shaper
+
+
+def session(policy: str, condition: str, block: int, *, tcp_from: int | None = None, stall: float = 40.0,
+            bitrate: float = 70.0) -> Session:
+    """A session whose segments went over QUIC (from ``tcp_from`` on: over TCP)."""
+    timeline = tuple((("audio", "video")[i % 2], i // 2, "tcp" if tcp_from is not None and i >= tcp_from else "quic")
+                     for i in range(N_SEGMENTS))
+    protocols = [p for _, _, p in timeline]
+    metrics = {"rqvst": protocols.count("tcp") / N_SEGMENTS, "quic_segments": protocols.count("quic") / N_SEGMENTS,
+               "proto_switches": float(sum(a != b for a, b in zip(protocols, protocols[1:], strict=False))),
+               "stall": stall, "bitrate": bitrate}
+    return Session(run=f"{policy}_{condition}_r{block}", path=Path("/nonexistent"), policy=policy, condition=condition,
+                   pattern="rate", firewall="", metrics=metrics, series={}, probe_rtt={}, decision="",
+                   experiment="racing_chromium", block=block, timeline=timeline)
+
+
+def design(*, drift: bool) -> list[Session]:
+    out = []
+    for condition in CONDITIONS:
+        for block in range(1, 5):
+            out.append(session(BROWSER, condition, block, stall=40.0 + block, bitrate=70.0))
+            shaped = condition.endswith("+firewall")
+            out.append(session("chromium", condition, block, tcp_from=3 if drift and shaped else None,
+                               stall=40.5 + block if not (drift and shaped) else 5.0,
+                               bitrate=71.0 if not (drift and shaped) else 1100.0))
+    return out
+
+
+def table(sessions: list[Session]) -> pd.DataFrame:
+    return pd.DataFrame([{"run": s.run, "block": s.block, "experiment": s.experiment, "policy": s.policy,
+                          "condition": s.condition, "saturated": False, **s.metrics} for s in sessions])
+
+
+AGREEMENT = [c for c in PAPER_CLAIMS if c.id.startswith("chromium_vs_browser_")]
+
+
+def test_sessions_that_agree_pass_per_condition_and_in_the_pooled_claims() -> None:
+    found = ag.pairs(design(drift=False))
+    assert len(found) == 16
+    assert [(c.condition, c.verdict) for c in ag.by_condition(found)] == [(c, "agrees") for c in CONDITIONS]
+    verdicts = {v.claim.id: v.verdict for v in evaluate(AGREEMENT, table(design(drift=False)))}
+    assert len(verdicts) == 5 and set(verdicts.values()) == {"agrees"}, verdicts
+
+
+def test_sessions_that_drift_apart_fail() -> None:
+    found = ag.pairs(design(drift=True))
+    verdicts = {c.condition: c.verdict for c in ag.by_condition(found)}
+    assert verdicts["2mbit"] == verdicts["dvl"] == "agrees"
+    assert verdicts["2mbit+firewall"] == verdicts["dvl+firewall"] == (
+        "drifted: same_protocol, quic_segments, rqvst, stall, bitrate")  # one switch: within its margin
+    judged = {v.claim.id: v.verdict for v in evaluate(AGREEMENT, table(design(drift=True)))}
+    assert not [i for i, v in judged.items() if v == "agrees" and i != "chromium_vs_browser_proto_switches_alike"]
+    assert judged["chromium_vs_browser_proto_switches_alike"] != "contradicts"  # one switch apart: within 1
+
+
+def test_a_session_without_its_partner_is_no_pair_and_the_timeline_is_compared_by_segment() -> None:
+    sessions = design(drift=False)
+    lone = [s for s in sessions if not (s.policy == BROWSER and s.block == 4)]
+    assert len(ag.pairs(lone)) == 12
+    a, b = session("chromium", "dvl", 1), session(BROWSER, "dvl", 1, tcp_from=N_SEGMENTS - 2)
+    assert ag.same_protocol(a, b) == (N_SEGMENTS - 2) / N_SEGMENTS
+    shifted = Session(**{**b.__dict__, "timeline": b.timeline[2:]})  # segments one side never fetched: not compared
+    assert ag.same_protocol(a, shifted) == (N_SEGMENTS - 4) / (N_SEGMENTS - 2)
