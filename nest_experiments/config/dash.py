@@ -93,9 +93,9 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
                                                        f"not {transport!r}: use http_server = 'nest' for it")
-    if player == "dashjs" and transport == "race" and http_server != "caddy":
+    if player in players.BROWSERS and transport == "race" and http_server != "caddy":
         raise ConfigError(join(t.path, "http_server"), "dash.js over race needs http_server = 'caddy' (its alt-svc "
-                                                       "header is how Chromium discovers QUIC)")
+                                                       "header is how the browser discovers QUIC)")
     return DashApp(
         name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
         transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),

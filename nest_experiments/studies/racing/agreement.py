@@ -1,9 +1,11 @@
-"""Our ``chromium`` policy beside Chromium itself, session by session (issue 29, part 3). Pure.
+"""Our ``chromium`` policy beside Chromium itself (and ``firefox`` beside Firefox), session by session. Pure.
 
 ``experiments/racing_chromium.toml`` (and ``racing_chromium_queue.toml``)
 play each condition with two players in one block: our player over
 ``race`` with the ``chromium`` policy (the study's policy ``chromium``) and
-dash.js in Chromium 156 (``chromium_browser``). A *pair* is those two
+dash.js in Chromium 156 (``chromium_browser``); likewise our ``firefox``
+policy and dash.js in Firefox ESR (``firefox_browser``, ``player =
+"firefox"``). A *pair* is those two
 sessions of one experiment, condition and block: the same link, firewall,
 trace, origin and media, in the same randomized block.
 
@@ -35,10 +37,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nest_experiments.studies.racing.sessions import BROWSER, Session
+from nest_experiments.studies.racing.sessions import BROWSER, FIREFOX_BROWSER, Session
 
 OURS = "chromium"
-EXPERIMENTS = ("racing_chromium", "racing_chromium_queue")
+REFERENCES = {OURS: BROWSER, "firefox": FIREFOX_BROWSER}  # our policy -> the browser whose racing it imitates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +85,10 @@ class Pair:
     ours: Session
     browser: Session
 
+    @property
+    def policy(self) -> str:
+        return self.ours.policy
+
     def value(self, metric: str) -> tuple[float | None, float | None]:
         """(ours, the browser's) for a session metric; for ``same_protocol`` (a pair's metric) (share, None)."""
         if metric == "same_protocol":
@@ -102,17 +108,20 @@ def same_protocol(a: Session, b: Session) -> float | None:
 
 
 def pairs(sessions: Sequence[Session]) -> list[Pair]:
-    """Our ``chromium`` and the browser's session of each (experiment, condition, block), where both exist."""
-    keyed: dict[tuple[str, str, int], dict[str, Session]] = {}
+    """Our policy's and its browser's session (:data:`REFERENCES`) of each (experiment, condition, block), where
+    both exist."""
+    keyed: dict[tuple[str, str, str, int], dict[str, Session]] = {}
+    family = {**{ours: ours for ours in REFERENCES}, **{ref: ours for ours, ref in REFERENCES.items()}}
     for s in sessions:
-        if s.policy in (OURS, BROWSER) and s.experiment in EXPERIMENTS:
-            keyed.setdefault((s.experiment, s.condition, s.block), {})[s.policy] = s
-    return [Pair(experiment=e, condition=c, block=b, ours=two[OURS], browser=two[BROWSER])
-            for (e, c, b), two in sorted(keyed.items()) if OURS in two and BROWSER in two]
+        if s.policy in family:
+            keyed.setdefault((family[s.policy], s.experiment, s.condition, s.block), {})[s.policy] = s
+    return [Pair(experiment=e, condition=c, block=b, ours=two[ours], browser=two[REFERENCES[ours]])
+            for (ours, e, c, b), two in sorted(keyed.items()) if ours in two and REFERENCES[ours] in two]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ConditionAgreement:
+    policy: str  # ours: chromium | firefox
     experiment: str
     condition: str
     pairs: tuple[Pair, ...]
@@ -137,16 +146,17 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 
 def by_condition(found: Sequence[Pair]) -> list[ConditionAgreement]:
-    """Per (experiment, condition): the pairs, the medians of each side, and how many pairs are within each margin."""
+    """Per (policy, experiment, condition): the pairs, the medians of each side, and how many pairs are within each
+    margin."""
     out = []
-    for key in sorted({(p.experiment, p.condition) for p in found}):
-        group = tuple(p for p in found if (p.experiment, p.condition) == key)
+    for key in sorted({(p.policy, p.experiment, p.condition) for p in found}):
+        group = tuple(p for p in found if (p.policy, p.experiment, p.condition) == key)
         medians, within = {}, {}
         for m in MARGINS:
             values = [p.value(m.metric) for p in group]
             medians[m.metric] = (_median([o for o, _ in values]), _median([b for _, b in values]))
             verdicts = [v for p in group if (v := p.within()[m.metric]) is not None]
             within[m.metric] = (sum(verdicts), len(verdicts))
-        out.append(ConditionAgreement(experiment=key[0], condition=key[1], pairs=group, medians=medians,
-                                      within=within))
+        out.append(ConditionAgreement(policy=key[0], experiment=key[1], condition=key[2], pairs=group,
+                                      medians=medians, within=within))
     return out

@@ -211,7 +211,7 @@ def _agreement(sessions: Sequence[Session]) -> list[str]:
     found = ag.pairs(sessions)
     if not found:
         return []
-    header = ["experiment", "condition", "pairs", *(f"{m.label} ({m.text})" for m in ag.MARGINS), "verdict"]
+    header = ["ours", "experiment", "condition", "pairs", *(f"{m.label} ({m.text})" for m in ag.MARGINS), "verdict"]
     lines = []
     for c in ag.by_condition(found):
         cells = []
@@ -220,17 +220,18 @@ def _agreement(sessions: Sequence[Session]) -> list[str]:
             ok, n = c.within[m.metric]
             shown = fmt(ours) if m.at_least else f"{fmt(ours)} / {fmt(browser)}"
             cells.append(f"{shown} ({ok}/{n} in)")
-        lines.append([c.experiment, c.condition, str(len(c.pairs)), *cells, c.verdict])
+        lines.append([c.policy, c.experiment, c.condition, str(len(c.pairs)), *cells, c.verdict])
     per_pair = [[p.condition, str(p.block), p.ours.run, p.browser.run,
                  *(("yes" if w else "no" if w is not None else "-") for w in p.within().values())] for p in found]
-    return ["## Our chromium policy beside Chromium, session by session", "",
-            "A pair: our player with the `chromium` policy and dash.js in Chromium over `race`, in one block under "
+    return ["## Our policies beside the browsers, session by session", "",
+            "A pair: our player with the `chromium` (`firefox`) policy and dash.js in Chromium (Firefox ESR) over "
+            "`race`, in one block under "
             "one condition (`experiments/racing_chromium.toml`). Medians ours / Chromium's, and how many pairs are "
             "within the margin (fixed before the runs: `nest_experiments/studies/racing/agreement.py`); a condition "
             "agrees when every pair is within every margin. The equivalence claims above pool the conditions "
             "(an exact paired test needs >= 5 pairs to decide one condition).", "",
             *md.table(header, lines), "",
-            *md.table(["condition", "block", "ours", "Chromium", *(m.metric for m in ag.MARGINS)], per_pair), ""]
+            *md.table(["condition", "block", "ours", "the browser", *(m.metric for m in ag.MARGINS)], per_pair), ""]
 
 
 def _sessions_table(sessions: Sequence[Session]) -> list[str]:

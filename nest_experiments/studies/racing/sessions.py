@@ -55,7 +55,8 @@ from nest_experiments.units import parse_time
 EXPERIMENTS = ("racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue")
 REPORT_FILE = "racing.md"
 BROWSER = "chromium_browser"  # dash.js in Chromium over `race`: the browser's racing, from its NetLog
-POLICY_ORDER = ("chromium", BROWSER, "firefox", "quic_only", "dynamic", "tcp_only")
+FIREFOX_BROWSER = "firefox_browser"  # dash.js in Firefox ESR over `race`: the protocols from Resource Timing
+POLICY_ORDER = ("chromium", BROWSER, "firefox", FIREFOX_BROWSER, "quic_only", "dynamic", "tcp_only")
 PATTERNS = ("dh", "dl", "dvl", "real")  # Fig. 14's scenarios (Real: the mobility traces)
 PATTERN_OF_GENERATOR = {"dh": "dh", "dl": "dl", "dvl": "dvl", "hsdpa": "real", "fcc": "real"}
 POOR = "dvl"  # the paper's "poor network"
@@ -106,6 +107,8 @@ def policy_of(config: dict[str, Any]) -> str | None:
         return None
     if app.get("player") == "dashjs":
         return BROWSER  # Chromium's own racing: the reference for our `chromium`
+    if app.get("player") == "firefox":
+        return FIREFOX_BROWSER  # Firefox's own racing: the reference for our `firefox`
     return str(app.get("racing", "chromium"))
 
 
