@@ -56,6 +56,12 @@ def table(sessions: list[Session]) -> pd.DataFrame:
 AGREEMENT = [c for c in PAPER_CLAIMS if c.id.startswith("chromium_vs_browser_")]
 
 
+def test_firefox_has_the_same_claims_on_its_own_experiment() -> None:
+    ours = {c.id.removeprefix("firefox_") for c in PAPER_CLAIMS if c.id.startswith("firefox_vs_browser_")}
+    assert ours == {c.id.removeprefix("chromium_") for c in AGREEMENT} and len(ours) == 5
+    assert {c.conditions["experiment"] for c in PAPER_CLAIMS if c.id.startswith("firefox_vs")} == {("racing_firefox",)}
+
+
 def test_sessions_that_agree_pass_per_condition_and_in_the_pooled_claims() -> None:
     found = ag.pairs(design(drift=False))
     assert len(found) == 16

@@ -76,7 +76,7 @@ def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
 
 def test_every_racing_file_gets_the_racing_study() -> None:
     names = {read_toml(f)["experiment"]["name"] for f in EXPERIMENTS.glob("racing*.toml")}
-    assert len(names) == 4 and names <= set(STUDIES["racing"].experiments)
+    assert len(names) == 5 and names <= set(STUDIES["racing"].experiments)
 
 
 def test_chromium_reference_plays_the_firewall_files_conditions_with_both_players_in_each_block() -> None:
@@ -120,12 +120,20 @@ def test_no_racing_experiment_sets_a_player_timeout() -> None:
             assert (params.request_timeout_s, params.stream_timeout_s) == (0.0, 0.0), path
 
 
-@pytest.mark.parametrize("name", ["racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue"])
+@pytest.mark.parametrize("name", ["racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue",
+                                  "racing_firefox"])
 def test_every_claim_names_cells_the_default_sweep_runs_and_pairs(name: str) -> None:
     study = STUDIES["racing"]
     claims = study.claims_for(name)
     for paper in (False, True):
         assert claims and problems(claims, sweep_cells(study, f"{name}.toml", paper=paper)) == []
+
+
+def test_firefox_reference_pairs_our_firefox_policy_with_firefox_esr_in_each_block() -> None:
+    cells = sweep_cells(STUDIES["racing"], "racing_firefox.toml")
+    assert Counter(cells["policy"]) == {"firefox_browser": 16, "firefox": 16}
+    assert Counter(zip(cells["condition"], cells["block"], strict=True)) == {
+        (c, b): 2 for c in ("dvl", "2mbit", "dvl+firewall", "2mbit+firewall") for b in range(1, 5)}
 
 
 def test_cell_of_names_the_browsers_runs_chromium_browser() -> None:

@@ -38,7 +38,7 @@ from nest_experiments.rundir import RunFolder
 from nest_experiments.studies.racing import agreement as ag
 from nest_experiments.studies.racing import sessions as rs
 
-PATTERNS_EXP, FIREWALL_EXP, CHROMIUM_EXP, QUEUE_EXP = rs.EXPERIMENTS
+PATTERNS_EXP, FIREWALL_EXP, CHROMIUM_EXP, QUEUE_EXP, FIREFOX_EXP = rs.EXPERIMENTS
 
 
 def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
@@ -140,21 +140,21 @@ def _section_x() -> list[Claim]:
 
 
 def _browser_agreement() -> list[Claim]:
-    """Our policy vs the browser, one claim per metric of :data:`.agreement.MARGINS` (the pair's own
+    """Our policy vs its browser, one claim per metric of :data:`.agreement.MARGINS` (the pair's own
     ``same_protocol`` is no session metric: the share of segments over QUIC stands for the timeline here)."""
-    where: dict[str, Value | tuple[Value, ...]] = {"experiment": (CHROMIUM_EXP, QUEUE_EXP)}
-    ours, browser = {"policy": "chromium"}, {"policy": rs.BROWSER}
     out = []
-    for m in ag.MARGINS:
-        if m.at_least:
-            continue
-        ratio = m.relative
-        out.append(Claim(id=f"chromium_vs_browser_{m.metric}_alike",
-                         statement=f"our chromium policy and Chromium 156 (dash.js over race) alike: {m.label} "
-                                   f"{m.text}", figure="issue 29 (ours, not the paper's)",
-                         metric=m.metric, a=ours, b=browser, conditions=where, pair_by=("block", "condition"),
-                         expect="|a - b| < margin", margin=m.margin, margin_relative=ratio,
-                         scale="ratio" if ratio else "diff"))
+    for policy, browser, label, experiments in (("chromium", rs.BROWSER, "Chromium 156", (CHROMIUM_EXP, QUEUE_EXP)),
+                                                ("firefox", rs.FIREFOX_BROWSER, "Firefox ESR", (FIREFOX_EXP,))):
+        where: dict[str, Value | tuple[Value, ...]] = {"experiment": experiments}
+        for m in ag.MARGINS:
+            if m.at_least:
+                continue
+            out.append(Claim(id=f"{policy}_vs_browser_{m.metric}_alike",
+                             statement=f"our {policy} policy and {label} (dash.js over race) alike: {m.label} "
+                                       f"{m.text}", figure="issue 29 (ours, not the paper's)",
+                             metric=m.metric, a={"policy": policy}, b={"policy": browser}, conditions=where,
+                             pair_by=("block", "condition"), expect="|a - b| < margin", margin=m.margin,
+                             margin_relative=m.relative, scale="ratio" if m.relative else "diff"))
     return out
 
 
