@@ -183,7 +183,8 @@ def launched(argv: list[str], *, profile: Path, log: Path) -> Iterator[Marionett
     """Firefox with Marionette; on exit every process of it is gone and ``profile`` removed."""
     with log.open("wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
-                                env={**os.environ, "MOZ_CRASHREPORTER_DISABLE": "1"})
+                                env={**os.environ, "MOZ_CRASHREPORTER_DISABLE": "1", "HOME": str(profile.parent),
+                                     "XDG_CACHE_HOME": str(profile.parent / "cache")})  # nothing under ~root
     client = None
     try:
         client = Marionette.connect(MARIONETTE_PORT, alive=lambda: proc.poll() is None)
