@@ -112,6 +112,13 @@ class Marionette:
     def evaluate(self, expression: str) -> Any:
         return self.call("WebDriver:ExecuteScript", {"script": f"return {expression};", "args": []})
 
+    def quit(self) -> None:
+        """Ask Firefox to quit, without waiting for its reply (it may close the socket first)."""
+        self._next += 1
+        data = json.dumps([0, self._next, "Marionette:Quit", {"flags": ["eForceQuit"]}]).encode()
+        with contextlib.suppress(OSError):
+            self._sock.sendall(str(len(data)).encode() + b":" + data)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.close()
@@ -167,13 +174,14 @@ def firefox_version(binary: str) -> str:
 
 
 def profile_pids(profile: Path) -> list[int]:
-    """Firefox's processes: those whose command line names ``profile`` (its children get ``-profile`` too)."""
-    needle = str(profile).encode()
+    """Firefox's processes: those whose command line has ``-profile PROFILE`` (as :func:`firefox_argv` starts it;
+    not this driver, whose ``--profile PROFILE`` differs by the NUL before the option)."""
+    needle = b"\0-profile\0" + str(profile).encode()
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if needle in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                if needle in Path(f"/proc/{entry.name}/cmdline").read_bytes() and int(entry.name) != os.getpid():
                     pids.append(int(entry.name))
     return pids
 
@@ -191,8 +199,7 @@ def launched(argv: list[str], *, profile: Path, log: Path) -> Iterator[Marionett
         yield client
     finally:
         if client is not None:
-            with contextlib.suppress(NestExpError, OSError):
-                client.call("Marionette:Quit", {"flags": ["eForceQuit"]})
+            client.quit()
             client.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=CLOSE_GRACE_S)

@@ -41,3 +41,24 @@ def test_firefox_is_a_browser_player_with_dashjs_abrs() -> None:
     assert "firefox" in players.PLAYERS and "firefox" in players.DECODING
     assert players.abr_names("firefox", ("grate",)) == players.DASHJS_ABRS and players.default_abr("firefox") == "dynamic"
     assert players.TRANSPORTS["firefox"] == ("tcp", "h2", "h3", "race")
+
+
+def test_the_driver_is_not_among_firefoxs_processes(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    profile = tmp_path / "profile"
+    # a process started as this driver is (``--profile PROFILE``) is not Firefox (``-profile PROFILE``)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)", "--profile", str(profile)])
+    try:
+        assert proc.pid not in ff.profile_pids(profile) and os.getpid() not in ff.profile_pids(profile)
+    finally:
+        proc.kill()
+        proc.wait()
+    sleeper = subprocess.Popen(["sleep", "5", "-profile", str(profile)])
+    try:
+        assert ff.profile_pids(profile) == [sleeper.pid]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
