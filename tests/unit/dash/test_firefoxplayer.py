@@ -56,7 +56,7 @@ def test_the_driver_is_not_among_firefoxs_processes(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
-    sleeper = subprocess.Popen(["sleep", "5", "-profile", str(profile)])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)", "-profile", str(profile)])
     try:
         assert ff.profile_pids(profile) == [sleeper.pid]
     finally:
