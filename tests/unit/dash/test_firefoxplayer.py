@@ -47,6 +47,7 @@ def test_the_driver_is_not_among_firefoxs_processes(tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
+    import time
 
     profile = tmp_path / "profile"
     # a process started as this driver is (``--profile PROFILE``) is not Firefox (``-profile PROFILE``)
@@ -58,7 +59,8 @@ def test_the_driver_is_not_among_firefoxs_processes(tmp_path: Path) -> None:
         proc.wait()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)", "-profile", str(profile)])
     try:
-        assert ff.profile_pids(profile) == [sleeper.pid]
+        time.sleep(0.2)  # Popen can return before the new command line shows in /proc
+        assert ff.profile_pids(profile) == [sleeper.pid], Path(f"/proc/{sleeper.pid}/cmdline").read_bytes()
     finally:
         sleeper.kill()
         sleeper.wait()
