@@ -8,7 +8,7 @@
 #                               as it is: no install, root only for the suites that need it (tox.ini calls this)
 #
 # What it does: apt-get installs the tools (iproute2, iperf3, SIPp, httperf,
-# qemu, ffmpeg, chromium, ...), makes a virtualenv in ./.venv with the pinned requirements,
+# qemu, ffmpeg, chromium, firefox-esr, ...), makes a virtualenv in ./.venv with the pinned requirements,
 # installs dash.js (npm ci in web/, pinned by web/package-lock.json),
 # installs this project into it (editable), builds the quic-go fetcher and
 # Caddy (native/, when Go >= 1.26 is installed) into it, installs GPAC (player = "gpac": on Debian 12
@@ -19,7 +19,7 @@ cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
               qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv
-              chromium mptcpize)
+              chromium mptcpize firefox-esr libnss3-tools)
 
 # seconds to wait for another apt/dpkg to release its lock
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-600}

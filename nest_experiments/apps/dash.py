@@ -76,7 +76,7 @@ class Dash(App):
     @classmethod
     def prepare_host(cls, cfg: AppConfig) -> None:
         mpd = cls.media(cfg)  # type: ignore[arg-type]
-        if cfg.player == "dashjs":  # type: ignore[attr-defined]
+        if cfg.player in players.BROWSERS:  # type: ignore[attr-defined]
             players.install_dashjs_page(mpd.parent)
 
     @staticmethod
@@ -184,7 +184,7 @@ class Dash(App):
         if c.transport == "h3" and c.h3_client == "quic-go":
             quicgo.binary()  # missing: say how to build it, before the player starts
         self.go_file = self.raw_dir / f"{c.name}.client.go"
-        if c.player == "dashjs":
+        if c.player in players.BROWSERS:
             self._spawn_browser()
             return
         if c.player == "gpac":
@@ -208,13 +208,16 @@ class Dash(App):
                           ca=self.ca if c.transport in ("h2", "h3", "race") else None)
 
     def _spawn_browser(self) -> None:
-        """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`), its profile in a temp folder of the run."""
+        """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`) or Firefox
+        (:mod:`nest_experiments.dash.firefoxplayer`), its profile in a temp folder of the run."""
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
-        argv = [sys.executable, "-m", "nest_experiments.dash.browser", *self._player_args().to_argv(),
+        module = "firefoxplayer" if c.player == "firefox" else "browser"
+        argv = [sys.executable, "-m", f"nest_experiments.dash.{module}", *self._player_args().to_argv(),
                 "--page", page, "--mpd-file", str(self.mpd),
-                "--profile", str(self.net.state.temp_dir("chromium") / "profile"),
-                "--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
+                "--profile", str(self.net.state.temp_dir(c.player) / "profile")]
+        if c.player == "dashjs":
+            argv += ["--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
 

@@ -25,6 +25,7 @@ MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
 DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
 CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listener
 MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
+BROWSER_RACING = {"dashjs": "chromium", "firefox": "firefox"}  # a browser player's own racing, as a policy name
 DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
 
 
@@ -93,9 +94,9 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
                                                        f"not {transport!r}: use http_server = 'nest' for it")
-    if player == "dashjs" and transport == "race" and http_server != "caddy":
+    if player in players.BROWSERS and transport == "race" and http_server != "caddy":
         raise ConfigError(join(t.path, "http_server"), "dash.js over race needs http_server = 'caddy' (its alt-svc "
-                                                       "header is how Chromium discovers QUIC)")
+                                                       "header is how the browser discovers QUIC)")
     return DashApp(
         name=name, kind="dash", server=server, client=client, start_s=start_time(t, duration),
         transport=transport, http_server=http_server, h3_client=t.get("h3_client", one_of(DASH_H3_CLIENTS), "qh3"),
@@ -118,10 +119,15 @@ def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
     """
     from nest_experiments.dash import racing
 
+    own = BROWSER_RACING.get(player)
+    if own is not None and transport == "race" and t.data.get("racing") == own and not t.has("racing_params"):
+        t.get("racing", one_of(racing.POLICIES), own)  # the browser's own racing, named (a player sweep pairs by it)
+        return {"racing": own, "racing_params": ()}
     for key in ("racing", "racing_params"):
         if t.has(key) and (transport != "race" or player != "nest"):
+            hint = f" (a browser over race takes racing = {own!r} only: its own)" if own and key == "racing" else ""
             raise ConfigError(join(t.path, key), "applies to our player (player = 'nest') over transport = 'race' "
-                                                 "only: remove it or set transport = 'race'")
+                                                 f"only: remove it or set transport = 'race'{hint}")
     if transport == "race" and player == "nest" and t.data.get("h3_client") == "quic-go":
         raise ConfigError(join(t.path, "h3_client"), "the race transport runs QUIC in the player's process: "
                                                      "h3_client = 'qh3' or 'aioquic', not 'quic-go'")

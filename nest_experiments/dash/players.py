@@ -7,6 +7,10 @@
   Debian's headless ``chromium`` (:mod:`.browser`): it decodes, so it needs
   encoded media; tcp (HTTP/1.1), h2, h3, and race (Chromium's own QUIC/TCP
   connection racing, QUIC discovered from Caddy's alt-svc).
+- ``firefox``: the same page and dash.js in Debian's headless ``firefox-esr``
+  (:mod:`.firefoxplayer`, driven over Marionette on the namespace's
+  loopback): tcp, h2, h3, and race (Firefox's own racing, QUIC discovered from
+  Caddy's alt-svc); it needs ``certutil`` (libnss3-tools) for the run's CA.
 - ``gpac``: GPAC's DASH client (``gpac -i URL:gpac:algo=...``, :mod:`.gpac`)
   with SDL's dummy audio/video output (:mod:`.gpacplayer`): it decodes too;
   tcp (HTTP/1.1), mptcp (through ``mptcpize``), and h2/h3 where the GPAC
@@ -27,15 +31,20 @@ from nest_experiments import resources
 from nest_experiments.dash.gpac import GPAC_ALGOS, GPAC_HINT
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 
-PLAYERS = ("nest", "dashjs", "gpac")
-DECODING = ("dashjs", "gpac")  # players that need encoded (decodable) media
+PLAYERS = ("nest", "dashjs", "firefox", "gpac")
+DECODING = ("dashjs", "firefox", "gpac")  # players that need encoded (decodable) media
+BROWSERS = ("dashjs", "firefox")  # dash.js on our page in a browser: Chromium, Firefox
 # GPAC over h2/h3 needs a build with nghttp2/ngtcp2 (untested here: no GPAC on Debian)
-TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3", "race"), "dashjs": ("tcp", "h2", "h3", "race"), "gpac": ("tcp", "mptcp", "h2", "h3")}
+TRANSPORTS = {"nest": ("tcp", "mptcp", "h2", "h3", "race"), "dashjs": ("tcp", "h2", "h3", "race"),
+              "firefox": ("tcp", "h2", "h3", "race"), "gpac": ("tcp", "mptcp", "h2", "h3")}
 DASHJS_VERSION = "5.2.1"
 DASHJS_DIR = resources.data(resources.DASHJS_PACKAGE)
 DASHJS_FILE = resources.data(resources.DASHJS_SCRIPT)
 CHROMIUM = ("chromium", "chromium-browser")
 CHROMIUM_HINT = "chromium is not installed: apt-get install chromium (sudo ./setup.sh installs it)"
+FIREFOX = ("firefox-esr", "firefox")
+FIREFOX_HINT = "firefox-esr is not installed: apt-get install firefox-esr"
+CERTUTIL_HINT = "certutil is not installed (it adds the run's CA to Firefox's profile): apt-get install libnss3-tools"
 DASHJS_HINT = (f"dash.js {DASHJS_VERSION} is not in this installed package (its wheel was built from a clone without "
                "it): in the clone run sudo ./setup.sh (npm ci in web/), then build and install the wheel again"
                if resources.installed() else
@@ -51,6 +60,15 @@ def report() -> list[tuple[str, str | None]]:
 def chromium_path() -> str | None:
     """The Chromium executable, or None."""
     for name in CHROMIUM:
+        path = shutil.which(name)
+        if path is not None:
+            return path
+    return None
+
+
+def firefox_path() -> str | None:
+    """The Firefox executable (ESR first), or None."""
+    for name in FIREFOX:
         path = shutil.which(name)
         if path is not None:
             return path
@@ -77,6 +95,12 @@ def missing(player: str, transport: str = "tcp") -> str | None:
         if chromium_path() is None:
             return CHROMIUM_HINT
         return DASHJS_HINT if dashjs_file() is None else None
+    if player == "firefox":
+        if firefox_path() is None:
+            return FIREFOX_HINT
+        if transport != "tcp" and shutil.which("certutil") is None:
+            return CERTUTIL_HINT
+        return DASHJS_HINT if dashjs_file() is None else None
     if player == "gpac":
         if shutil.which("gpac") is None:
             return GPAC_HINT
@@ -93,7 +117,7 @@ GPAC_TWINS = {"grate": "grate", "bba": "bba0"}
 
 def abr_names(player: str, ours: tuple[str, ...]) -> tuple[str, ...]:
     """The ``abr`` values a player accepts (``ours``: our registered algorithms)."""
-    if player == "dashjs":
+    if player in BROWSERS:
         return DASHJS_ABRS
     if player == "gpac":
         return (*GPAC_TWINS, *(a for a in GPAC_ALGOS if a not in GPAC_TWINS))
@@ -101,7 +125,7 @@ def abr_names(player: str, ours: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def default_abr(player: str) -> str:
-    return "dynamic" if player == "dashjs" else DEFAULT_ABR
+    return "dynamic" if player in BROWSERS else DEFAULT_ABR
 
 
 def gpac_algo(abr: str) -> str:

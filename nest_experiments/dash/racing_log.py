@@ -26,6 +26,18 @@ Events (``event``):
 - ``conn_closed``: an open connection closed under requests (``detail``:
   why, e.g. ``QUIC_TOO_MANY_RTOS``; ``value``: its smoothed RTT, s, where
   known).
+
+Read from Chromium's NetLog only (:mod:`.netlog`), the evidence of its
+mechanism (docs/racing_chromium_mechanism.md):
+
+- ``stream_reset``: the server reset a QUIC stream (``detail``: its error
+  code, and whether the player had cancelled that stream first);
+- ``job_delayed`` / ``job_resumed``: the TCP (main) job held back for QUIC
+  (``value``: the delay, s);
+- ``bound``: a request bound to a connection (``protocol``, ``conn_id``: the
+  QUIC session or the job; ``detail``: the URL's path);
+- ``close_frame``: a QUIC CONNECTION_CLOSE frame sent or received
+  (``detail``: who, the error and its details).
 """
 
 from __future__ import annotations
@@ -38,7 +50,8 @@ from pathlib import Path
 from nest_experiments.dash.records import write_csv
 
 EVENTS = ("job_started", "connected", "failed", "won", "broken", "backoff", "recovered", "idle_close", "alt_svc",
-          "probe_rtt", "decision", "stream_error", "stream_cancelled", "conn_closed")
+          "probe_rtt", "decision", "stream_error", "stream_cancelled", "conn_closed", "stream_reset", "job_delayed",
+          "job_resumed", "bound", "close_frame")
 PROTOCOLS = ("quic", "tcp", "")
 
 

@@ -62,7 +62,8 @@ def test_doctor_says_which_players_run_here_and_how_to_get_the_others(monkeypatc
     lines = out.getvalue().splitlines()
     assert lines[0] == "DASH players (apps.NAME.player):"
     assert lines[1].startswith("  ok  nest ")
-    assert lines[3] == f"  NO  gpac       missing: {players.GPAC_HINT}"
+    assert lines[3] == f"  NO  firefox    missing: {players.FIREFOX_HINT}"
+    assert lines[4] == f"  NO  gpac       missing: {players.GPAC_HINT}"
     assert lines[2].startswith("  ok  dashjs ") == (players.dashjs_file() is not None)
 
 

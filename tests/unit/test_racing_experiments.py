@@ -1,4 +1,4 @@
-"""experiments/racing_patterns.toml and racing_firewall.toml: reduced defaults and --paper designs."""
+"""experiments/racing_*.toml: reduced defaults and --paper designs."""
 
 from __future__ import annotations
 
@@ -74,12 +74,12 @@ def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
     assert {r.experiment.firewalls[0].action for r in paper} == {"accept", "shape", "drop"} and len(paper) == 108
 
 
-def test_both_files_get_the_racing_study() -> None:
-    names = {read_toml(f)["experiment"]["name"] for f in (PATTERNS, FIREWALL)}
-    assert names <= set(STUDIES["racing"].experiments)
+def test_every_racing_file_gets_the_racing_study() -> None:
+    names = {read_toml(f)["experiment"]["name"] for f in EXPERIMENTS.glob("racing*.toml")}
+    assert len(names) == 5 and names <= set(STUDIES["racing"].experiments)
 
 
-def test_chromium_reference_plays_the_firewall_files_conditions_in_the_browser() -> None:
+def test_chromium_reference_plays_the_firewall_files_conditions_with_both_players_in_each_block() -> None:
     chromium = expand(read_toml(EXPERIMENTS / "racing_chromium.toml"))
     ours = expand(read_toml(FIREWALL))
 
@@ -87,15 +87,29 @@ def test_chromium_reference_plays_the_firewall_files_conditions_in_the_browser()
         return generator(e), e.firewalls[0].action
 
     assert {condition(r.experiment) for r in chromium} == {condition(r.experiment) for r in ours}
-    assert len(chromium) == 4
+    cells = Counter((condition(r.experiment), next(a for a in r.experiment.apps if a.kind == "dash").player,
+                     r.repetition) for r in chromium)
+    assert len(cells) == len(chromium) == 4 * 2 * 4 and set(cells.values()) == {1}  # n = 4 pairs per condition
+    # the cost the file states (~1.6 h): 120 s + ~60 s per run here (Chromium, the CPU guard, set-up)
+    assert sum(r.experiment.duration_s + 60 for r in chromium) <= 1.6 * 3600
     for r in chromium:
         app = next(a for a in r.experiment.apps if a.kind == "dash")
-        assert isinstance(app, DashApp) and (app.player, app.transport, app.http_server) == ("dashjs", "race", "caddy")
+        assert isinstance(app, DashApp) and (app.transport, app.http_server, app.media) == ("race", "caddy", "encoded")
+        assert app.player in ("nest", "dashjs") and app.abr == "dynamic"
+        if app.player == "nest":  # our chromium policy at its defaults: no player-side timeout
+            assert app.racing == "chromium" and dict(app.racing_params) == {}
         assert r.experiment.firewalls[0].port == 8443 and r.experiment.runtime == "host"
         mine = next(o.experiment for o in ours if condition(o.experiment) == condition(r.experiment))
         assert r.experiment.link("bottleneck") == mine.link("bottleneck")
     assert {condition(r.experiment)[1] for r in expand(apply_paper(read_toml(EXPERIMENTS / "racing_chromium.toml")))} \
         == {"accept", "shape", "drop"}
+
+
+def test_the_queue_variant_is_the_shaper_condition_with_400_packets() -> None:
+    runs = expand(read_toml(EXPERIMENTS / "racing_chromium_queue.toml"))
+    assert sorted(next(a for a in r.experiment.apps if a.kind == "dash").player for r in runs) == ["dashjs", "nest"]
+    (fw,) = runs[0].experiment.firewalls
+    assert (fw.action, fw.rate_bps, fw.queue_pkts, fw.port) == ("shape", 64_000, 400, 8443)
 
 
 def test_no_racing_experiment_sets_a_player_timeout() -> None:
@@ -106,7 +120,8 @@ def test_no_racing_experiment_sets_a_player_timeout() -> None:
             assert (params.request_timeout_s, params.stream_timeout_s) == (0.0, 0.0), path
 
 
-@pytest.mark.parametrize("name", ["racing_patterns", "racing_firewall"])
+@pytest.mark.parametrize("name", ["racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue",
+                                  "racing_firefox"])
 def test_every_claim_names_cells_the_default_sweep_runs_and_pairs(name: str) -> None:
     study = STUDIES["racing"]
     claims = study.claims_for(name)
@@ -114,7 +129,14 @@ def test_every_claim_names_cells_the_default_sweep_runs_and_pairs(name: str) -> 
         assert claims and problems(claims, sweep_cells(study, f"{name}.toml", paper=paper)) == []
 
 
+def test_firefox_reference_pairs_our_firefox_policy_with_firefox_esr_in_each_block() -> None:
+    cells = sweep_cells(STUDIES["racing"], "racing_firefox.toml")
+    assert Counter(cells["policy"]) == {"firefox_browser": 16, "firefox": 16}
+    assert Counter(zip(cells["condition"], cells["block"], strict=True)) == {
+        (c, b): 2 for c in ("dvl", "2mbit", "dvl+firewall", "2mbit+firewall") for b in range(1, 5)}
+
+
 def test_cell_of_names_the_browsers_runs_chromium_browser() -> None:
     cells = sweep_cells(STUDIES["racing"], "racing_chromium.toml")
-    assert set(cells["policy"]) == {"chromium_browser"} and len(cells) == 4
+    assert Counter(cells["policy"]) == {"chromium_browser": 16, "chromium": 16}
     assert set(cells["condition"]) == {"dvl", "2mbit", "dvl+firewall", "2mbit+firewall"}

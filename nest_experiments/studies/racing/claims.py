@@ -20,6 +20,12 @@ of the bitrate, 2 s of stall (less than half a 5 s segment of play).
 The shares of sessions the paper states (Fig. 14's "40 % or more bytes over TCP
 in 20-70 % of the sessions", Fig. 9's correlations) describe one policy's
 sessions, not two arms: :mod:`.sessions` tabulates them.
+
+Not the paper's, ours (issue 29): our ``chromium`` policy agrees with
+Chromium 156 itself (``racing_chromium.toml``, ``racing_chromium_queue.toml``:
+both players in one block per condition), within the margins of
+:mod:`.agreement`, as equivalence claims on the pairs of all conditions
+pooled (paired by block and condition).
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from typing import Any
 
 from nest_experiments.analysis.claims import Claim, Value
 from nest_experiments.rundir import RunFolder
+from nest_experiments.studies.racing import agreement as ag
 from nest_experiments.studies.racing import sessions as rs
 
-PATTERNS_EXP, FIREWALL_EXP = rs.EXPERIMENTS
+PATTERNS_EXP, FIREWALL_EXP, CHROMIUM_EXP, QUEUE_EXP, FIREFOX_EXP = rs.EXPERIMENTS
 
 
 def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
@@ -132,4 +139,23 @@ def _section_x() -> list[Claim]:
     ]
 
 
-PAPER_CLAIMS: tuple[Claim, ...] = (*_section_vi(), *_section_ix(), *_fig14(), *_section_x())
+def _browser_agreement() -> list[Claim]:
+    """Our policy vs its browser, one claim per metric of :data:`.agreement.MARGINS` (the pair's own
+    ``same_protocol`` is no session metric: the share of segments over QUIC stands for the timeline here)."""
+    out = []
+    for policy, browser, label, experiments in (("chromium", rs.BROWSER, "Chromium 156", (CHROMIUM_EXP, QUEUE_EXP)),
+                                                ("firefox", rs.FIREFOX_BROWSER, "Firefox ESR", (FIREFOX_EXP,))):
+        where: dict[str, Value | tuple[Value, ...]] = {"experiment": experiments}
+        for m in ag.MARGINS:
+            if m.at_least:
+                continue
+            out.append(Claim(id=f"{policy}_vs_browser_{m.metric}_alike",
+                             statement=f"our {policy} policy and {label} (dash.js over race) alike: {m.label} "
+                                       f"{m.text}", figure="issue 29 (ours, not the paper's)",
+                             metric=m.metric, a={"policy": policy}, b={"policy": browser}, conditions=where,
+                             pair_by=("block", "condition"), expect="|a - b| < margin", margin=m.margin,
+                             margin_relative=m.relative, scale="ratio" if m.relative else "diff"))
+    return out
+
+
+PAPER_CLAIMS: tuple[Claim, ...] = (*_section_vi(), *_section_ix(), *_fig14(), *_section_x(), *_browser_agreement())

@@ -19,7 +19,12 @@
   and its lag (s; positive: the second series follows the first);
 - :func:`ccdf`: a complementary CDF (Fig. 14);
 - :func:`switches`: how often the protocol that carried the requests changed
-  (``won`` rows of ``racing.csv`` with another protocol than the last).
+  (``won`` rows of ``racing.csv`` with another protocol than the last);
+- :func:`protocol_timeline`: which protocol carried each segment, in the
+  order their first bytes came (the timeline our ``chromium`` policy and
+  Chromium are compared on, segment by segment); :func:`quic_share`, the
+  share of segments over QUIC; :func:`switches` of it: the protocol switches
+  along the segments.
 """
 
 from __future__ import annotations
@@ -177,3 +182,16 @@ def mean_variation(video: Sequence[float]) -> float | None:
     if len(video) < 2:
         return 0.0 if video else None
     return statistics.fmean(abs(b - a) for a, b in zip(video, video[1:], strict=False))
+
+
+def protocol_timeline(segments: Sequence[Transfer]) -> list[tuple[str, int, str]]:
+    """``(stream, index, quic | tcp)`` of every segment, in the order their first bytes came."""
+    ordered = sorted(segments, key=lambda s: (s.t_first_byte, s.stream, s.index))
+    return [(s.stream, s.index, TCP if s.transport == TCP else "quic") for s in ordered]
+
+
+def quic_share(segments: Sequence[Transfer]) -> float | None:
+    """The share of the session's segments carried by QUIC; None without a segment."""
+    timeline = protocol_timeline(segments)
+    return None if not timeline else sum(p == "quic" for _, _, p in timeline) / len(timeline)
+

@@ -25,8 +25,10 @@ from nest_experiments.analysis.claims import Verdict, verdict_table  # noqa: E40
 from nest_experiments.analysis.markdown import number as fmt  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.rundir import RunFolder, write_atomic  # noqa: E402
+from nest_experiments.studies.racing import agreement as ag  # noqa: E402
 from nest_experiments.studies.racing import metrics as rm  # noqa: E402
 from nest_experiments.studies.racing.sessions import (  # noqa: E402
+    BROWSER,
     PATTERNS,
     REPORT_FILE,
     Session,
@@ -141,8 +143,24 @@ def timeline(s: Session, path: Path) -> Path:
 # ---------------------------------------------------------------- Markdown
 
 
+PLAYER_KNOBS = ("request_timeout", "stream_timeout")  # player-side timeouts no browser has (issue 29)
+
+
+def _player_knobs(sessions: Sequence[Session]) -> list[str]:
+    """A line for the head when a session's policy ran with a player-side timeout (a knob Chromium lacks)."""
+    used: dict[str, set[str]] = {}
+    for s in sessions:
+        for app in (RunFolder(s.path).config().get("apps") or {}).values():
+            params = app.get("racing_params") if isinstance(app, dict) else None
+            for knob in PLAYER_KNOBS:
+                if isinstance(params, dict) and params.get(knob) not in (None, "0s", 0, "0"):
+                    used.setdefault(f"{knob} = {params[knob]}", set()).add(s.policy)
+    return [f"- **Not a browser mechanism:** {k} (policies {', '.join(sorted(v))}): our player cancels and asks "
+            "again a request that takes longer; Chromium has no such timeout (issue 29)." for k, v in sorted(used.items())]
+
+
 def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
-    return [f"# QUIC/TCP connection racing: {folder.name}", "",
+    return [f"# QUIC/TCP connection racing: {folder.name}", "", *_player_knobs(sessions),
             "The paper of Chaudhary et al. (docs/papers.md) on this sweep "
             "(`nest_experiments/studies/racing.py`; metrics in `racing_metrics.py`).", "",
             f"- {len(sessions)} session(s) over the `race` transport.",
@@ -150,10 +168,70 @@ def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
             "each transfer), B(t) = (e(q_prev) - e(q)) x the seconds the dropped quality played in the window "
             "(e: the level's rank from 1), S(t) = stall seconds; the maximum Pearson cross-correlation over lags of "
             "whole windows and its lag (positive: B or S follows RQvsT).",
-            "- switches = changes of the protocol that carried the requests (`won` events of `racing.csv`).",
+            "- switches = changes of the protocol that carried the requests (`won` events of `racing.csv`); "
+            "proto_switches = changes of the protocol from one segment to the next, quic_segments = the share of "
+            "segments over QUIC (the segment timeline, alike for our player and the browser).",
             "- The paper's comparisons are judged per session pair (two policies, or two patterns, of one block: "
             "the same trace; `nest_experiments/studies/racing/claims.py`); its shares of sessions are described.",
             ""]
+
+
+MECHANISM_EVENTS = ("failed", "broken", "recovered", "idle_close", "conn_closed", "stream_error", "stream_cancelled",
+                    "stream_reset", "job_delayed", "close_frame")
+
+
+def _mechanism(sessions: Sequence[Session]) -> list[str]:
+    """What Chromium did, from each browser session's NetLog (its ``racing.csv``): the lines that show whether and
+    why it left QUIC (docs/racing_chromium_mechanism.md)."""
+    browser = [s for s in sessions if s.policy == BROWSER]
+    if not browser:
+        return []
+    lines = ["## What Chromium did (its NetLog)", "",
+             "Per browser session: the QUIC sessions it opened, the requests bound to each, and every NetLog event "
+             "that could take it off QUIC (failed handshakes, broken marks, closes, cancels and resets, the "
+             "main-job delay), from `racing.csv` (`nest_experiments/dash/netlog.py`; the mechanism: "
+             "`docs/racing_chromium_mechanism.md`).", ""]
+    for s in sorted(browser, key=lambda s: (s.condition, s.block, s.run)):
+        rows = RunFolder(s.path).racing()
+        quic = sorted({r.conn_id for r in rows if r.event == "connected" and r.protocol == "quic"})
+        bound = [r for r in rows if r.event == "bound"]
+        per = ", ".join(f"{c}: {sum(r.conn_id == c for r in bound)}" for c in quic)
+        tcp = sum(r.protocol == "tcp" for r in bound)
+        events = [r for r in rows if r.event in MECHANISM_EVENTS]
+        lines.append(f"- `{s.run}` ({s.condition}): {len(quic)} QUIC session(s) ({per or 'none'}); {len(bound)} "
+                     f"requests bound, {tcp} of them over TCP; broken marks: "
+                     f"{sum(r.event == 'broken' for r in rows)}")
+        lines += [f"  - {fmt(r.t)} s `{r.event}` {r.protocol} {r.conn_id}{': ' + r.detail if r.detail else ''}"
+                  for r in events]
+    return [*lines, ""]
+
+
+def _agreement(sessions: Sequence[Session]) -> list[str]:
+    """Our ``chromium`` beside the browser, per condition (:mod:`.agreement`)."""
+    found = ag.pairs(sessions)
+    if not found:
+        return []
+    header = ["ours", "experiment", "condition", "pairs", *(f"{m.label} ({m.text})" for m in ag.MARGINS), "verdict"]
+    lines = []
+    for c in ag.by_condition(found):
+        cells = []
+        for m in ag.MARGINS:
+            ours, browser = c.medians[m.metric]
+            ok, n = c.within[m.metric]
+            shown = fmt(ours) if m.at_least else f"{fmt(ours)} / {fmt(browser)}"
+            cells.append(f"{shown} ({ok}/{n} in)")
+        lines.append([c.policy, c.experiment, c.condition, str(len(c.pairs)), *cells, c.verdict])
+    per_pair = [[p.condition, str(p.block), p.ours.run, p.browser.run,
+                 *(("yes" if w else "no" if w is not None else "-") for w in p.within().values())] for p in found]
+    return ["## Our policies beside the browsers, session by session", "",
+            "A pair: our player with the `chromium` (`firefox`) policy and dash.js in Chromium (Firefox ESR) over "
+            "`race`, in one block under "
+            "one condition (`experiments/racing_chromium.toml`). Medians ours / Chromium's, and how many pairs are "
+            "within the margin (fixed before the runs: `nest_experiments/studies/racing/agreement.py`); a condition "
+            "agrees when every pair is within every margin. The equivalence claims above pool the conditions "
+            "(an exact paired test needs >= 5 pairs to decide one condition).", "",
+            *md.table(header, lines), "",
+            *md.table(["condition", "block", "ours", "the browser", *(m.metric for m in ag.MARGINS)], per_pair), ""]
 
 
 def _sessions_table(sessions: Sequence[Session]) -> list[str]:
@@ -186,11 +264,12 @@ def _per_cell(sessions: Sequence[Session]) -> list[str]:
 
 def render(sessions: Sequence[Session], folder: Path, figures: dict[str, Path],
            verdicts: Sequence[Verdict] = ()) -> str:
-    parts = _head(sessions, folder)
+    parts = _head(sessions, folder) + _mechanism(sessions)
     if verdicts:
         parts += ["## The paper's comparisons, judged per session pair", "",
                   "One number per session; a pair is two sessions of one block under the same pattern or firewall "
                   "condition (the method: the shared report.md).", "", verdict_table(verdicts)]
+    parts += _agreement(sessions)
     parts += ["## The paper's shares of sessions (a description)", "",
               *md.table(["paper", "ours", "as the paper?"], [[c.claim, c.ours, c.agree] for c in shares_table(sessions)])]
     for name, alt in (("fig14_rqvst_ccdf.png", "Fig. 14"), ("fig09_crosscorr.png", "Fig. 9"),

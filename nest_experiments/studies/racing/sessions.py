@@ -1,7 +1,9 @@
 """The QUIC/TCP connection-racing study (Chaudhary et al., docs/papers.md): sessions and the paper's session shares.
 
-Reads run folders only (``experiments/racing_patterns.toml`` and
-``racing_firewall.toml``). One *session* per run: the DASH app's racing
+Reads run folders only (``experiments/racing_patterns.toml``,
+``racing_firewall.toml``, and ``racing_chromium.toml`` /
+``racing_chromium_queue.toml``: our ``chromium`` policy beside Chromium,
+compared in :mod:`.agreement`). One *session* per run: the DASH app's racing
 policy (``config.toml``), its *condition* (the bandwidth pattern: ``dh``,
 ``dl``, ``dvl``, ``real`` for a mobility trace or trace file, or the fixed
 rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
@@ -12,7 +14,11 @@ rate; ``+firewall`` when a ``[firewalls]`` rule limits (polices) or shapes,
 - ``bitrate``, ``variation``: mean video bitrate and mean |change| between
   consecutive video segments (kbit/s; the paper's average bitrate and
   average bitrate variation), ``stall``: the session's stall time (s);
-- ``switches``: how often the protocol carrying the requests changed;
+- ``switches``: how often the protocol carrying the requests changed (the
+  policy's ``won`` events); ``proto_switches``: how often the protocol
+  changed from one segment to the next, ``quic_segments``: the share of
+  segments over QUIC (the segment timeline: the same for our player and the
+  browser, whose ``won`` events are Chromium's own);
 - the maximum cross-correlation of RQvsT(t) with B(t) and with S(t) over
   30 s windows, and its lag (Section VII, Fig. 9);
 - the median RTT of the RTT probes per protocol (the ``dynamic`` policy's,
@@ -46,10 +52,11 @@ from nest_experiments.studies.base import Claim
 from nest_experiments.studies.racing import metrics as rm
 from nest_experiments.units import parse_time
 
-EXPERIMENTS = ("racing_patterns", "racing_firewall")
+EXPERIMENTS = ("racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue", "racing_firefox")
 REPORT_FILE = "racing.md"
 BROWSER = "chromium_browser"  # dash.js in Chromium over `race`: the browser's racing, from its NetLog
-POLICY_ORDER = ("chromium", BROWSER, "firefox", "quic_only", "dynamic", "tcp_only")
+FIREFOX_BROWSER = "firefox_browser"  # dash.js in Firefox ESR over `race`: the protocols from Resource Timing
+POLICY_ORDER = ("chromium", BROWSER, "firefox", FIREFOX_BROWSER, "quic_only", "dynamic", "tcp_only")
 PATTERNS = ("dh", "dl", "dvl", "real")  # Fig. 14's scenarios (Real: the mobility traces)
 PATTERN_OF_GENERATOR = {"dh": "dh", "dl": "dl", "dvl": "dvl", "hsdpa": "real", "fcc": "real"}
 POOR = "dvl"  # the paper's "poor network"
@@ -71,6 +78,9 @@ class Session:
     series: dict[str, list[float]]  # rqvst, B, S per 30 s window
     probe_rtt: dict[str, float]  # protocol -> median probe RTT (s)
     decision: str  # the dynamic policy's last decision ("" without one)
+    experiment: str = ""  # the sweep's ``[experiment] name``
+    block: int = 1  # the repetition (the sweep's randomized complete block)
+    timeline: tuple[tuple[str, int, str], ...] = ()  # (stream, index, quic | tcp) per segment (metrics.protocol_timeline)
 
 
 def condition_of(config: dict[str, Any]) -> tuple[str, str, str]:
@@ -97,6 +107,8 @@ def policy_of(config: dict[str, Any]) -> str | None:
         return None
     if app.get("player") == "dashjs":
         return BROWSER  # Chromium's own racing: the reference for our `chromium`
+    if app.get("player") == "firefox":
+        return FIREFOX_BROWSER  # Firefox's own racing: the reference for our `firefox`
     return str(app.get("racing", "chromium"))
 
 
@@ -136,8 +148,10 @@ def session_numbers(transfers: Sequence[rm.Transfer], rows: Sequence[RacingRow],
               "S": rm.stall_series(transfers, t_end, open_stall=open_stall)}
     metrics: dict[str, float] = {"stall": sum(t.stall_s for t in transfers) + (open_stall[1] if open_stall else 0.0),
                                  "switches": float(rm.switches([r.protocol for r in rows if r.event == "won"]))}
+    timeline = rm.protocol_timeline(transfers)
+    metrics["proto_switches"] = float(rm.switches([p for _, _, p in timeline]))
     for key, value in (("rqvst", rm.rqvst(transfers)), ("bitrate", rm.mean_bitrate(bitrates)),
-                       ("variation", rm.mean_variation(bitrates))):
+                       ("variation", rm.mean_variation(bitrates)), ("quic_segments", rm.quic_share(transfers))):
         if value is not None:
             metrics[key] = value
     for name in ("B", "S"):
@@ -169,7 +183,9 @@ def load_session(run_dir: Path) -> Session | None:
     decisions = [r.detail for r in rows if r.event == "decision"]
     return Session(run=run_dir.name, path=run_dir, policy=policy, condition=condition, pattern=pattern,
                    firewall=firewall, metrics=metrics, series=series, probe_rtt=probes,
-                   decision=decisions[-1] if decisions else "")
+                   decision=decisions[-1] if decisions else "",
+                   experiment=str((config.get("experiment") or {}).get("name", "")),
+                   block=int(m.get("repetition") or 1), timeline=tuple(rm.protocol_timeline(transfers)))
 
 
 def load_sessions(folder: Path) -> list[Session]:
