@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.analysis.plot import plot_folder
+from nest_experiments.studies.nest.claims import PAPER_CLAIMS
 from tests.integration.cdp_page import chromium
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
 
@@ -52,7 +53,8 @@ def test_report_html_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         assert verdicts, "no coloured verdict cell"
         colours = {cls: bg for cls, bg in verdicts}
         assert len(set(colours.values())) == len(colours)  # each verdict its own colour
-        assert page.evaluate("document.querySelector('table.claims').rows.length") == 1 + 13  # the NeST claims
+        claims = page.evaluate("document.querySelector('table.claims').rows.length")
+        assert claims == 1 + len(PAPER_CLAIMS)  # a header and the NeST claims
         # the run list: the saturated run flagged, the injected warning shown as text, not run
         assert page.evaluate("document.querySelector('table.runs td.hot') !== null")
         assert page.evaluate("document.body.innerText.includes('<script>alert(1)</script>')")
