@@ -66,12 +66,15 @@ END_SLACK_S = 0.5  # a last poll after "ended"
 
 
 class Cdp:
-    """A DevTools-protocol client on Chromium's pipe (NUL-separated JSON messages)."""
+    """A DevTools-protocol client on Chromium's pipe (NUL-separated JSON messages). ``keep_events``: every event
+    (a message without an id) is kept in :attr:`events` (a test's page watches its console and requests)."""
 
-    def __init__(self, write_fd: int, read_fd: int) -> None:
+    def __init__(self, write_fd: int, read_fd: int, *, keep_events: bool = False) -> None:
         self._w, self._r = write_fd, read_fd
         self._next = 0
         self._replies: dict[int, dict[str, Any]] = {}
+        self._keep_events = keep_events
+        self.events: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._closed = False
         threading.Thread(target=self._reader, daemon=True).start()
@@ -87,12 +90,14 @@ class Cdp:
                 break
             buf += chunk
             *messages, buf = buf.split(b"\0")
-            for raw in messages:
-                msg = json.loads(raw)
-                if "id" in msg:
-                    with self._cond:
+            with self._cond:
+                for raw in messages:
+                    msg = json.loads(raw)
+                    if "id" in msg:
                         self._replies[msg["id"]] = msg
-                        self._cond.notify_all()
+                    elif self._keep_events:
+                        self.events.append(msg)
+                self._cond.notify_all()
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -114,6 +119,18 @@ class Cdp:
         if "error" in reply:
             raise RunError(f"chromium: {method}: {reply['error'].get('message')}")
         return dict(reply.get("result", {}))
+
+    def wait_event(self, method: str, timeout_s: float = CDP_TIMEOUT_S) -> dict[str, Any]:
+        """The first kept event named ``method`` (``keep_events``), waiting up to ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for e in self.events:
+                    if e.get("method") == method:
+                        return e
+                if self._closed or time.monotonic() > deadline:
+                    raise RunError(f"chromium: no {method} event within {timeout_s:g} s")
+                self._cond.wait(0.1)
 
 
 def spki_hash(pem: bytes) -> str:
@@ -383,26 +400,35 @@ def _finish(args: argparse.Namespace, doc: dict[str, Any], raw: dict[str, Any], 
     return len(session.segments)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+PlayFn = Callable[[argparse.Namespace, threading.Event], tuple[dict[str, Any], float]]
+WriteFn = Callable[[argparse.Namespace, dict[str, Any], float, float], int]
+
+
+def player_main(args: argparse.Namespace, play: PlayFn, write: WriteFn, *, browser: str, log: str) -> int:
+    """A browser player's process: play until the page ends or SIGTERM, write the outputs, print the summary;
+    an error is one line on stderr and exit status 1 (Chromium here, Firefox in :mod:`.firefoxplayer`)."""
     wall_minus_mono = time.time() - time.monotonic()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         raw, t0 = play(args, stop)
-        count = write_outputs(args, raw, t0, wall_minus_mono)
+        count = write(args, raw, t0, wall_minus_mono)
         if count == 0:
-            raise RunError(f"dash.js received no media segment ({raw['end_reason']}; see {args.out}/events.json, "
-                           "chromium.log)")
+            raise RunError(f"dash.js in {browser} received no media segment ({raw['end_reason']}; see "
+                           f"{args.out}/events.json, {log})")
     except NestExpError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"error: dash.js player: {exc}", file=sys.stderr)
+        print(f"error: dash.js player ({browser}): {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"segments": count, "end_reason": raw["end_reason"]}), flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return player_main(parse_args(argv), play, write_outputs, browser="Chromium", log="chromium.log")
 
 
 if __name__ == "__main__":

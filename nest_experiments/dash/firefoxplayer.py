@@ -47,7 +47,7 @@ from typing import Any
 from nest_experiments.dash import browser, players
 from nest_experiments.dash.playerargs import PlayerArgs
 from nest_experiments.dash.racing_log import RacingRow, write_racing
-from nest_experiments.errors import MissingToolError, NestExpError, RunError
+from nest_experiments.errors import MissingToolError, RunError
 from nest_experiments.net.sockets import wait_addresses_settled
 
 MARIONETTE_PORT = 2828
@@ -302,25 +302,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    wall_minus_mono = time.time() - time.monotonic()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    args.out.mkdir(parents=True, exist_ok=True)
-    try:
-        raw, t0 = play(args, stop)
-        count = write_outputs(args, raw, t0, wall_minus_mono)
-        if count == 0:
-            raise RunError(f"dash.js in Firefox received no media segment ({raw['end_reason']}; see "
-                           f"{args.out}/events.json, firefox.log)")
-    except NestExpError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"error: dash.js player (firefox): {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps({"segments": count, "end_reason": raw["end_reason"]}), flush=True)
-    return 0
+    return browser.player_main(parse_args(argv), play, write_outputs, browser="Firefox", log="firefox.log")
 
 
 if __name__ == "__main__":

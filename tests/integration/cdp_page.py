@@ -13,78 +13,27 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nest_experiments.dash.browser import Cdp
+
 TIMEOUT_S = 30.0
 
 
-class Page:
-    """One page target of a Chromium started by :func:`chromium`; ``events`` holds every event of its session."""
+class Page(Cdp):
+    """One page target of a Chromium started by :func:`chromium`, on the player's DevTools client
+    (:class:`nest_experiments.dash.browser.Cdp`) with every event of its session kept."""
 
     def __init__(self, write_fd: int, read_fd: int) -> None:
-        self._w, self._r = write_fd, read_fd
-        self._next = 0
-        self._replies: dict[int, dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self._cond = threading.Condition()
-        self._closed = False
+        super().__init__(write_fd, read_fd, keep_events=True)
         self.session = ""
-        threading.Thread(target=self._reader, daemon=True).start()
 
-    def _reader(self) -> None:
-        buf = b""
-        while True:
-            try:
-                chunk = os.read(self._r, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            buf += chunk
-            *messages, buf = buf.split(b"\0")
-            with self._cond:
-                for raw in messages:
-                    msg = json.loads(raw)
-                    if "id" in msg:
-                        self._replies[msg["id"]] = msg
-                    else:
-                        self.events.append(msg)
-                self._cond.notify_all()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def call(self, method: str, params: dict[str, Any] | None = None, *, browser: bool = False) -> dict[str, Any]:
-        self._next += 1
-        msg: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
-        if self.session and not browser:
-            msg["sessionId"] = self.session
-        os.write(self._w, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + TIMEOUT_S
-        with self._cond:
-            while self._next not in self._replies:
-                if self._closed or time.monotonic() > deadline:
-                    raise AssertionError(f"chromium: no reply to {method} (closed: {self._closed})")
-                self._cond.wait(0.1)
-            reply = self._replies.pop(self._next)
-        if "error" in reply:
-            raise AssertionError(f"chromium: {method}: {reply['error']}")
-        return dict(reply.get("result", {}))
-
-    def wait_event(self, method: str, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while True:
-                for e in self.events:
-                    if e.get("method") == method:
-                        return e
-                if self._closed or time.monotonic() > deadline:
-                    raise AssertionError(f"chromium: no {method} event within {timeout_s} s")
-                self._cond.wait(0.1)
+    def call(self, method: str, params: dict[str, Any] | None = None, *, browser: bool = False,  # type: ignore[override]
+             timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+        """A call to the page's session (``browser``: to the browser itself)."""
+        return super().call(method, params, session=None if browser else self.session or None, timeout_s=timeout_s)
 
     def clear(self) -> None:
         with self._cond:
