@@ -147,16 +147,42 @@ def window_shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, Pro
     window: a child in ``prev`` that is gone now takes its reading there off
     the growth of its parent's ``reaped_s``.
     """
-    seen_gone: dict[int, float] = {}  # ppid -> what its children gone since prev had used up to prev
+    return _shares(prev, cur, span_s, {})[0]
+
+
+def _shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReading], span_s: float,
+            owed: Mapping[int, float]) -> tuple[dict[ProcKey, float], dict[int, float]]:
+    """:func:`window_shares`, and what each parent still owes: a child gone since ``prev`` whose reaping its
+    parent's ``reaped_s`` does not show yet (the parent's stat was read just before the child was reaped, so
+    the growth lands in the next window). ``owed`` is the last window's; a debt is carried one window only
+    (a parent that ignores SIGCHLD never shows its children's time at all)."""
+    gone: dict[int, float] = {}  # ppid -> what its children gone since prev had used up to prev
     for key, p in prev.items():
         if key not in cur:
-            seen_gone[p.ppid] = seen_gone.get(p.ppid, 0.0) + p.cpu_s + p.reaped_s
-    out = {}
+            gone[p.ppid] = gone.get(p.ppid, 0.0) + p.cpu_s + p.reaped_s
+    out, left = {}, {}
     for key, c in cur.items():
         p = prev.get(key, ProcReading(comm=c.comm, ppid=c.ppid, cpu_s=0.0))
-        reaped = c.reaped_s - p.reaped_s - seen_gone.get(key[0], 0.0)
+        fresh = gone.get(key[0], 0.0)
+        reaped = c.reaped_s - p.reaped_s - fresh - owed.get(key[0], 0.0)
+        if reaped < 0 and fresh > 0:
+            left[key[0]] = min(-reaped, fresh)
         out[key] = (max(0.0, c.cpu_s - p.cpu_s) + max(0.0, reaped)) / span_s
-    return out
+    return out, left
+
+
+class ShareCounter:
+    """:func:`window_shares` over successive readings of one process tree, with the parents' debts carried
+    from one window to the next (see :func:`_shares`)."""
+
+    def __init__(self, first: Mapping[ProcKey, ProcReading]) -> None:
+        self.prev = dict(first)
+        self.owed: dict[int, float] = {}
+
+    def window(self, cur: Mapping[ProcKey, ProcReading], span_s: float) -> dict[ProcKey, float]:
+        shares, self.owed = _shares(self.prev, cur, span_s, self.owed)
+        self.prev = dict(cur)
+        return shares
 
 
 @dataclass(frozen=True)
@@ -274,7 +300,7 @@ class ProcessTree:
         pids = {int(e.name) for e in os.scandir(self.proc) if e.name.isdigit()}
         self._outside &= pids
         read = {}
-        for pid in pids - self._outside:
+        for pid in sorted(pids - self._outside):  # parents (older, lower pids) mostly before their children
             got = proc_reading(pid, f"{self.proc}/{pid}/stat")
             if got is not None:
                 read[pid] = got
@@ -347,7 +373,7 @@ class CpuMonitor:
         self._threads0 = thread_cpu_s()
         self._procs0 = all_processes_cpu()
         self._split0 = _cpu_split()
-        self._procs_prev, self._procs_prev_t = self._tree.read(), time.monotonic()
+        self._shares, self._procs_prev_t = ShareCounter(self._tree.read()), time.monotonic()
         self._thread.start()
 
     def _loop(self) -> None:
@@ -363,12 +389,12 @@ class CpuMonitor:
 
     def _read_processes(self, t: float) -> None:
         now, procs = time.monotonic(), self._tree.read()
-        window = proc_window(t, window_shares(self._procs_prev, procs, now - self._procs_prev_t))
+        window = proc_window(t, self._shares.window(procs, now - self._procs_prev_t))
         self.windows.append(window)
         ppid = {pid: r.ppid for (pid, _), r in procs.items()}
         for key in window.shares:
             self.names[key] = ProcName(comm=procs[key].comm, app=app_of(key[0], ppid, self._app_pids, self._tree.root))
-        self._procs_prev, self._procs_prev_t = procs, now
+        self._procs_prev_t = now
 
     def _read_apps(self) -> None:
         if self.pids_by_app is None:

@@ -18,6 +18,7 @@ from nest_experiments.collectors.cpu import (
     ProcName,
     ProcReading,
     ProcWindow,
+    ShareCounter,
     add_thread_rule,
     app_of,
     guard_record,
@@ -141,6 +142,26 @@ def test_a_zombie_read_before_its_reaping_leaves_nothing_to_its_parent() -> None
     # the child's final reading was taken as a zombie: when it is reaped, its parent's reaped time grows by it
     prev = {(10, 1): _r(1.0), (11, 2): _r(3.0, ppid=10)}
     assert window_shares(prev, {(10, 1): _r(1.0, reaped_s=3.0)}, span_s=1.0) == pytest.approx({(10, 1): 0.0})
+
+
+def test_a_child_reaped_between_its_parents_read_and_its_own_is_not_counted_twice() -> None:
+    # session 13's default sweep: the runner "used" 8.9 CPUs in 1 s as its player exited. The monitor read
+    # the runner's stat (nothing reaped yet), then the player was reaped before its own stat was read: the
+    # player is gone in this window and the runner's reaped time grows only in the next one
+    counter = ShareCounter({(10, 1): _r(2.0), (11, 2): _r(8.8, ppid=10, reaped_s=0.1)})
+    assert counter.window({(10, 1): _r(2.1)}, span_s=1.0) == pytest.approx({(10, 1): 0.1})
+    assert counter.window({(10, 1): _r(2.2, reaped_s=8.9 + 0.3)}, span_s=1.0) == pytest.approx({(10, 1): 0.1 + 0.3})
+    # window_shares alone (no memory) is what the guard did before: the whole player in the runner's window
+    assert window_shares({(10, 1): _r(2.1)}, {(10, 1): _r(2.2, reaped_s=9.2)}, span_s=1.0)[(10, 1)] > 9
+
+
+def test_a_debt_is_carried_one_window_only() -> None:
+    # a parent that ignores SIGCHLD never shows its children's time: the debt must not hide what a later
+    # child (started and reaped unseen) used two windows on
+    counter = ShareCounter({(10, 1): _r(2.0), (11, 2): _r(4.0, ppid=10)})
+    counter.window({(10, 1): _r(2.0)}, span_s=1.0)
+    assert counter.window({(10, 1): _r(2.0)}, span_s=1.0) == pytest.approx({(10, 1): 0.0})
+    assert counter.window({(10, 1): _r(2.0, reaped_s=0.7)}, span_s=1.0) == pytest.approx({(10, 1): 0.7})
 
 
 def test_proc_reading_parses_a_process_and_a_thread(tmp_path: Path) -> None:
