@@ -35,6 +35,7 @@ from nest_experiments.dash import qoe
 from nest_experiments.rundir import (
     ACCESS,
     CPU,
+    CPU_PROCS,
     DECISIONS,
     FIREWALL,
     HTTPERF,
@@ -326,6 +327,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  ("t_last_byte", _T))),
     Table(name="cpu", file=CPU, doc="one row per 1 s window: the machine's busy share",
           units=(("t", "s, run clock: the window's end"), ("busy", "0-1 of all CPUs"))),
+    Table(name="cpu_procs", file=CPU_PROCS, doc="one row per 1 s window and process of the run that used >= 5 % "
+          "of one CPU in it (and the window's busiest): comm, app (\"runner\", an app, or empty)",
+          units=(("t", "s, run clock: the window's end"), ("share", "CPUs (0-1 of one CPU; threads add up)"))),
     Table(name="rates", file=RATES, doc="one row per HTB rate change of a trace-driven link",
           units=(("t", _T), ("t_scheduled", "s, the trace's time"))),
     Table(name="subflows", file=SUBFLOWS, doc="one row per MPTCP subflow (or TCP connection) per sample",
@@ -455,6 +459,11 @@ class Results:
     def cpu(self) -> pd.DataFrame:
         """``cpu.csv``: per 1 s window (t: its end, busy: the share of all CPUs, 0-1)."""
         return self.table("cpu")
+
+    @property
+    def cpu_procs(self) -> pd.DataFrame:
+        """``cpu_procs.csv``: per 1 s window and busy process of the run (t, pid, comm, app, share of one CPU)."""
+        return self.table("cpu_procs")
 
     @property
     def rates(self) -> pd.DataFrame:

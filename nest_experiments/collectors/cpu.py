@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,7 @@ def thread_cpu_s() -> dict[str, float]:
 # --------------------------------------------------------------------------- per-process windows
 
 ProcKey = tuple[int, int]  # (pid or tid, start time in clock ticks): a reused pid is another process
+PROCESS_FIELDS = ("t", "pid", "comm", "app", "share")  # cpu_procs.csv (CpuMonitor.process_rows)
 IDLE = 0.05  # shares below this (of one CPU) are not kept per window, but for the window's busiest process
 
 
@@ -460,6 +461,14 @@ class CpuMonitor:
         return {"cpu_mean": round(sum(loads) / len(loads), 3), "cpu_max": round(max(loads), 3),
                 "cpu_saturated_windows": sum(1 for x in loads if x >= SATURATED),
                 "cpu": guard_record(self.samples, self.windows, self.names)}
+
+    def process_rows(self) -> Iterator[dict[str, Any]]:
+        """``cpu_procs.csv``: per window, each process of the run that used >= IDLE of one CPU in it (and the
+        window's busiest): what a saturated machine window was spent on."""
+        for w in self.windows:
+            for key, share in sorted(w.shares.items(), key=lambda kv: -kv[1]):
+                name = self.names.get(key, ProcName(comm="?"))
+                yield {"t": w.t, "pid": key[0], "comm": name.comm, "app": name.app or "", "share": share}
 
     def warnings(self) -> list[str]:
         summary = self.summary()

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from nest_experiments import __version__, resources
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
-from nest_experiments.collectors.cpu import CpuMonitor
+from nest_experiments.collectors.cpu import PROCESS_FIELDS, CpuMonitor
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
@@ -36,7 +36,7 @@ from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
-from nest_experiments.rundir import SCHEMA_VERSION, is_completed, write_csv, write_json
+from nest_experiments.rundir import CPU, CPU_PROCS, SCHEMA_VERSION, is_completed, write_csv, write_json
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
 from nest_experiments.runs.phases import Laps, append_sweep_record, new_sweep_id, process_age_s, uptime_s
@@ -288,7 +288,8 @@ class Run:
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())
             self.manifest["warnings"] += cpu.warnings()
-            write_csv(self.run_dir / "cpu.csv", ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
+            write_csv(self.run_dir / CPU, ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
+            write_csv(self.run_dir / CPU_PROCS, PROCESS_FIELDS, cpu.process_rows())
             self.laps.lap("collection")
         if trace_error is not None:
             raise trace_error

@@ -298,6 +298,9 @@ def test_a_process_pegging_one_cpu_saturates_its_windows_and_is_named() -> None:
           f"busy fraction: {[round(b, 3) for _, b in mon.samples]}")
     assert len(mon.samples) == len(mon.windows) == len(shares) >= 4
     assert sum(shares) / len(shares) == pytest.approx(measured, abs=0.05)
+    rows = [r for r in mon.process_rows() if r["pid"] == spin.pid]  # cpu_procs.csv: the same windows, named
+    assert [r["share"] for r in rows] == pytest.approx(shares, abs=0.001)
+    assert all((r["comm"], r["app"]) == (comm, "spinner") for r in rows)
     if measured < 0.95 and os.environ.get("CI", "").lower() != "true":
         pytest.skip(f"other load starved the busy loop: it got {measured:.2f} of a CPU ({shares} per window)")
     record = mon.summary()["cpu"]

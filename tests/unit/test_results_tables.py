@@ -21,7 +21,7 @@ import pytest
 from nest_experiments import results
 from nest_experiments.analysis.results import TABLES
 from nest_experiments.apps import httperf as httperf_app
-from nest_experiments.collectors import capture, subflows, wire
+from nest_experiments.collectors import capture, cpu, subflows, wire
 from nest_experiments.dash import netlog, qoe, records
 from nest_experiments.dash import objects as objects_design
 from nest_experiments.dash.racing_log import RACING_FIELDS
@@ -90,6 +90,7 @@ def _field_rows() -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:
         "qdelay.csv": (capture.QDELAY_FIELDS, [{"t": 0.1 * k, "node": "r1", "dev": "r3", "delay_ms": 5.0 + k,
                                                 "method": "capture"} for k in range(5)]),
         "cpu.csv": (("t", "busy"), [{"t": 1.0, "busy": 0.5}]),  # the runner's field tuple, written inline there
+        "cpu_procs.csv": (cpu.PROCESS_FIELDS, [{"t": 1.0, "pid": 42, "comm": "python3", "app": "video", "share": 0.4}]),
         "rates.csv": (traceplay.FIELDS, [dict.fromkeys(traceplay.FIELDS, 1) | {"rate_bps": 2_000_000}]),
         "subflows.csv": (subflows.FIELDS, [dict.fromkeys(subflows.FIELDS, 2) | {"link": "h2_r1"}]),
     }, segs
