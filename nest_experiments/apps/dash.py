@@ -191,7 +191,8 @@ class Dash(App):
             self._spawn_gpac()
             return
         argv = [sys.executable, "-m", "nest_experiments.dash.client", *self._player_args().to_argv(),
-                "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client]
+                "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
+                "--abandon", c.abandon]
         if c.transport == "race":
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):

@@ -56,6 +56,7 @@ class DashApp(AppConfig):
     source: str | None = None  # encoded media: a video file (None: a test pattern and a tone)
     racing: str = "chromium"  # transport "race", our player: the policy (dash.racing.POLICIES)
     racing_params: tuple[tuple[str, float], ...] = ()  # (dash.racing.RacingParams field, value) set in the file
+    abandon: str = "none"  # slow media requests: "dashjs" = dash.js's AbandonRequestsRule (ours: dash.abandon)
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -107,8 +108,31 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         mptcp_endpoints=t.get("mptcp_endpoints", one_of(MPTCP_ENDPOINT_MODES), "fullmesh"),
         mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
+        abandon=_abandon(t, player),
         **_racing(t, transport, player),
     )
+
+
+ABANDON_RULES = ("none", "dashjs")
+
+
+def _abandon(t: Table, player: str) -> str:
+    """``abandon`` of a dash app: how slow media requests are abandoned. Our player: ``"none"`` (the default)
+    or ``"dashjs"`` (dash.js's AbandonRequestsRule, dash.abandon); dash.js in a browser always runs its own
+    (``"dashjs"``, the default there); GPAC has its own logic, not this key."""
+    from nest_experiments.dash import players
+
+    if player in players.BROWSERS:
+        if t.get("abandon", one_of(ABANDON_RULES), "dashjs") != "dashjs":
+            raise ConfigError(join(t.path, "abandon"), f"player {player!r} runs dash.js, which abandons by its "
+                                                       "AbandonRequestsRule: 'dashjs' (or leave it out)")
+        return "dashjs"
+    if player != "nest":
+        if t.has("abandon"):
+            raise ConfigError(join(t.path, "abandon"), f"applies to player = 'nest' and the dash.js players, not "
+                                                       f"{player!r} (it abandons by its own logic)")
+        return "none"
+    return t.get("abandon", one_of(ABANDON_RULES), "none")
 
 
 def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:

@@ -365,7 +365,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
         "client": f"dash.js {raw.get('dashjs', '?')} in {raw.get('browser') or raw.get('chromium', '?')}",
         "chromium": raw.get("chromium", ""), "url": raw.get("url", ""), "abr": args.abr, "dashjs_settings": raw.get("settings"),
         "end_reason": raw["end_reason"] if raw["end_reason"] != "ended" or session.ended else "stopped",
-        "stalls": len(session.stalls), "errors": list(session.errors),
+        "stalls": len(session.stalls), "errors": list(session.errors), "abandoned": records.abandoned(session.decisions),
         "stall_at_end": None if session.stall_at_end is None else session.stall_at_end.as_dict(),
         "played_s": summary.get("current_time"), "frames_decoded": summary.get("frames"),
         "frames_dropped": summary.get("dropped_frames"), "media_error": summary.get("error"),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash import qoe, racing, records
+from nest_experiments.dash.abandon import AbandonRule
 from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
 from nest_experiments.dash.playerargs import DEFAULT_ABR, PlayerArgs
@@ -51,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
+    p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
+                   help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
 
 
@@ -82,7 +85,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, fixed_level=args.level,
-                          max_buffer_s=args.max_buffer,
+                          max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration)
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
@@ -100,6 +103,7 @@ def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float,
         "end_reason": report.end_reason,
         "ended_at": report.ended_at,
         "stalls": len(report.stalls) + (report.stall_at_end is not None),
+        "abandoned": records.abandoned(report.decisions),
         "stall_at_end": None if report.stall_at_end is None else report.stall_at_end.as_dict(),
         "qoe": {name: asdict(s) for name, s in summary.items()},
     }

@@ -38,7 +38,7 @@ from typing import Any
 
 from nest_experiments.dash.mpd import Manifest
 from nest_experiments.dash.qoe import EndStall
-from nest_experiments.dash.records import DecisionRow, SegmentRow
+from nest_experiments.dash.records import ABANDON, DecisionRow, SegmentRow
 
 Event = Mapping[str, Any]
 MEDIA_SEGMENT = "MediaSegment"
@@ -206,7 +206,9 @@ def _decisions(ordered: Sequence[Event], manifest: Manifest, run_s: Callable[[fl
         level, bandwidth = level_of(manifest, stream, rep.get("id"), rep.get("bandwidth"))
         if level is None or bandwidth is None:
             continue
-        rows.append(DecisionRow(t=run_s(e["t"]) or 0.0, stream=stream, index=done[stream], algorithm=f"dashjs:{abr}",
+        # a switch its AbandonRequestsRule asked for (reason.forceAbandon): an "abandon" row, as our player's
+        algorithm = ABANDON if (e.get("reason") or {}).get("forceAbandon") else f"dashjs:{abr}"
+        rows.append(DecisionRow(t=run_s(e["t"]) or 0.0, stream=stream, index=done[stream], algorithm=algorithm,
                                 buffer_s=float(e.get("buffer") or 0.0), throughput_bps=None, level=level,
                                 bitrate_bps=bandwidth))
     return rows

@@ -10,10 +10,32 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 Clock = Callable[[], float]
+
+
+class Transfer(Protocol):
+    """A response on its way, as a transport counts it (``transports._Exchange``)."""
+
+    path: str
+    t_request: float
+    nbytes: int  # body bytes so far
+    length: int  # content-length (0: unknown)
+
+
+#: The message of the ``CancelledError`` that aborts a request the player abandoned (``task.cancel(ABANDONED)``),
+#: as opposed to the end of the session: transports reset its stream (h2, h3) or close its connection (HTTP/1.1)
+ABANDONED = "abandoned by the player"
+
+#: Who watches the transfers a fetch starts (the player's abandon rule): a transport calls it with each
+#: transfer it starts for a request of the task it runs in (a retry of the same request is a new transfer).
+#: Set in the context of the fetch's task; None (the default): nobody watches.
+TRANSFER_WATCH: contextvars.ContextVar[Callable[[Transfer], None] | None] = contextvars.ContextVar(
+    "TRANSFER_WATCH", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,14 @@ the segment whose arrival ended it; a session stopped while stalled (duration
 limit, SIGTERM) reports that stall as ``stall_at_end``. Init segments are fetched the first time
 a representation is chosen, and are not segment rows.
 
+With ``PlayerConfig.abandon`` (dash.js's AbandonRequestsRule, :mod:`.abandon`) the driver reports the
+progress of each media request (:meth:`PlayerSession.check_abandon`); a request the rule abandons is
+cancelled, the same segment asked again at the rule's level, which then stays for
+:data:`~nest_experiments.dash.abandon.ABANDON_LOAD_S` (dash.js's ThroughputRule makes no switch in the
+ABANDON_LOAD state). A media request still open after dash.js's XHR timeout (20 s) is cancelled too and
+its URL asked again 1 s later, at most 3 times. Each is a row among the decisions (``abandon``, ``timeout``)
+and a :class:`RequestAbandoned` event.
+
 :func:`play` fetches the MPD through a :class:`~nest_experiments.dash.fetch.Fetcher`
 and runs the session in real time.
 """
@@ -24,6 +32,7 @@ and runs the session in real time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import posixpath
 import time
 from collections import deque
@@ -31,12 +40,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nest_experiments.dash.abandon import (
+    ABANDON_LOAD_S,
+    PROGRESS_INTERVAL_S,
+    REQUEST_TIMEOUT_S,
+    RETRY_ATTEMPTS,
+    RETRY_INTERVAL_S,
+    AbandonRule,
+    Progress,
+)
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
-from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
+from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Clock, Fetcher, FetchResult, Transfer
 from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.qoe import EndStall
-from nest_experiments.dash.records import DecisionRow, SegmentRow
+from nest_experiments.dash.records import ABANDON, TIMEOUT, DecisionRow, SegmentRow
 from nest_experiments.errors import ConfigError, RunError
 
 EPS = 1e-9
@@ -49,6 +67,7 @@ class PlayerConfig:
 
     max_buffer_s: float = 10.0
     threshold_s: float = 1.0
+    abandon: AbandonRule | None = None  # dash.js's AbandonRequestsRule (None: requests are never abandoned)
 
     def __post_init__(self) -> None:
         if self.threshold_s <= 0 or self.max_buffer_s <= 0:
@@ -125,7 +144,23 @@ class PlaybackEnded:
     reason: str
 
 
-Event = PlaybackStarted | StallStarted | StallEnded | SegmentReceived | LevelChosen | PlaybackEnded
+@dataclass(frozen=True, kw_only=True)
+class RequestAbandoned:
+    """A media request the abandon rule cancelled: asked again at ``to_level``."""
+
+    t: float
+    stream: str
+    index: int
+    level: int
+    to_level: int
+    loaded: int  # body bytes received before the cancel
+    total: int  # its content-length
+    throughput_bps: float | None  # what the rule measured (None: a timeout)
+    reason: str = ABANDON  # ABANDON: the rule; TIMEOUT: dash.js's XHR timeout (the same level asked again)
+
+
+Event = (PlaybackStarted | StallStarted | StallEnded | SegmentReceived | LevelChosen | PlaybackEnded
+         | RequestAbandoned)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +195,10 @@ class _Stream:
     memo: Any = None
     history: list[Sample] = field(default_factory=list)
     inits: set[int] = field(default_factory=set)
+    abandoned: set[int] = field(default_factory=set)  # segment indices abandoned once (dash.js: abandonDict)
+    timeouts: dict[int, int] = field(default_factory=dict)  # segment index -> its requests that timed out
+    not_before: float = 0.0  # a timed-out request is asked again only from then (dash.js's retry interval)
+    hold: tuple[float, int] | None = None  # (until, level): after an abandonment the level stays (ABANDON_LOAD)
 
     @property
     def complete(self) -> bool:
@@ -239,7 +278,7 @@ class PlayerSession:
         return WaitAction(until=self.next_wakeup())
 
     def _may_request(self, stream: _Stream) -> bool:
-        if stream.outstanding is not None or stream.complete:
+        if stream.outstanding is not None or stream.complete or self.clock_s < stream.not_before - EPS:
             return False
         return self.buffer_s(stream.name) < self.config.max_buffer_s - 1e-6
 
@@ -269,19 +308,58 @@ class PlayerSession:
         decision: Decision = stream.abr.choose(state)
         level = min(max(decision.level, 0), state.top)
         stream.memo = decision.memo
-        row = DecisionRow(
-            t=now,
-            stream=stream.name,
-            index=stream.next_index,
-            algorithm=stream.abr.name,
-            buffer_s=state.buffer_s,
-            throughput_bps=decision.estimate_bps,
-            level=level,
-            bitrate_bps=state.bitrates_bps[level],
-        )
+        if stream.hold is not None:
+            if now < stream.hold[0]:
+                level = stream.hold[1]
+            else:
+                stream.hold = None
+        self._record_decision(stream, now, stream.abr.name, state.buffer_s, decision.estimate_bps, level)
+        return level
+
+    def _record_decision(self, stream: _Stream, now: float, algorithm: str, buffer_s: float,
+                         estimate_bps: float | None, level: int) -> None:
+        row = DecisionRow(t=now, stream=stream.name, index=stream.next_index, algorithm=algorithm,
+                          buffer_s=buffer_s, throughput_bps=estimate_bps, level=level,
+                          bitrate_bps=stream.aset.bitrates_bps[level])
         self.decisions.append(row)
         self._events.append(LevelChosen(row=row))
-        return level
+
+    def check_abandon(self, stream_name: str, progress: Progress, now: float, *, sent: float | None = None) -> bool:
+        """dash.js's ways out of ``stream_name``'s outstanding media request (sent at ``sent``, default
+        ``progress.t_request``) at ``now``: True when it is abandoned (the caller cancels it). Its XHR timeout
+        asks the same URL again a second later; the abandon rule asks the same segment at a lower level."""
+        rule, stream = self.config.abandon, self.streams[stream_name]
+        action = stream.outstanding
+        if rule is None or action is None or action.kind != "media":
+            return False
+        assert action.index is not None
+        self.advance(now)
+        tries = stream.timeouts.get(action.index, 0)
+        if now - (progress.t_request if sent is None else sent) >= REQUEST_TIMEOUT_S and tries < RETRY_ATTEMPTS:
+            stream.timeouts[action.index] = tries + 1
+            stream.outstanding, stream.chosen = None, action.level
+            stream.not_before = now + RETRY_INTERVAL_S
+            self._record_decision(stream, now, TIMEOUT, self.buffer_s(stream_name), None, action.level)
+            self._events.append(RequestAbandoned(t=now, stream=stream_name, index=action.index, level=action.level,
+                                                 to_level=action.level, loaded=progress.loaded, total=progress.total,
+                                                 throughput_bps=None, reason=TIMEOUT))
+            return True
+        if action.index in stream.abandoned:
+            return False
+        buffer = self.buffer_s(stream_name)
+        verdict = rule.decide(progress, now=now, buffer_s=buffer, stable_buffer_s=self.config.max_buffer_s,
+                              level=action.level, bitrates_bps=stream.aset.bitrates_bps,
+                              segment_duration_s=self.manifest.segment_media_duration_s(stream_name, action.index))
+        if verdict is None:
+            return False
+        stream.abandoned.add(action.index)
+        stream.outstanding, stream.chosen = None, verdict.level
+        stream.hold = (now + ABANDON_LOAD_S, verdict.level)
+        self._record_decision(stream, now, ABANDON, buffer, verdict.throughput_bps, verdict.level)
+        self._events.append(RequestAbandoned(t=now, stream=stream_name, index=action.index, level=action.level,
+                                             to_level=verdict.level, loaded=progress.loaded, total=progress.total,
+                                             throughput_bps=verdict.throughput_bps))
+        return True
 
     def _abr_state(self, stream: _Stream, now: float) -> PlayerState:
         extra = {"memo": stream.memo} if stream.memo is not None else {}
@@ -300,9 +378,11 @@ class PlayerSession:
 
     def next_wakeup(self) -> float | None:
         """When the session changes state without a download finishing (None: never)."""
+        retries = [s.not_before for s in self.streams.values()
+                   if s.outstanding is None and not s.complete and s.not_before > self.clock_s]
         if self.state != "playing":
-            return None
-        times = [self.clock_s + min(self.buffer_s(s) for s in self.streams)]
+            return min(retries, default=None)
+        times = [self.clock_s + min(self.buffer_s(s) for s in self.streams), *retries]
         for stream in self.streams.values():
             if stream.outstanding is None and not stream.complete:
                 excess = self.buffer_s(stream.name) - self.config.max_buffer_s
@@ -466,6 +546,7 @@ async def play(
     fixed_level: int = 0,
     max_buffer_s: float = 10.0,
     threshold_s: float = 1.0,
+    abandon: AbandonRule | None = None,
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
     mpd_text: str | bytes | None = None,
@@ -478,7 +559,7 @@ async def play(
     the session that many seconds after the MPD request; cancelling the task
     stops it too (end reason "terminated") and still returns the report.
     """
-    config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s)
+    config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon)
     mpd_result = await fetcher.fetch("mpd", mpd_url_path)
     manifest = parse_mpd(mpd_text if mpd_text is not None else _body(mpd_result))
     session = PlayerSession(
@@ -505,13 +586,39 @@ def _body(result: FetchResult) -> bytes:
     return body.encode() if isinstance(body, str) else body
 
 
+class _Watched:
+    """A media request's transfers as the abandon rule sees them: the newest one (a transport's retry of the
+    request starts a new transfer, and its progress starts again)."""
+
+    def __init__(self, t_request: float) -> None:
+        self.sent = t_request  # the player's request (its XHR timeout counts from it), whatever the transport retries
+        self.transfer: Transfer | None = None
+        self.progress = Progress(t_request=t_request)
+
+    def attach(self, transfer: Transfer) -> None:
+        if self.transfer is not None:
+            self.progress = Progress(t_request=transfer.t_request)
+        self.transfer = transfer
+
+    def poll(self, now: float) -> Progress:
+        if self.transfer is not None:
+            self.progress.observe(now, self.transfer.nbytes, self.transfer.length)
+        return self.progress
+
+
+@dataclass
+class _Fetching:
+    action: FetchAction
+    watched: _Watched | None = None  # media requests under the abandon rule
+
+
 async def _run(session: PlayerSession, fetcher: Fetcher, clock: Clock, deadline: float | None) -> None:
-    tasks: dict[asyncio.Task[FetchResult], FetchAction] = {}
+    tasks: dict[asyncio.Task[FetchResult], _Fetching] = {}
     try:
         while not session.done:
             action = session.next_action(clock())
             if isinstance(action, FetchAction):
-                tasks[asyncio.create_task(fetcher.fetch(action.stream, action.path))] = action
+                tasks.update([_start(session, fetcher, action, clock)])
             elif isinstance(action, WaitAction):
                 await _wait(session, tasks, action.until, clock, deadline)
     finally:
@@ -519,9 +626,21 @@ async def _run(session: PlayerSession, fetcher: Fetcher, clock: Clock, deadline:
             task.cancel()
 
 
+def _start(session: PlayerSession, fetcher: Fetcher, action: FetchAction,
+           clock: Clock) -> tuple[asyncio.Task[FetchResult], _Fetching]:
+    """The fetch task of ``action``; a media request under the abandon rule is watched (its transport hands its
+    transfers to :data:`TRANSFER_WATCH`, set in the task's own context)."""
+    if session.config.abandon is None or action.kind != "media":
+        return asyncio.create_task(fetcher.fetch(action.stream, action.path)), _Fetching(action)
+    watched = _Watched(clock())
+    context = contextvars.copy_context()
+    context.run(TRANSFER_WATCH.set, watched.attach)
+    return asyncio.create_task(fetcher.fetch(action.stream, action.path), context=context), _Fetching(action, watched)
+
+
 async def _wait(
     session: PlayerSession,
-    tasks: dict[asyncio.Task[FetchResult], FetchAction],
+    tasks: dict[asyncio.Task[FetchResult], _Fetching],
     until: float | None,
     clock: Clock,
     deadline: float | None,
@@ -537,10 +656,26 @@ async def _wait(
             raise RunError("player stuck: nothing to fetch and nothing to wait for")
         await asyncio.sleep(timeout)
         return
+    watching = any(f.watched is not None for f in tasks.values())
+    if watching:  # the progress events' pace
+        timeout = PROGRESS_INTERVAL_S if timeout is None else min(timeout, PROGRESS_INTERVAL_S)
     done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     for task in done:
         tasks.pop(task)
         session.on_fetch_complete(task.result(), clock())
+    if watching:
+        _check_abandon(session, tasks, clock())
+
+
+def _check_abandon(session: PlayerSession, tasks: dict[asyncio.Task[FetchResult], _Fetching], now: float) -> None:
+    """Each watched request's progress to the abandon rule; the ones it abandons are cancelled (their
+    transports reset the stream or close the connection: :data:`ABANDONED`)."""
+    for task, fetching in list(tasks.items()):
+        if fetching.watched is None or task.done():
+            continue
+        if session.check_abandon(fetching.action.stream, fetching.watched.poll(now), now, sent=fetching.watched.sent):
+            del tasks[task]
+            task.cancel(ABANDONED)
 
 
 __all__ = [
@@ -554,6 +689,7 @@ __all__ = [
     "PlayerConfig",
     "PlayerReport",
     "PlayerSession",
+    "RequestAbandoned",
     "SegmentReceived",
     "StallEnded",
     "StallStarted",

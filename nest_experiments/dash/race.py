@@ -23,7 +23,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from nest_experiments.dash.fetch import Fetcher, FetchResult
+from nest_experiments.dash.fetch import ABANDONED, Fetcher, FetchResult
 from nest_experiments.dash.racing import QuicSample, QuicWatch, Racer, h3_port
 from nest_experiments.dash.transports import FetcherOptions, H2Fetcher, H3Fetcher
 from nest_experiments.errors import RunError
@@ -135,6 +135,10 @@ class RaceFetcher(Fetcher):
         except _Cancelled as exc:  # asked again: on the same QUIC connection where the policy keeps QUIC
             self.racer.on_stream_cancelled(self.opts.clock(), conn.conn_id, str(exc))
             return None
+        except asyncio.CancelledError as exc:  # the player abandoned it (dash.js's rule): its stream is reset
+            if conn.protocol == "quic" and exc.args and exc.args[0] == ABANDONED:
+                self.racer.on_stream_cancelled(self.opts.clock(), conn.conn_id, ABANDONED)
+            raise
         except _QuicFailed as exc:
             if not self.racer.on_stream_error(self.opts.clock(), "quic", conn.conn_id, str(exc),
                                               headers=exc.headers):

@@ -49,6 +49,15 @@ class DecisionRow:
     bitrate_bps: int
 
 
+ABANDON = "abandon"  # DecisionRow.algorithm of a switch that abandoned a request (dash.js's AbandonRequestsRule)
+TIMEOUT = "timeout"  # DecisionRow.algorithm of a request cancelled by dash.js's XHR timeout (same level again)
+
+
+def abandoned(decisions: Sequence[DecisionRow]) -> int:
+    """How many requests a session abandoned."""
+    return sum(d.algorithm == ABANDON for d in decisions)
+
+
 SEGMENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SegmentRow))
 DECISION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DecisionRow))
 

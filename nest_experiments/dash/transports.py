@@ -45,11 +45,12 @@ from typing import Any
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
 
-from nest_experiments.dash.fetch import Clock, Fetcher, FetchResult
+from nest_experiments.dash.fetch import TRANSFER_WATCH, Clock, Fetcher, FetchResult
 from nest_experiments.dash.http1 import (
     MAX_HEAD,
     HttpError,
@@ -171,10 +172,13 @@ class _Exchange:
     nbytes: int = 0
     chunks: list[bytes] | None = None  # kept only for manifests: segments are counted, not stored
     alt_svc: str = ""
+    length: int = 0  # the response's content-length (0: not known yet or not sent)
 
     def __post_init__(self) -> None:
         if self.path.split("?")[0].endswith(".mpd"):
             self.chunks = []
+        if (watch := TRANSFER_WATCH.get()) is not None:
+            watch(self)
 
     def add(self, data: bytes) -> None:
         self.nbytes += len(data)
@@ -239,7 +243,7 @@ class _H1Connection:
         response = parse_response_head(buf[: end + 4])
         ex.status = response.status
         self.open = response.keep_alive
-        self.length = response.content_length
+        self.length = ex.length = response.content_length
         return buf[end + 4 :]
 
     async def _read_body(
@@ -334,6 +338,9 @@ class Http1Fetcher(Fetcher):
         conn = await self._connection(stream)
         try:
             ex = await conn.get(path, self._host_header, self.opts.clock, self.opts.idle_timeout)
+        except asyncio.CancelledError:  # abandoned by the player mid-response: the rest would arrive on it
+            conn.close()
+            raise
         except (ConnectionError, OSError):
             conn.close()
             if not conn.reused or conn.got_bytes:
@@ -477,6 +484,8 @@ class H2Fetcher(Fetcher):
             p.ex.status = int(_header(event.headers or [], ":status"))
             with contextlib.suppress(HttpError):
                 p.ex.alt_svc = _header(event.headers or [], "alt-svc")
+            with contextlib.suppress(HttpError, ValueError):
+                p.ex.length = int(_header(event.headers or [], "content-length"))
             p.ex.t_first = p.ex.t_last = now
         elif isinstance(event, h2.events.DataReceived) and p:
             p.ex.add(event.data or b"")
@@ -510,6 +519,11 @@ class H2Fetcher(Fetcher):
             self.writer.write(self.conn.data_to_send())
             try:
                 await _wait_idle(p, self.opts.idle_timeout)
+            except asyncio.CancelledError:  # abandoned by the player: RST_STREAM(CANCEL), as a browser's abort
+                with contextlib.suppress(Exception):
+                    self.conn.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+                    self.writer.write(self.conn.data_to_send())
+                raise
             finally:
                 del self.pending[stream_id]
             return p.ex.result("h2")
@@ -636,7 +650,10 @@ class _H3Client:
             return
         p.ex.t_last = self.clock()
         if isinstance(event, self.stack.headers_received):
-            p.ex.status = int(dict(event.headers)[b":status"])
+            headers = dict(event.headers)
+            p.ex.status = int(headers[b":status"])
+            with contextlib.suppress(ValueError):
+                p.ex.length = int(headers.get(b"content-length", b"0"))
             p.ex.t_first = p.ex.t_last
         elif isinstance(event, self.stack.data_received):
             p.ex.add(event.data)

@@ -92,3 +92,24 @@ def test_dashjs_races_only_behind_caddy() -> None:
     with pytest.raises(ConfigError) as info:
         parse_experiment(_exp(player="dashjs", transport="race"))
     assert info.value.path == "apps.v.http_server" and "alt-svc" in str(info.value)
+
+
+def test_abandon_is_dashjs_rule_for_our_player_on_request_and_always_for_dashjs() -> None:
+    (ours,) = parse_experiment(_exp()).apps
+    (rule,) = parse_experiment(_exp(abandon="dashjs")).apps
+    (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
+    assert isinstance(ours, DashApp) and isinstance(rule, DashApp) and isinstance(js, DashApp)
+    assert (ours.abandon, rule.abandon, js.abandon) == ("none", "dashjs", "dashjs")
+    (js2,) = parse_experiment(_exp(player="dashjs", transport="h3", abandon="dashjs")).apps  # a sweep's shared key
+    assert isinstance(js2, DashApp) and js2.abandon == "dashjs"
+
+
+@pytest.mark.parametrize(("app", "message"), [
+    ({"abandon": "sometimes"}, "apps.v.abandon"),
+    ({"player": "dashjs", "transport": "h3", "abandon": "none"}, "AbandonRequestsRule"),
+    ({"player": "gpac", "abandon": "dashjs"}, "its own logic"),
+])
+def test_abandon_errors_name_the_key(app: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(**app))
+    assert "apps.v.abandon" in str(err.value) and message in str(err.value)

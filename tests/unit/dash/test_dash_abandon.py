@@ -1,0 +1,255 @@
+"""dash.js's AbandonRequestsRule in our player (dash.abandon), the session's re-request and the driver's cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import pytest
+from dash_simlink import manifest_for
+
+from nest_experiments.dash import media
+from nest_experiments.dash.abandon import ABANDON_LOAD_S, AbandonRule, Progress, Trace, optimal_level
+from nest_experiments.dash.abr import create_abr
+from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
+from nest_experiments.dash.player import FetchAction, PlayerConfig, PlayerSession, RequestAbandoned, play
+from nest_experiments.dash.records import ABANDON, abandoned
+
+LADDER = (300_000, 750_000, 1_200_000, 2_400_000)
+SEG = 4.0
+RULE = AbandonRule()
+
+
+def slow(total: int, *, kbit: float, events: int, latency_s: float = 0.2, step_s: float = 0.1) -> Progress:
+    """A request whose first progress event came ``latency_s`` after it was sent, then one per ``step_s`` at
+    ``kbit``."""
+    p = Progress(t_request=0.0)
+    t, loaded = latency_s, 1000
+    p.observe(t, loaded, total)
+    for _ in range(events - 1):
+        t += step_s
+        loaded += round(kbit * 1000 / 8 * step_s)
+        p.observe(t, loaded, total)
+    return p
+
+
+def decide(p: Progress, *, now: float | None = None, level: int = 3, buffer_s: float = 2.0) -> object:
+    last = p.t_first_byte + sum(t.d_s for t in p.traces[1:]) if p.t_first_byte is not None else 0.0
+    return RULE.decide(p, now=last if now is None else now, buffer_s=buffer_s, stable_buffer_s=10.0, level=level,
+                       bitrates_bps=LADDER, segment_duration_s=SEG)
+
+
+TOP = LADDER[3] * SEG // 8  # 1.2 MB: a 4 s segment at 2400 kbit/s
+
+
+# ---------------------------------------------------------------- progress events
+
+
+def test_progress_events_come_at_most_every_50_ms_and_only_with_new_bytes() -> None:
+    p = Progress(t_request=1.0)
+    assert p.observe(1.3, 500, 9000) and p.t_first_byte == 1.3
+    assert not p.observe(1.32, 900, 9000)  # 20 ms after the last event: throttled (the bytes wait for the next)
+    assert not p.observe(1.4, 500, 9000)  # nothing new
+    assert p.observe(1.4, 1500, 9000)
+    assert p.traces == [Trace(d_s=pytest.approx(0.3), nbytes=500), Trace(d_s=pytest.approx(0.1), nbytes=1000)]
+    assert (p.loaded, p.total) == (1500, 9000)
+
+
+# ---------------------------------------------------------------- the rule (AbandonRequestsRule.js)
+
+
+def test_a_top_level_segment_at_500_kbit_is_abandoned_for_the_highest_level_it_affords() -> None:
+    verdict = decide(slow(TOP, kbit=500, events=8))
+    # 1.2 MB at 500 kbit/s: 19.2 s > 1.8 x 4 s; the highest level <= 500 kbit/s is 300 kbit/s
+    assert verdict is not None and verdict.level == 0 and verdict.throughput_bps == pytest.approx(500_000, rel=0.01)
+    verdict = decide(slow(TOP, kbit=1000, events=8))  # 9.6 s > 7.2 s: 750 kbit/s affordable
+    assert verdict is not None and verdict.level == 1
+
+
+def test_the_first_progress_event_holds_the_latency_and_is_left_out() -> None:
+    # 3 s to the first byte would make any average of all events tiny; without it the rate is 4000 kbit/s
+    assert decide(slow(TOP, kbit=4000, events=8, latency_s=3.0)) is None
+
+
+@pytest.mark.parametrize(("why", "kw", "progress"), [
+    ("fewer than 6 progress events", {}, lambda: slow(TOP, kbit=500, events=5, step_s=0.2)),
+    ("within 500 ms of the first byte", {}, lambda: slow(TOP, kbit=500, events=8, step_s=0.05)),
+    ("fast enough: 1.2 MB at 2000 kbit/s is 4.8 s < 7.2 s", {}, lambda: slow(TOP, kbit=2000, events=8)),
+    ("already at the lowest level", {"level": 0}, lambda: slow(LADDER[0] * 40 // 8, kbit=50, events=8)),
+    ("buffer above the stable buffer time", {"buffer_s": 10.5}, lambda: slow(TOP, kbit=500, events=8)),
+    ("content-length unknown", {}, lambda: slow(0, kbit=500, events=8)),
+])
+def test_requests_the_rule_keeps(why: str, kw: dict, progress: object) -> None:
+    assert decide(progress(), **kw) is None, why  # type: ignore[operator]
+
+
+def test_not_abandoned_when_less_remains_than_the_whole_segment_at_the_target() -> None:
+    # 1.2 MB segment, 1.15 MB loaded at ~300 kbit/s: 50 KB to go < 150 KB (the 300 kbit/s segment)
+    p = slow(TOP, kbit=300, events=8)
+    p.loaded = TOP - 50_000
+    assert decide(p) is None
+    p.loaded = TOP - 200_000
+    assert decide(p) is not None
+
+
+def test_no_bytes_after_the_first_event_abandons_for_the_lowest_level() -> None:
+    p = Progress(t_request=0.0)
+    p.observe(0.1, 1000, TOP)
+    for i in range(6):  # events with 0 new bytes are not events (XHR fires none): simulate a trickle of 1 byte
+        p.observe(0.2 + 0.2 * i, 1001 + i, TOP)
+    verdict = decide(p, now=1.5)
+    assert verdict is not None and verdict.level == 0
+
+
+def test_optimal_level_is_dashjs_getOptimalRepresentationForBitrate() -> None:
+    assert [optimal_level(LADDER, k) for k in (0, 100, 300, 749, 750, 5000)] == [0, 0, 0, 0, 1, 3]
+
+
+# ---------------------------------------------------------------- the session
+
+
+def session(level: int = 3) -> PlayerSession:
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)
+    return PlayerSession(manifest, abr_video=create_abr("fixed", level=level), abr_audio=create_abr("grate"),
+                         start_time=0.0, config=PlayerConfig(abandon=AbandonRule()))
+
+
+def media_action(s: PlayerSession, stream: str = "video") -> FetchAction:
+    """Complete init requests until ``stream``'s next request is a media segment; return it."""
+    while True:
+        a = s.streams[stream].outstanding or s.next_action(s.clock_s)
+        assert isinstance(a, FetchAction)
+        if a.stream == stream and a.kind == "media":
+            return a
+        s.on_fetch_complete(FetchResult(path=a.path, status=200, bytes=100, t_request=s.clock_s,
+                                        t_first_byte=s.clock_s, t_last_byte=s.clock_s, transport="x"), s.clock_s)
+
+
+def test_an_abandoned_segment_is_asked_again_at_the_rules_level_which_then_holds() -> None:
+    s = session(level=3)
+    first = media_action(s)
+    assert (first.index, first.level) == (0, 3)
+    total = s.manifest.adaptation_set("video").representations[3].bandwidth * 4 // 8
+    progress = slow(total, kbit=500, events=8)
+    assert s.check_abandon("video", progress, 1.0)
+    again = media_action(s)  # the init segment of level 0 first, then the same index
+    assert (again.index, again.level) == (0, 0)
+    assert not s.check_abandon("video", slow(total, kbit=100, events=8), 2.0)  # one abandonment per index
+    event = [e for e in iter(s.next_event, None) if isinstance(e, RequestAbandoned)]
+    assert len(event) == 1 and (event[0].level, event[0].to_level, event[0].total) == (3, 0, total)
+    assert [d.algorithm for d in s.decisions if d.stream == "video"] == ["fixed", ABANDON]
+    assert abandoned(s.decisions) == 1
+    # the next segment: "fixed" asks for level 3, the ThroughputRule's no-switch keeps 0 for 10 s
+    s.on_fetch_complete(FetchResult(path=again.path, status=200, bytes=100, t_request=2.0, t_first_byte=2.0,
+                                    t_last_byte=2.5, transport="x"), 2.5)
+    assert media_action(s).level == 0
+    s.streams["video"].outstanding = None
+    s.streams["video"].chosen = None
+    s.advance(2.5 + ABANDON_LOAD_S)
+    assert media_action(s).level == 3
+
+
+def test_a_request_open_for_20_s_is_asked_again_a_second_later_at_most_3_times() -> None:
+    s = session(level=0)  # the lowest level: the rule never fires; the XHR timeout still does
+    first = media_action(s)
+    assert first.level == 0
+    quiet = Progress(t_request=0.0)
+    for attempt in range(1, 4):
+        sent = s.clock_s
+        assert not s.check_abandon("video", quiet, sent + 19.9, sent=sent)
+        assert s.check_abandon("video", quiet, sent + 20.0, sent=sent)
+        assert s.next_wakeup() == pytest.approx(sent + 21.0)  # nothing asked before the retry interval
+        assert s.streams["video"].outstanding is None and not s._may_request(s.streams["video"])
+        again = media_action_at(s, sent + 21.0)
+        assert (again.path, again.index) == (first.path, first.index), attempt
+    sent = s.clock_s
+    assert not s.check_abandon("video", quiet, sent + 60.0, sent=sent)  # dash.js's 3 retries are spent
+    timeouts = [e for e in iter(s.next_event, None) if isinstance(e, RequestAbandoned)]
+    assert [(e.reason, e.level, e.to_level) for e in timeouts] == [("timeout", 0, 0)] * 3
+    assert [d.algorithm for d in s.decisions if d.stream == "video"] == ["fixed", "timeout", "timeout", "timeout"]
+    assert abandoned(s.decisions) == 0  # qoe.json's "abandoned" counts the rule's only
+
+
+def media_action_at(s: PlayerSession, now: float) -> FetchAction:
+    s.advance(now)
+    return media_action(s)
+
+
+def test_without_the_rule_nothing_is_abandoned() -> None:
+    s = PlayerSession(manifest_for("abr_quic_tcp", duration_s=80.0), abr_video=create_abr("fixed", level=3),
+                      abr_audio=create_abr("grate"), start_time=0.0)
+    media_action(s)
+    assert not s.check_abandon("video", slow(10**6, kbit=100, events=10), 2.0)
+
+
+# ---------------------------------------------------------------- the driver: a real cancel of a watched transfer
+
+
+def tiny_mpd() -> bytes:
+    ladder = media.parse_ladder({
+        "name": "tiny", "segment_duration_s": 0.1, "duration_s": 0.3,
+        "video": {"codecs": "avc1", "levels": [{"bitrate_bps": 100_000}, {"bitrate_bps": 400_000}]},
+        "audio": {"codecs": "mp4a.40.2", "levels": [{"bitrate_bps": 64_000}]}})
+    return ET.tostring(media.build_mpd(media.MediaParams(ladder=ladder, duration_s=0.3, vbr=0.0, seed=0)))
+
+
+@dataclass
+class _Transfer:
+    path: str
+    t_request: float
+    nbytes: int = 0
+    length: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Result(FetchResult):
+    body: bytes = b""
+
+
+class TrickleFetcher(Fetcher):
+    """Level 1 (400 kbit/s) video segments trickle at 4 kB/s; everything else arrives at once. Counts
+    transfers through TRANSFER_WATCH as a transport does, and records how each cancel came."""
+
+    def __init__(self) -> None:
+        self.cancels: list[tuple[str, str]] = []
+        self.requests: list[str] = []
+
+    async def fetch(self, stream: str, path: str) -> FetchResult:
+        self.requests.append(path)
+        t0 = time.monotonic()
+        body = tiny_mpd() if stream == "mpd" else b""
+        size = len(body) or 5000
+        transfer = _Transfer(path, t0)
+        if (watch := TRANSFER_WATCH.get()) is not None:
+            watch(transfer)
+        name = path.rsplit("/", 1)[-1]  # v1_3.m4s: video level 1, segment 3; v1_init.mp4
+        if name.startswith("v1_") and "init" not in name:
+            transfer.length = size
+            try:
+                while transfer.nbytes < size:
+                    await asyncio.sleep(0.02)
+                    transfer.nbytes += 80  # 4 kB/s
+            except asyncio.CancelledError as exc:
+                self.cancels.append((path, exc.args[0] if exc.args else ""))
+                raise
+        return _Result(path=path, status=200, bytes=size, t_request=t0, t_first_byte=t0, t_last_byte=time.monotonic(),
+                       transport="fake", body=body)
+
+    async def close(self) -> None:
+        pass
+
+
+def test_the_driver_cancels_an_abandoned_request_and_fetches_the_segment_at_the_lower_level() -> None:
+    fetcher = TrickleFetcher()
+    report = asyncio.run(play("/m.mpd", fetcher, abr="fixed", fixed_level=1, threshold_s=0.1, max_buffer_s=1.0,
+                              abandon=AbandonRule(), max_duration_s=20.0))
+    assert report.end_reason == "ended"
+    # segment 0 at level 1: 5 kB at 4 kB/s would take 1.25 s > 1.8 x 0.1 s; after 6 progress events and 0.5 s it is
+    # abandoned (32 kbit/s: the lowest level) with the driver's ABANDONED message; the hold keeps level 0 for 10 s
+    assert fetcher.cancels and all(why == ABANDONED for _, why in fetcher.cancels)
+    assert len(fetcher.cancels) == 1
+    video = [r for r in report.segments if r.stream == "video"]
+    assert [(r.index, r.level) for r in video] == [(0, 0), (1, 0), (2, 0)]
+    assert [d.algorithm for d in report.decisions if d.stream == "video"][:2] == ["fixed", ABANDON]
