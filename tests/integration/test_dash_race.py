@@ -13,6 +13,9 @@ A 16 s clip of the ``abr_quic_tcp`` ladder through a 3 Mbit/s bottleneck:
   excluded list (no back-off) and QUIC is never tried again;
 - ``quic_only`` on a clean link: after the MPD taught ``alt-svc``, not one
   segment over TCP and no TCP connection but the MPD's;
+- ``chromium`` behind a 64 kbit/s UDP shaper with ``abandon = "dashjs"``:
+  dash.js's AbandonRequestsRule cancels a trickling QUIC request and asks the
+  segment again at the lowest level on the same QUIC connection (issue 29);
 - ``dynamic`` on a clean link, probing every 2 s: QUIC and TCP probes on
   every round, a ``quic_only`` decision from like RTTs, and no TCP segment
   after it.
@@ -21,6 +24,7 @@ A 16 s clip of the ``abr_quic_tcp`` ladder through a 3 Mbit/s bottleneck:
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +44,20 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _run(tmp_path: Path, policy: str, *, firewall: bool = False, **params: Any) -> Path:
+def _run(tmp_path: Path, policy: str, *, firewall: bool = False, shaper: str = "", abandon: str = "none",
+         **params: Any) -> Path:
     raw: dict[str, Any] = {
         "experiment": {"name": "dash_race", "topology": "dumbbell", "duration": f"{CLIP_S + 6}s"},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "race", "racing": policy,
-                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate",
+                           "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate", "abandon": abandon,
                            "racing_params": {"quic_handshake_timeout": "3s", **params}}},
     }
     if firewall:
         raw["firewalls"] = {"udp": {"router": "r1", "proto": "udp", "port": CADDY_PORT, "action": "drop"}}
+    if shaper:
+        raw["firewalls"] = {"udp": {"router": "r1", "proto": "udp", "port": CADDY_PORT, "action": "shape",
+                                    "rate": shaper}}
     (spec,) = expand(raw)
     outcome = Run(spec, tmp_path / spec.name).execute()
     assert outcome.status == "completed", outcome.reason
@@ -76,6 +84,28 @@ def test_chromium_clean_link_quic_carries_the_session(no_leftovers: None, tmp_pa
     assert events[:3] == [("job_started", "tcp"), ("connected", "tcp"), ("won", "tcp")]  # the MPD, over TCP
     assert ("alt_svc", "tcp") in events and ("connected", "quic") in events and ("won", "quic") in events
     assert not [e for e in events if e[0] in ("broken", "failed", "stream_error")], events
+
+
+def test_chromium_behind_a_udp_shaper_abandons_by_dashjs_rule_and_stays_on_the_same_quic_session(
+        no_leftovers: None, tmp_path: Path) -> None:
+    """Issue 29: behind a 64 kbit/s UDP shaper the first segment goes over TCP at 3 Mbit/s (grate then asks a high
+    level), the next ones over QUIC trickle; dash.js's AbandonRequestsRule (abandon = "dashjs") cancels the QUIC
+    request and asks the same segment at the lowest level, on the same QUIC connection, marking nothing."""
+    run_dir = _run(tmp_path, "chromium", shaper="64kbit", abandon="dashjs")
+    decisions = _csv(run_dir / "abr_decisions.csv")
+    abandons = [r for r in decisions if r["algorithm"] == "abandon"]
+    assert abandons and all(r["stream"] == "video" and r["level"] == "0" for r in abandons), decisions
+    index = abandons[0]["index"]
+    chosen = [r for r in decisions if r["index"] == index and r["stream"] == "video"]
+    assert int(chosen[0]["level"]) > 0 and chosen[0]["algorithm"] == "grate", chosen  # what was abandoned
+    rows = _csv(run_dir / "racing.csv")
+    cancels = [r for r in rows if r["event"] == "stream_cancelled"]
+    assert cancels and cancels[0]["protocol"] == "quic" and cancels[0]["detail"] == "abandoned by the player", rows
+    assert sum(r["event"] == "connected" and r["protocol"] == "quic" for r in rows) == 1, rows  # one QUIC session
+    assert not [r for r in rows if r["event"] in ("broken", "backoff", "failed", "stream_error")], rows
+    again = [r for r in _csv(run_dir / "segments.csv") if r["stream"] == "video" and r["index"] == index]
+    assert [(r["level"], r["transport"]) for r in again] in ([], [("0", "h3")]), again  # asked again (done or not)
+    assert json.loads((run_dir / "qoe.json").read_text())["video"]["abandoned"] == len(abandons)
 
 
 def test_tcp_only_carries_no_quic_byte(no_leftovers: None, tmp_path: Path) -> None:
