@@ -128,27 +128,27 @@ def media_action(s: PlayerSession, stream: str = "video") -> FetchAction:
 
 
 def test_an_abandoned_segment_is_asked_again_at_the_rules_level_which_then_holds() -> None:
-    s = session(level=3)
+    s = session(level=7)  # abr_quic_tcp's top level: 4000 kbit/s, 4 s segments (2 MB)
     first = media_action(s)
-    assert (first.index, first.level) == (0, 3)
-    total = s.manifest.adaptation_set("video").representations[3].bandwidth * 4 // 8
-    progress = slow(total, kbit=500, events=8)
+    assert (first.index, first.level) == (0, 7)
+    total = s.manifest.adaptation_set("video").representations[7].bandwidth * 4 // 8
+    progress = slow(total, kbit=500, events=8)  # 32 s for the segment: the highest level <= 500 kbit/s is 400
     assert s.check_abandon("video", progress, 1.0)
-    again = media_action(s)  # the init segment of level 0 first, then the same index
-    assert (again.index, again.level) == (0, 0)
+    again = media_action(s)  # the init segment of level 1 first, then the same index
+    assert (again.index, again.level) == (0, 1)
     assert not s.check_abandon("video", slow(total, kbit=100, events=8), 2.0)  # one abandonment per index
     event = [e for e in iter(s.next_event, None) if isinstance(e, RequestAbandoned)]
-    assert len(event) == 1 and (event[0].level, event[0].to_level, event[0].total) == (3, 0, total)
+    assert len(event) == 1 and (event[0].level, event[0].to_level, event[0].total) == (7, 1, total)
     assert [d.algorithm for d in s.decisions if d.stream == "video"] == ["fixed", ABANDON]
     assert abandoned(s.decisions) == 1
-    # the next segment: "fixed" asks for level 3, the ThroughputRule's no-switch keeps 0 for 10 s
+    # the next segment: "fixed" asks for level 7, the ThroughputRule's no-switch keeps 1 for 10 s
     s.on_fetch_complete(FetchResult(path=again.path, status=200, bytes=100, t_request=2.0, t_first_byte=2.0,
                                     t_last_byte=2.5, transport="x"), 2.5)
-    assert media_action(s).level == 0
+    assert media_action(s).level == 1
     s.streams["video"].outstanding = None
     s.streams["video"].chosen = None
     s.advance(2.5 + ABANDON_LOAD_S)
-    assert media_action(s).level == 3
+    assert media_action(s).level == 7
 
 
 def test_a_request_open_for_20_s_is_asked_again_a_second_later_at_most_3_times() -> None:
