@@ -157,10 +157,7 @@ def _shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReadi
     parent's ``reaped_s`` does not show yet (the parent's stat was read just before the child was reaped, so
     the growth lands in the next window). ``owed`` is the last window's; a debt is carried one window only
     (a parent that ignores SIGCHLD never shows its children's time at all)."""
-    gone: dict[int, float] = {}  # ppid -> what its children gone since prev had used up to prev
-    for key, p in prev.items():
-        if key not in cur:
-            gone[p.ppid] = gone.get(p.ppid, 0.0) + p.cpu_s + p.reaped_s
+    gone = _gone_by_parent(prev, cur, owed)
     out, left = {}, {}
     for key, c in cur.items():
         p = prev.get(key, ProcReading(comm=c.comm, ppid=c.ppid, cpu_s=0.0))
@@ -170,6 +167,29 @@ def _shares(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReadi
             left[key[0]] = min(-reaped, fresh)
         out[key] = (max(0.0, c.cpu_s - p.cpu_s) + max(0.0, reaped)) / span_s
     return out, left
+
+
+def _gone_by_parent(prev: Mapping[ProcKey, ProcReading], cur: Mapping[ProcKey, ProcReading],
+                    owed: Mapping[int, float]) -> dict[int, float]:
+    """ppid -> what its children gone since ``prev`` had used up to ``prev``. A gone child that had gone
+    children of its own (Chromium's renderers, reaped by the browser process, itself reaped by our driver in
+    the same window) hands their readings and its own debts up: its parent's reaped time grows by all of them."""
+    gone = {key: p for key, p in prev.items() if key not in cur}
+    gone_pids = {key[0] for key in gone}
+    children: dict[int, list[ProcKey]] = {}
+    for key, p in gone.items():
+        children.setdefault(p.ppid, []).append(key)
+
+    def total(key: ProcKey, depth: int = 0) -> float:
+        p = gone[key]
+        below = sum(total(c, depth + 1) for c in children.get(key[0], ())) if depth < 64 else 0.0
+        return p.cpu_s + p.reaped_s + owed.get(key[0], 0.0) + below
+
+    out: dict[int, float] = {}
+    for key, p in gone.items():
+        if p.ppid not in gone_pids:
+            out[p.ppid] = out.get(p.ppid, 0.0) + total(key)
+    return out
 
 
 class ShareCounter:

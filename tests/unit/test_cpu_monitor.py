@@ -155,6 +155,15 @@ def test_a_child_reaped_between_its_parents_read_and_its_own_is_not_counted_twic
     assert window_shares({(10, 1): _r(2.1)}, {(10, 1): _r(2.2, reaped_s=9.2)}, span_s=1.0)[(10, 1)] > 9
 
 
+def test_a_child_and_its_own_children_gone_in_one_window_count_once() -> None:
+    # racing_chromium, session 14: the Chromium driver (python, 10) "used" 1.14 CPUs in the last window as
+    # Chromium (11) exited: Chromium had reaped its renderer (12), whose 5 s were counted while it ran, and
+    # the driver's reaped time grew by Chromium's whole total, the renderer's included
+    prev = {(10, 1): _r(1.0), (11, 2): _r(2.0, ppid=10), (12, 3): _r(5.0, ppid=11)}
+    cur = {(10, 1): _r(1.1, reaped_s=2.05 + 5.15)}  # Chromium's final 2.05 plus its renderer's final 5.15
+    assert window_shares(prev, cur, span_s=1.0) == pytest.approx({(10, 1): 0.1 + 0.05 + 0.15})
+
+
 def test_a_debt_is_carried_one_window_only() -> None:
     # a parent that ignores SIGCHLD never shows its children's time: the debt must not hide what a later
     # child (started and reaped unseen) used two windows on
