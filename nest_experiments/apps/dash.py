@@ -76,7 +76,7 @@ class Dash(App):
     @classmethod
     def prepare_host(cls, cfg: AppConfig) -> None:
         mpd = cls.media(cfg)  # type: ignore[arg-type]
-        if cfg.player in players.BROWSERS:  # type: ignore[attr-defined]
+        if cfg.player in players.BROWSERS or cfg.page == "dashjs":  # type: ignore[attr-defined]
             players.install_dashjs_page(mpd.parent)
 
     @staticmethod
@@ -193,6 +193,9 @@ class Dash(App):
         argv = [sys.executable, "-m", "nest_experiments.dash.client", *self._player_args().to_argv(),
                 "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
                 "--abandon", c.abandon]
+        if c.page == "dashjs":  # the page and dash.all.min.js first, from the origin, as a browser loads them
+            argv += [a for path in (players.install_dashjs_page(self.mpd.parent), f"/{players.DASHJS_FILE.name}")
+                     for a in ("--prelude", path)]
         if c.transport == "race":
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):

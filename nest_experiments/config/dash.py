@@ -57,6 +57,7 @@ class DashApp(AppConfig):
     racing: str = "chromium"  # transport "race", our player: the policy (dash.racing.POLICIES)
     racing_params: tuple[tuple[str, float], ...] = ()  # (dash.racing.RacingParams field, value) set in the file
     abandon: str = "none"  # slow media requests: "dashjs" = dash.js's AbandonRequestsRule (ours: dash.abandon)
+    page: str = "none"  # before the MPD: "dashjs" = the dash.js page and script, as a browser loads the player
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -109,30 +110,45 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         mptcp_subflows=t.get("mptcp_subflows", toollimits.integer(toollimits.DASH["mptcp_subflows"]), 2),
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
         abandon=_abandon(t, player),
+        page=_page(t, player),
         **_racing(t, transport, player),
     )
 
 
 ABANDON_RULES = ("none", "dashjs")
+PAGES = ("none", "dashjs")
 
 
 def _abandon(t: Table, player: str) -> str:
     """``abandon`` of a dash app: how slow media requests are abandoned. Our player: ``"none"`` (the default)
-    or ``"dashjs"`` (dash.js's AbandonRequestsRule, dash.abandon); dash.js in a browser always runs its own
-    (``"dashjs"``, the default there); GPAC has its own logic, not this key."""
+    or ``"dashjs"`` (dash.js's AbandonRequestsRule and XHR timeout, dash.abandon); dash.js in a browser always
+    runs its own (``"dashjs"``, the default there); GPAC has its own logic, not this key."""
+    return _dashjs_behaviour(t, player, "abandon", ABANDON_RULES, "abandons by its AbandonRequestsRule")
+
+
+def _page(t: Table, player: str) -> str:
+    """``page`` of a dash app: what comes before the MPD. Our player: ``"none"`` (the default: the MPD first)
+    or ``"dashjs"`` (the dash.js page and ``dash.all.min.js`` first, from the same origin, as a browser loads
+    the player; over ``race`` their responses teach alt-svc and start the QUIC job before the MPD)."""
+    return _dashjs_behaviour(t, player, "page", PAGES, "loads its page and dash.all.min.js first")
+
+
+def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str) -> str:
+    """A key that gives our player one of dash.js's behaviours: "none" or "dashjs" for it, always "dashjs" for the
+    dash.js players, not for GPAC."""
     from nest_experiments.dash import players
 
     if player in players.BROWSERS:
-        if t.get("abandon", one_of(ABANDON_RULES), "dashjs") != "dashjs":
-            raise ConfigError(join(t.path, "abandon"), f"player {player!r} runs dash.js, which abandons by its "
-                                                       "AbandonRequestsRule: 'dashjs' (or leave it out)")
+        if t.get(key, one_of(values), "dashjs") != "dashjs":
+            raise ConfigError(join(t.path, key), f"player {player!r} runs dash.js, which {what}: 'dashjs' (or "
+                                                 "leave it out)")
         return "dashjs"
     if player != "nest":
-        if t.has("abandon"):
-            raise ConfigError(join(t.path, "abandon"), f"applies to player = 'nest' and the dash.js players, not "
-                                                       f"{player!r} (it abandons by its own logic)")
+        if t.has(key):
+            raise ConfigError(join(t.path, key), f"applies to player = 'nest' and the dash.js players, not "
+                                                 f"{player!r}")
         return "none"
-    return t.get("abandon", one_of(ABANDON_RULES), "none")
+    return t.get(key, one_of(values), "none")
 
 
 def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:

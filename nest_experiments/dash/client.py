@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
+    p.add_argument("--prelude", action="append", default=[], metavar="PATH",
+                   help="fetch this URL path before the MPD (repeatable), e.g. the dash.js page and its script")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
@@ -86,7 +88,8 @@ async def run(args: argparse.Namespace) -> PlayerReport:
     try:
         return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, fixed_level=args.level,
                           max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
-                          threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration)
+                          threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration,
+                          prelude=tuple(args.prelude))
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)

@@ -550,16 +550,22 @@ async def play(
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
     mpd_text: str | bytes | None = None,
+    prelude: tuple[str, ...] = (),
 ) -> PlayerReport:
     """Fetch the MPD (stream "mpd"), then play it in real time; return the report.
 
-    The MPD body comes from ``mpd_text`` when given, else from the fetch
+    ``prelude``: URL paths fetched first, in order, on the MPD's stream (a browser's page and script). The MPD
+    body comes from ``mpd_text`` when given, else from the fetch
     result's ``body`` attribute (see the note in the module's report: the
     :class:`FetchResult` seam has no body field yet). ``max_duration_s`` stops
     the session that many seconds after the MPD request; cancelling the task
     stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon)
+    for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
+        got = await fetcher.fetch("mpd", path)
+        if got.status != 200:
+            raise RunError(f"GET {path}: HTTP {got.status}")
     mpd_result = await fetcher.fetch("mpd", mpd_url_path)
     manifest = parse_mpd(mpd_text if mpd_text is not None else _body(mpd_result))
     session = PlayerSession(

@@ -104,10 +104,22 @@ def test_abandon_is_dashjs_rule_for_our_player_on_request_and_always_for_dashjs(
     assert isinstance(js2, DashApp) and js2.abandon == "dashjs"
 
 
+def test_page_is_the_dashjs_page_for_our_player_on_request_and_always_for_dashjs() -> None:
+    (ours,) = parse_experiment(_exp()).apps
+    (paged,) = parse_experiment(_exp(page="dashjs")).apps
+    (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
+    assert isinstance(ours, DashApp) and isinstance(paged, DashApp) and isinstance(js, DashApp)
+    assert (ours.page, paged.page, js.page) == ("none", "dashjs", "dashjs")
+    with pytest.raises(ConfigError, match=r"apps\.v\.page.*loads its page"):
+        parse_experiment(_exp(player="dashjs", transport="h3", page="none"))
+    with pytest.raises(ConfigError, match=r"apps\.v\.page.*not 'gpac'"):
+        parse_experiment(_exp(player="gpac", page="dashjs"))
+
+
 @pytest.mark.parametrize(("app", "message"), [
     ({"abandon": "sometimes"}, "apps.v.abandon"),
     ({"player": "dashjs", "transport": "h3", "abandon": "none"}, "AbandonRequestsRule"),
-    ({"player": "gpac", "abandon": "dashjs"}, "its own logic"),
+    ({"player": "gpac", "abandon": "dashjs"}, "not 'gpac'"),
 ])
 def test_abandon_errors_name_the_key(app: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:

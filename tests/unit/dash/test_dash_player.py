@@ -242,10 +242,13 @@ class FakeFetcher(Fetcher):
 
     def __init__(self, mpd: bytes, delay_s: float = 0.01) -> None:
         self.mpd, self.delay_s, self.requests = mpd, delay_s, []
+        self.t_first_mpd = float("inf")
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
         self.requests.append((stream, path))
         t0 = time.monotonic()
+        if path.endswith(".mpd"):
+            self.t_first_mpd = min(self.t_first_mpd, t0)
         await asyncio.sleep(self.delay_s)
         t1 = time.monotonic()
         body = self.mpd if stream == "mpd" else b""
@@ -272,6 +275,16 @@ def test_play_drives_the_session_in_real_time() -> None:
     assert fetcher.requests[0] == ("mpd", "/content/manifest.mpd")
     assert all(p.startswith("/content/") for _, p in fetcher.requests)
     assert report.mpd is not None and report.startup_delay_s is not None
+
+
+def test_play_fetches_the_prelude_first_in_order_on_the_mpds_stream() -> None:
+    fetcher = FakeFetcher(tiny_mpd())
+    report = asyncio.run(play("/c/manifest.mpd", fetcher, threshold_s=0.1, max_buffer_s=1.0,
+                              prelude=("/c/nest_dashjs.html", "/c/dash.all.min.js")))
+    assert fetcher.requests[:3] == [("mpd", "/c/nest_dashjs.html"), ("mpd", "/c/dash.all.min.js"),
+                                    ("mpd", "/c/manifest.mpd")]
+    assert report.end_reason == "ended" and report.mpd is not None
+    assert report.startup_delay_s is not None and report.mpd.t_request >= fetcher.t_first_mpd  # counted from the MPD
 
 
 def test_play_stops_at_the_duration_limit() -> None:
