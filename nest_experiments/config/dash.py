@@ -58,6 +58,7 @@ class DashApp(AppConfig):
     racing_params: tuple[tuple[str, float], ...] = ()  # (dash.racing.RacingParams field, value) set in the file
     abandon: str = "none"  # slow media requests: "dashjs" = dash.js's AbandonRequestsRule (ours: dash.abandon)
     page: str = "none"  # before the MPD: "dashjs" = the dash.js page and script, as a browser loads the player
+    initial_bitrate: str = "abr"  # the first segment's level: the ABR's, or "dashjs" (dash.js's initial bitrate)
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -111,12 +112,14 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         mptcp_add_addr_timeout_s=t.get("mptcp_add_addr_timeout", add_addr_timeout, None),
         abandon=_abandon(t, player),
         page=_page(t, player),
+        initial_bitrate=_initial_bitrate(t, player),
         **_racing(t, transport, player),
     )
 
 
 ABANDON_RULES = ("none", "dashjs")
 PAGES = ("none", "dashjs")
+INITIAL_BITRATES = ("abr", "dashjs")
 
 
 def _abandon(t: Table, player: str) -> str:
@@ -133,9 +136,16 @@ def _page(t: Table, player: str) -> str:
     return _dashjs_behaviour(t, player, "page", PAGES, "loads its page and dash.all.min.js first")
 
 
-def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str) -> str:
-    """A key that gives our player one of dash.js's behaviours: "none" or "dashjs" for it, always "dashjs" for the
-    dash.js players, not for GPAC."""
+def _initial_bitrate(t: Table, player: str) -> str:
+    """``initial_bitrate`` of a dash app: each stream's first level. Our player: ``"abr"`` (the default: its ABR's choice)
+    or ``"dashjs"`` (the level dash.js's initial bitrate affords: 1000 kbit/s video, 100 kbit/s audio)."""
+    return _dashjs_behaviour(t, player, "initial_bitrate", INITIAL_BITRATES, "starts at its initial bitrate", default_nest="abr")
+
+
+def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str, *,
+                      default_nest: str = "none") -> str:
+    """A key that gives our player one of dash.js's behaviours: ``default_nest`` or "dashjs" for it, always
+    "dashjs" for the dash.js players, not for GPAC."""
     from nest_experiments.dash import players
 
     if player in players.BROWSERS:
@@ -147,8 +157,8 @@ def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], 
         if t.has(key):
             raise ConfigError(join(t.path, key), f"applies to player = 'nest' and the dash.js players, not "
                                                  f"{player!r}")
-        return "none"
-    return t.get(key, one_of(values), "none")
+        return default_nest
+    return t.get(key, one_of(values), default_nest)
 
 
 def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:

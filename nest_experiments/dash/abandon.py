@@ -52,6 +52,10 @@ ABANDON_LOAD_S = 10.0  # dash.js streaming.abandonLoadTimeout (ms 10000)
 # asks the same URL again after retryIntervals.MediaSegment = 1000 ms, at most retryAttempts.MediaSegment = 3
 # times (HTTPLoader._retriggerRequest). After the last attempt our player lets the request run.
 REQUEST_TIMEOUT_S = 20.0
+# dash.js's first level of a stream (AbrController.getInitialBitrateFor, no setting, nothing saved, no throughput
+# yet): DEFAULT_VIDEO_BITRATE = 1000 kbit/s, DEFAULT_BITRATE = 100 kbit/s for the others; the level is
+# getOptimalRepresentationForBitrate's (optimal_level)
+DASHJS_INITIAL_BPS = {"video": 1_000_000.0, "audio": 100_000.0}
 RETRY_INTERVAL_S = 1.0
 RETRY_ATTEMPTS = 3
 

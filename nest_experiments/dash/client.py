@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash import qoe, racing, records
-from nest_experiments.dash.abandon import AbandonRule
+from nest_experiments.dash.abandon import DASHJS_INITIAL_BPS, AbandonRule
 from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
 from nest_experiments.dash.playerargs import DEFAULT_ABR, PlayerArgs
@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
     p.add_argument("--prelude", action="append", default=[], metavar="PATH",
                    help="fetch this URL path before the MPD (repeatable), e.g. the dash.js page and its script")
+    p.add_argument("--initial-bitrate", choices=("abr", "dashjs"), default="abr",
+                   help="dashjs: each stream's first segment at the level of dash.js's initial bitrate (1000 kbit/s "
+                        "video, 100 kbit/s audio); abr: the ABR's choice")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
@@ -89,7 +92,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, fixed_level=args.level,
                           max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration,
-                          prelude=tuple(args.prelude))
+                          prelude=tuple(args.prelude), initial_bps=DASHJS_INITIAL_BPS if args.initial_bitrate == "dashjs" else None)
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)

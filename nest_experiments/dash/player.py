@@ -36,7 +36,7 @@ import contextvars
 import posixpath
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +48,7 @@ from nest_experiments.dash.abandon import (
     RETRY_INTERVAL_S,
     AbandonRule,
     Progress,
+    optimal_level,
 )
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Clock, Fetcher, FetchResult, Transfer
@@ -68,6 +69,8 @@ class PlayerConfig:
     max_buffer_s: float = 10.0
     threshold_s: float = 1.0
     abandon: AbandonRule | None = None  # dash.js's AbandonRequestsRule (None: requests are never abandoned)
+    # stream -> the bitrate whose level the stream's first segment takes (dash.js's initial bitrate); none: the ABR's
+    initial_bps: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.threshold_s <= 0 or self.max_buffer_s <= 0:
@@ -308,6 +311,8 @@ class PlayerSession:
         decision: Decision = stream.abr.choose(state)
         level = min(max(decision.level, 0), state.top)
         stream.memo = decision.memo
+        if stream.last_level is None and stream.name in self.config.initial_bps:  # dash.js: the initial bitrate
+            level = optimal_level(stream.aset.bitrates_bps, self.config.initial_bps[stream.name] / 1000.0)
         if stream.hold is not None:
             if now < stream.hold[0]:
                 level = stream.hold[1]
@@ -547,6 +552,7 @@ async def play(
     max_buffer_s: float = 10.0,
     threshold_s: float = 1.0,
     abandon: AbandonRule | None = None,
+    initial_bps: Mapping[str, float] | None = None,
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
     mpd_text: str | bytes | None = None,
@@ -561,7 +567,8 @@ async def play(
     the session that many seconds after the MPD request; cancelling the task
     stops it too (end reason "terminated") and still returns the report.
     """
-    config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon)
+    config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon,
+                          initial_bps=dict(initial_bps or {}))
     for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
         got = await fetcher.fetch("mpd", path)
         if got.status != 200:

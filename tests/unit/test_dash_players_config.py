@@ -110,6 +110,9 @@ def test_page_is_the_dashjs_page_for_our_player_on_request_and_always_for_dashjs
     (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
     assert isinstance(ours, DashApp) and isinstance(paged, DashApp) and isinstance(js, DashApp)
     assert (ours.page, paged.page, js.page) == ("none", "dashjs", "dashjs")
+    assert (ours.initial_bitrate, js.initial_bitrate) == ("abr", "dashjs")
+    (started,) = parse_experiment(_exp(initial_bitrate="dashjs")).apps
+    assert isinstance(started, DashApp) and started.initial_bitrate == "dashjs"
     with pytest.raises(ConfigError, match=r"apps\.v\.page.*loads its page"):
         parse_experiment(_exp(player="dashjs", transport="h3", page="none"))
     with pytest.raises(ConfigError, match=r"apps\.v\.page.*not 'gpac'"):

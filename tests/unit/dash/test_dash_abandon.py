@@ -11,7 +11,14 @@ import pytest
 from dash_simlink import manifest_for
 
 from nest_experiments.dash import media
-from nest_experiments.dash.abandon import ABANDON_LOAD_S, AbandonRule, Progress, Trace, optimal_level
+from nest_experiments.dash.abandon import (
+    ABANDON_LOAD_S,
+    DASHJS_INITIAL_BPS,
+    AbandonRule,
+    Progress,
+    Trace,
+    optimal_level,
+)
 from nest_experiments.dash.abr import create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
 from nest_experiments.dash.player import FetchAction, PlayerConfig, PlayerSession, RequestAbandoned, play
@@ -175,6 +182,17 @@ def test_a_request_open_for_20_s_is_asked_again_a_second_later_at_most_3_times()
 def media_action_at(s: PlayerSession, now: float) -> FetchAction:
     s.advance(now)
     return media_action(s)
+
+
+def test_start_dashjs_puts_each_streams_first_segment_at_the_level_of_dashjs_initial_bitrate() -> None:
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)  # video 200..4000 kbit/s, audio 64 and 128 kbit/s
+    s = PlayerSession(manifest, abr_video=create_abr("throughput"), abr_audio=create_abr("throughput"),
+                      start_time=0.0, config=PlayerConfig(initial_bps=DASHJS_INITIAL_BPS))
+    video, audio = media_action(s, "video"), media_action(s, "audio")
+    assert (video.level, audio.level) == (4, 0)  # 1000 kbit/s -> 1000; 100 kbit/s -> 64 (the highest at most)
+    plain = PlayerSession(manifest, abr_video=create_abr("throughput"), abr_audio=create_abr("throughput"),
+                          start_time=0.0)
+    assert media_action(plain, "video").level == 0  # our throughput rule without a sample: the lowest
 
 
 def test_without_the_rule_nothing_is_abandoned() -> None:
