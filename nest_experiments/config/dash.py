@@ -59,6 +59,7 @@ class DashApp(AppConfig):
     abandon: str = "none"  # slow media requests: "dashjs" = dash.js's AbandonRequestsRule (ours: dash.abandon)
     page: str = "none"  # before the MPD: "dashjs" = the dash.js page and script, as a browser loads the player
     initial_bitrate: str = "abr"  # the first segment's level: the ABR's, or "dashjs" (dash.js's initial bitrate)
+    schedule: str = "buffer"  # "buffer": each stream to max_buffer; "dashjs": audio at most 1 s ahead of video
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -113,6 +114,8 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         abandon=_abandon(t, player),
         page=_page(t, player),
         initial_bitrate=_initial_bitrate(t, player),
+        schedule=_dashjs_behaviour(t, player, "schedule", SCHEDULES, "keeps audio at most 1 s ahead of video",
+                                   default_nest="buffer"),
         **_racing(t, transport, player),
     )
 
@@ -120,6 +123,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
 ABANDON_RULES = ("none", "dashjs")
 PAGES = ("none", "dashjs")
 INITIAL_BITRATES = ("abr", "dashjs")
+SCHEDULES = ("buffer", "dashjs")  # dash.js: ScheduleController._getBufferTargetForAudio
 
 
 def _abandon(t: Table, player: str) -> str:

@@ -57,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--initial-bitrate", choices=("abr", "dashjs"), default="abr",
                    help="dashjs: each stream's first segment at the level of dash.js's initial bitrate (1000 kbit/s "
                         "video, 100 kbit/s audio); abr: the ABR's choice")
+    p.add_argument("--schedule", choices=("buffer", "dashjs"), default="buffer",
+                   help="dashjs: audio asked only while its buffer is below video's + 1 s (dash.js's audio buffer "
+                        "target); buffer: every stream up to --max-buffer")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
@@ -92,7 +95,8 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         return await play(args.mpd, fetcher, abr=args.abr, abr_audio=args.abr_audio, fixed_level=args.level,
                           max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration,
-                          prelude=tuple(args.prelude), initial_bps=DASHJS_INITIAL_BPS if args.initial_bitrate == "dashjs" else None)
+                          prelude=tuple(args.prelude), initial_bps=DASHJS_INITIAL_BPS if args.initial_bitrate == "dashjs" else None,
+                          audio_follows_video=args.schedule == "dashjs")
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)

@@ -71,6 +71,9 @@ class PlayerConfig:
     abandon: AbandonRule | None = None  # dash.js's AbandonRequestsRule (None: requests are never abandoned)
     # stream -> the bitrate whose level the stream's first segment takes (dash.js's initial bitrate); none: the ABR's
     initial_bps: Mapping[str, float] = field(default_factory=dict)
+    # dash.js's audio buffer target (ScheduleController._getBufferTargetForAudio): with video, audio is asked only
+    # while its buffer is below max(video's buffer + 1 s, an audio segment); False: every stream up to max_buffer_s
+    audio_follows_video: bool = False
 
     def __post_init__(self) -> None:
         if self.threshold_s <= 0 or self.max_buffer_s <= 0:
@@ -283,7 +286,17 @@ class PlayerSession:
     def _may_request(self, stream: _Stream) -> bool:
         if stream.outstanding is not None or stream.complete or self.clock_s < stream.not_before - EPS:
             return False
-        return self.buffer_s(stream.name) < self.config.max_buffer_s - 1e-6
+        return self.buffer_s(stream.name) < self._buffer_target(stream) - 1e-6
+
+    def _follows_video(self, stream: _Stream) -> bool:
+        return self.config.audio_follows_video and stream.name == "audio" and "video" in self.streams
+
+    def _buffer_target(self, stream: _Stream) -> float:
+        """How much of ``stream`` the player buffers before it asks for more (dash.js: ``bufferTarget``)."""
+        if self._follows_video(stream):
+            segment = self.manifest.segment_duration_s(stream.name)
+            return min(self.config.max_buffer_s, max(self.buffer_s("video") + 1.0, segment))
+        return self.config.max_buffer_s
 
     def _request(self, stream: _Stream, now: float) -> FetchAction:
         if stream.chosen is None:
@@ -389,7 +402,8 @@ class PlayerSession:
             return min(retries, default=None)
         times = [self.clock_s + min(self.buffer_s(s) for s in self.streams), *retries]
         for stream in self.streams.values():
-            if stream.outstanding is None and not stream.complete:
+            # audio following video waits for video's next segment (both drain alike while playing)
+            if stream.outstanding is None and not stream.complete and not self._follows_video(stream):
                 excess = self.buffer_s(stream.name) - self.config.max_buffer_s
                 times.append(self.clock_s + max(excess, 0.0) + 1e-5)
         return min(times)
@@ -553,6 +567,7 @@ async def play(
     threshold_s: float = 1.0,
     abandon: AbandonRule | None = None,
     initial_bps: Mapping[str, float] | None = None,
+    audio_follows_video: bool = False,
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
     mpd_text: str | bytes | None = None,
@@ -568,7 +583,7 @@ async def play(
     stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon,
-                          initial_bps=dict(initial_bps or {}))
+                          initial_bps=dict(initial_bps or {}), audio_follows_video=audio_follows_video)
     for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
         got = await fetcher.fetch("mpd", path)
         if got.status != 200:

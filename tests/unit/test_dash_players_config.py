@@ -111,6 +111,7 @@ def test_page_is_the_dashjs_page_for_our_player_on_request_and_always_for_dashjs
     assert isinstance(ours, DashApp) and isinstance(paged, DashApp) and isinstance(js, DashApp)
     assert (ours.page, paged.page, js.page) == ("none", "dashjs", "dashjs")
     assert (ours.initial_bitrate, js.initial_bitrate) == ("abr", "dashjs")
+    assert (ours.schedule, js.schedule) == ("buffer", "dashjs")
     (started,) = parse_experiment(_exp(initial_bitrate="dashjs")).apps
     assert isinstance(started, DashApp) and started.initial_bitrate == "dashjs"
     with pytest.raises(ConfigError, match=r"apps\.v\.page.*loads its page"):

@@ -1,4 +1,5 @@
-"""dash.js's AbandonRequestsRule in our player (dash.abandon), the session's re-request and the driver's cancel."""
+"""dash.js's behaviours in our player: its AbandonRequestsRule and XHR timeout (dash.abandon), the session's
+re-request and the driver's cancel, its initial bitrate, its audio buffer target."""
 
 from __future__ import annotations
 
@@ -193,6 +194,30 @@ def test_start_dashjs_puts_each_streams_first_segment_at_the_level_of_dashjs_ini
     plain = PlayerSession(manifest, abr_video=create_abr("throughput"), abr_audio=create_abr("throughput"),
                           start_time=0.0)
     assert media_action(plain, "video").level == 0  # our throughput rule without a sample: the lowest
+
+
+def complete(s: PlayerSession, a: FetchAction, now: float) -> None:
+    s.on_fetch_complete(FetchResult(path=a.path, status=200, bytes=100, t_request=now, t_first_byte=now,
+                                    t_last_byte=now, transport="x"), now)
+
+
+def test_schedule_dashjs_keeps_audio_at_most_a_second_ahead_of_video() -> None:
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)  # 4 s segments
+    s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                      start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, audio_follows_video=True))
+    video = media_action(s, "video")  # video's segment 0 stays out: its buffer is 0
+    complete(s, media_action(s, "audio"), 0.5)  # audio 4 s: its target is max(0 + 1, 4) = 4 s
+    assert s.buffer_s("audio") == pytest.approx(4.0) and s.next_action(0.5).__class__.__name__ == "WaitAction"
+    assert s.next_wakeup() is None  # not playing yet: it waits for video's segment, not for a time
+    complete(s, video, 1.0)  # video 4 s (playback starts): audio may be 5 s ahead of the start now
+    audio = s.next_action(1.0)
+    assert isinstance(audio, FetchAction) and (audio.stream, audio.index) == ("audio", 1)
+    plain = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0))
+    media_action(plain, "video")
+    complete(plain, media_action(plain, "audio"), 0.5)
+    again = plain.next_action(0.5)  # every stream to max_buffer: audio runs on alone
+    assert isinstance(again, FetchAction) and (again.stream, again.index) == ("audio", 1)
 
 
 def test_without_the_rule_nothing_is_abandoned() -> None:
