@@ -23,7 +23,9 @@ cancelled, the same segment asked again at the rule's level, which then stays fo
 :data:`~nest_experiments.dash.abandon.ABANDON_LOAD_S` (dash.js's ThroughputRule makes no switch in the
 ABANDON_LOAD state). A media request still open after dash.js's XHR timeout (20 s) is cancelled too and
 its URL asked again 1 s later, at most 3 times. Each is a row among the decisions (``abandon``, ``timeout``)
-and a :class:`RequestAbandoned` event.
+and a :class:`RequestAbandoned` event. Two more of dash.js's ways, each a :class:`PlayerConfig` field:
+``initial_bps`` (a stream's first segment at the level of an initial bitrate, not the ABR's) and
+``audio_follows_video`` (audio's buffer target is video's buffer + 1 s, or one audio segment).
 
 :func:`play` fetches the MPD through a :class:`~nest_experiments.dash.fetch.Fetcher`
 and runs the session in real time.
