@@ -93,9 +93,10 @@ def test_chromium_behind_a_udp_shaper_abandons_by_dashjs_rule_and_stays_on_the_s
     request and asks the same segment at the lowest level, on the same QUIC connection, marking nothing."""
     run_dir = _run(tmp_path, "chromium", shaper="64kbit", abandon="dashjs")
     decisions = _csv(run_dir / "abr_decisions.csv")
-    abandons = [r for r in decisions if r["algorithm"] == "abandon"]
-    assert abandons and all(r["stream"] == "video" and r["level"] == "0" for r in abandons), decisions
-    index = abandons[0]["index"]
+    abandons = [r for r in decisions if r["algorithm"] == "abandon"]  # audio's 128 kbit/s level may be abandoned too
+    video = [r for r in abandons if r["stream"] == "video"]
+    assert video and all(r["level"] == "0" for r in abandons), decisions
+    index = video[0]["index"]
     chosen = [r for r in decisions if r["index"] == index and r["stream"] == "video"]
     assert int(chosen[0]["level"]) > 0 and chosen[0]["algorithm"] == "grate", chosen  # what was abandoned
     rows = _csv(run_dir / "racing.csv")
