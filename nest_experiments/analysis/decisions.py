@@ -40,9 +40,19 @@ MetricsFn = Callable[[RunFolder], Mapping[str, float | None]]
 
 
 def saturated_windows(manifest: Mapping[str, Any]) -> int:
-    """CPU-saturated 1 s windows of a run, by every rule the manifest records (machine, process, qemu thread)."""
+    """CPU-saturated 1 s windows of a run's traffic, by every rule the manifest records (machine, process, qemu
+    thread).
+
+    A window that starts at or after the run's duration (``saturated_t``: the window's end, so ``t - 1 >=
+    duration_s``) does not count. By then the traffic is over: the players and tools stopped at the duration,
+    and what is left is their post-processing (the Chromium driver parsing its NetLog kept one CPU busy for
+    ~2 s after every racing_chromium session) or a tool's last retransmissions. Those windows stay in the
+    manifest and in the report's run list."""
     cpu = manifest.get("cpu")
     if isinstance(cpu, Mapping) and "saturated_windows" in cpu:
+        times, duration = cpu.get("saturated_t"), manifest.get("duration_s")
+        if isinstance(times, list) and isinstance(duration, int | float):
+            return sum(1 for t in times if float(t) - 1.0 < float(duration) - 1e-9)
         return int(cpu["saturated_windows"] or 0)
     return int(manifest.get("cpu_saturated_windows") or 0)
 

@@ -64,6 +64,15 @@ def test_saturated_windows_reads_the_cpu_record_else_the_machine_rule() -> None:
     assert decisions.saturated_windows({}) == 0
 
 
+def test_windows_after_the_traffic_do_not_mark_the_session() -> None:
+    # racing_chromium: the Chromium driver parsed its NetLog at t = 121-123 s of a 120 s session
+    cpu = {"saturated_windows": 3, "saturated_t": [5.0, 122.226, 123.227]}
+    assert decisions.saturated_windows({"cpu": cpu, "duration_s": 120.0}) == 1
+    assert decisions.saturated_windows({"cpu": {**cpu, "saturated_t": [120.5]}, "duration_s": 120.0}) == 1  # (119.5, 120.5]
+    assert decisions.saturated_windows({"cpu": {**cpu, "saturated_t": [121.0]}, "duration_s": 120.0}) == 0  # (120, 121]
+    assert decisions.saturated_windows({"cpu": cpu}) == 3  # no duration recorded: every window
+
+
 def test_a_fixed_sweep_is_judged_once_and_a_sequential_one_replayed(tmp_path: Path) -> None:
     """Nine blocks with FQ-PIE ahead: one analysis at 0.05 agrees; the same sessions as a sequential run are
     judged at the looks' alpha (decided at the claim's first look that could decide: 7 pairs)."""
