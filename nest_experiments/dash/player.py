@@ -581,11 +581,13 @@ async def play(
     body comes from ``mpd_text`` when given, else from the fetch
     result's ``body`` attribute (see the note in the module's report: the
     :class:`FetchResult` seam has no body field yet). ``max_duration_s`` stops
-    the session that many seconds after the MPD request; cancelling the task
+    the session that many seconds after its first request (the prelude's, else the MPD's: a browser's session
+    time includes its page); cancelling the task
     stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon,
                           initial_bps=dict(initial_bps or {}), audio_follows_video=audio_follows_video)
+    t_begin = clock()  # the session's time counts from its first request, the prelude's if any (as a browser's)
     for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
         got = await fetcher.fetch("mpd", path)
         if got.status != 200:
@@ -600,7 +602,7 @@ async def play(
         start_time=mpd_result.t_request,
         base_path=posixpath.dirname(mpd_url_path),
     )
-    deadline = None if max_duration_s is None else mpd_result.t_request + max_duration_s
+    deadline = None if max_duration_s is None else t_begin + max_duration_s
     try:
         await _run(session, fetcher, clock, deadline)
     except asyncio.CancelledError:  # the process was told to stop (SIGTERM): keep what was played so far

@@ -287,6 +287,16 @@ def test_play_fetches_the_prelude_first_in_order_on_the_mpds_stream() -> None:
     assert report.startup_delay_s is not None and report.mpd.t_request >= fetcher.t_first_mpd  # counted from the MPD
 
 
+def test_the_duration_limit_counts_from_the_prelude() -> None:
+    # racing_chromium behind DVL: the page and script took 50 s, and the session ran 50 s past the run
+    fetcher = FakeFetcher(tiny_mpd(), delay_s=0.05)
+    t0 = time.monotonic()
+    report = asyncio.run(play("/m.mpd", fetcher, threshold_s=0.1, max_buffer_s=1.0, max_duration_s=0.25,
+                              prelude=("/page.html", "/script.js")))
+    assert report.end_reason == "duration limit" and report.ended_at is not None
+    assert report.ended_at - t0 <= 0.25 + 0.06  # not 0.1 s (the prelude) later
+
+
 def test_play_stops_at_the_duration_limit() -> None:
     fetcher = FakeFetcher(tiny_mpd(), delay_s=0.05)
     report = asyncio.run(play("/m.mpd", fetcher, threshold_s=0.1, max_buffer_s=1.0, max_duration_s=0.12))
