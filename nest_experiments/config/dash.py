@@ -114,8 +114,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         abandon=_abandon(t, player),
         page=_page(t, player),
         initial_bitrate=_initial_bitrate(t, player),
-        schedule=_dashjs_behaviour(t, player, "schedule", SCHEDULES, "keeps audio at most 1 s ahead of video",
-                                   default_nest="buffer"),
+        schedule=_schedule(t, player),
         **_racing(t, transport, player),
     )
 
@@ -144,6 +143,14 @@ def _initial_bitrate(t: Table, player: str) -> str:
     """``initial_bitrate`` of a dash app: each stream's first level. Our player: ``"abr"`` (the default: its ABR's choice)
     or ``"dashjs"`` (the level dash.js's initial bitrate affords: 1000 kbit/s video, 100 kbit/s audio)."""
     return _dashjs_behaviour(t, player, "initial_bitrate", INITIAL_BITRATES, "starts at its initial bitrate", default_nest="abr")
+
+
+def _schedule(t: Table, player: str) -> str:
+    """``schedule`` of a dash app: when a stream asks for more. Our player: ``"buffer"`` (the default: every
+    stream up to max_buffer) or ``"dashjs"`` (audio only while its buffer is below video's + 1 s, or one audio
+    segment: dash.js's audio buffer target)."""
+    return _dashjs_behaviour(t, player, "schedule", SCHEDULES, "keeps audio at most 1 s ahead of video",
+                             default_nest="buffer")
 
 
 def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str, *,
