@@ -1,4 +1,4 @@
-"""The GPAC log parser on the real GPAC 26.07 logs (tests/data/gpac, from ../shared/samples/gpac)."""
+"""The GPAC log parser on the real GPAC 26.07 logs (tests/data/gpac)."""
 
 from __future__ import annotations
 
