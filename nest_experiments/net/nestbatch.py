@@ -48,21 +48,34 @@ class Step:
     args: tuple[str, ...]
 
 
+def with_keywords(args: list[str]) -> list[str]:
+    """``link add NAME ...`` and ``link set DEV ...`` with their keywords (``name NAME``, ``dev DEV``): NeST leaves
+    them out, and iproute2 then reads a device named like the prefix of one of its keywords as that keyword (an
+    interface ``a``, named after node ``a``, is ``address``: ``ip link set a netns x`` fails). Other ``ip``
+    arguments are returned as they are."""
+    if args[:2] == ["link", "add"] and len(args) > 2 and args[2] != "name":
+        return [*args[:2], "name", *args[2:]]
+    if args[:2] == ["link", "set"] and len(args) > 2 and args[2] not in ("dev", "group"):
+        return [*args[:2], "dev", *args[2:]]
+    return args
+
+
 def classify(cmd: str) -> Step | None:
-    """The step a NeST command string is, or None when it is of a form this module does not batch."""
+    """The step a NeST command string is, or None when it is of a form this module does not batch; ``ip link``
+    devices get their keywords (:func:`with_keywords`)."""
     parts = cmd.split()
     if len(parts) < 3 or parts[0] != "ip":
         return None
     if parts[1:3] == ["netns", "add"] and len(parts) == 4:
         return Step(ROOT, None, tuple(parts[1:]))
     if parts[1:3] == ["link", "add"] and "veth" in parts and "peer" in parts:
-        return Step(ROOT, None, tuple(parts[1:]))
+        return Step(ROOT, None, tuple(with_keywords(parts[1:])))
     if parts[1:3] == ["link", "set"] and len(parts) == 6 and parts[4] == "netns":
-        return Step(ROOT, None, tuple(parts[1:]))
+        return Step(ROOT, None, tuple(with_keywords(parts[1:])))
     if parts[1:3] == ["netns", "exec"] and len(parts) >= 6:
         ns, rest = parts[3], parts[4:]
         if rest[0] == "ip" and not rest[1].startswith("-"):
-            return Step(IP, ns, tuple(rest[1:]))
+            return Step(IP, ns, tuple(with_keywords(rest[1:])))
         if rest[:2] == ["sysctl", "-w"] and len(rest) == 3 and "=" in rest[2]:
             return Step(SYSCTL, ns, (rest[2],))
     return None

@@ -105,3 +105,19 @@ def test_offloads_off_in_process_leaves_the_device_as_ethtool_k_does(no_leftover
         assert features("vb") != features("va")  # the peer keeps its offloads: the request hit one device
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_nodes_named_like_iproute2_keywords_build_and_carry_packets(no_leftovers: None) -> None:
+    # "a" is iproute2's abbreviation of "address", "b" of "broadcast": NeST's `ip link set a netns ...` failed
+    from nest_experiments.config import topology
+    spec = topology.parse("keywords", {"nodes": {"a": "host", "m": "router", "b": "host"},
+                                       "links": {"left": {"a": "a", "b": "m"}, "right": {"a": "m", "b": "b"}}})
+    with Network(spec, state=RunState(prefix=new_prefix())) as net:
+        links = subprocess.run(["ip", "-n", net.ns("m"), "-br", "link"], capture_output=True, text=True,
+                               check=True).stdout
+        assert re.search(r"^a@", links, flags=re.M) and re.search(r"^b@", links, flags=re.M), links
+        addr = subprocess.run(["ip", "-n", net.ns("b"), "-4", "-br", "addr", "show", "dev", "m"],
+                              capture_output=True, text=True, check=True).stdout.split()[2].split("/")[0]
+        ping = subprocess.run(["ip", "netns", "exec", net.ns("a"), "ping", "-c", "2", "-i", "0.2", "-W", "2", addr],
+                              capture_output=True, text=True)
+        assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr

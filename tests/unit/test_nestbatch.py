@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nest_experiments.errors import NetworkSetupError
-from nest_experiments.net.nestbatch import IP, ROOT, SYSCTL, Batcher, Step, classify
+from nest_experiments.net.nestbatch import IP, ROOT, SYSCTL, Batcher, Step, classify, with_keywords
 
 # what NeST 0.4.4 runs for Node("a"), Router("r") and connect(a, r) + set_address (captured on this machine)
 NEST_COMMANDS = [
@@ -29,9 +29,9 @@ NEST_COMMANDS = [
 
 def test_classify_knows_nests_three_forms_and_nothing_else() -> None:
     assert classify("ip netns add x-a") == Step(ROOT, None, ("netns", "add", "x-a"))
-    assert classify("ip link add r type veth peer name a") == Step(ROOT, None, ("link", "add", "r", "type", "veth",
-                                                                             "peer", "name", "a"))
-    assert classify("ip link set r netns x-a") == Step(ROOT, None, ("link", "set", "r", "netns", "x-a"))
+    assert classify("ip link add r type veth peer name a") == Step(ROOT, None, ("link", "add", "name", "r", "type",
+                                                                             "veth", "peer", "name", "a"))
+    assert classify("ip link set r netns x-a") == Step(ROOT, None, ("link", "set", "dev", "r", "netns", "x-a"))
     assert classify("ip netns exec x-a ip address add 10.0.0.1/24 dev r") == Step(
         IP, "x-a", ("address", "add", "10.0.0.1/24", "dev", "r"))
     assert classify("ip netns exec x-r sysctl -w net.ipv4.ip_forward=1") == Step(SYSCTL, "x-r",
@@ -40,6 +40,19 @@ def test_classify_knows_nests_three_forms_and_nothing_else() -> None:
                   "ip netns exec x-a ip -j addr show", "ip netns exec x-a ping -c1 10.0.0.2",
                   "ip netns exec x-a sysctl net.ipv4.ip_forward", "ip netns del x-a", "ip route add default via x"):
         assert classify(other) is None, other
+
+
+def test_a_device_named_like_an_iproute2_keyword_gets_its_keyword() -> None:
+    # iproute2 reads "a" as "address" and "b" as "broadcast" where a device may stand without "dev" / "name"
+    assert classify("ip link add a type veth peer name b") == Step(ROOT, None, ("link", "add", "name", "a", "type",
+                                                                             "veth", "peer", "name", "b"))
+    assert classify("ip link set b netns x-a") == Step(ROOT, None, ("link", "set", "dev", "b", "netns", "x-a"))
+    assert classify("ip netns exec x-s ip link set a master br") == Step(IP, "x-s", ("link", "set", "dev", "a",
+                                                                                     "master", "br"))
+    assert classify("ip netns exec x-a ip link set dev b up").args == ("link", "set", "dev", "b", "up")  # as it was
+    assert with_keywords(["link", "set", "group", "1", "up"]) == ["link", "set", "group", "1", "up"]
+    assert with_keywords(["address", "add", "10.0.0.1/24", "dev", "a"]) == ["address", "add", "10.0.0.1/24",
+                                                                             "dev", "a"]
 
 
 class Recorder:
@@ -76,8 +89,8 @@ def test_root_commands_first_then_per_namespace_sysctls_and_one_ip_batch_each() 
     b.add_ip("x-a", [["route", "replace", "default", "via", "10.0.0.2"]])
     b.flush()
     assert rec.calls == [
-        ("ip", ["netns add x-a", "netns add x-r", "link add r type veth peer name a", "link set r netns x-a",
-                "link set a netns x-r"]),
+        ("ip", ["netns add x-a", "netns add x-r", "link add name r type veth peer name a",
+                "link set dev r netns x-a", "link set dev a netns x-r"]),
         ("sysctl", ("x-a", "net.ipv6.conf.r.accept_dad", "0")),
         ("ip -n x-a", ["link set dev lo up", "link set dev r up", "address add 10.0.0.1/24 dev r",
                        "route replace default via 10.0.0.2"]),  # NeST's order, our routes after
