@@ -52,9 +52,11 @@ SATURATED = "saturated"
 
 @dataclass(frozen=True, kw_only=True)
 class Claim:
-    """One finding of a paper, as data (see the module docstring). ``margin``: for ``|a - b| < margin`` only;
-    absolute in the metric's unit, or with ``margin_relative`` a fraction of arm b's median (diff scale) or of
-    the ratio (ratio scale: a / b within [1 / (1 + margin), 1 + margin]). ``reference``: a one-sample claim, arm
+    """One finding of a paper, as data (see the module docstring). ``margin``: for ``|a - b| < margin``, the
+    equivalence margin (required); for ``a > b`` / ``a < b``, optional, the smallest effect the statement means
+    (a CI below it in the claimed direction contradicts the claim: :mod:`.sequential`). Absolute in the metric's
+    unit, or with ``margin_relative`` a fraction of arm b's median (diff scale) or of the ratio (ratio scale: a / b
+    within [1 / (1 + margin), 1 + margin]). ``reference``: a one-sample claim, arm
     a against this constant (in the metric's unit; ``b`` is then empty, and a relative margin is of it)."""
 
     id: str
@@ -129,12 +131,11 @@ def _check_one_sample(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
 
 
 def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
-    if c.expect != seq.EQUIVALENT:
-        if c.margin is not None:
-            raise bad("margin", f"only '{seq.EQUIVALENT}' takes a margin; remove it or change expect")
-        return
+    if c.expect != seq.EQUIVALENT and c.margin is None:
+        return  # a directional claim without its smallest meant effect: decided by the sign only
     if c.margin is None or not c.margin > 0:
-        raise bad("margin", "'|a - b| < margin' needs margin > 0: a number in the metric's unit, or \"5%\" of b")
+        raise bad("margin", "needs margin > 0: a number in the metric's unit, or \"5%\" of b" +
+                  (" ('|a - b| < margin' needs one)" if c.expect == seq.EQUIVALENT else ""))
     if c.scale == "ratio" and not c.margin_relative:
         raise bad("margin", "a ratio claim needs a relative margin, e.g. margin = \"5%\"")
 
@@ -364,8 +365,12 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     d = seq.decide(test, claim.expect, alpha, bounds)
     more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
+    note = s.note
+    if d.verdict == seq.CONTRADICTS and claim.expect != seq.EQUIVALENT and bounds is not None and \
+            not (d.ci[1] <= 0 if claim.expect == seq.GREATER else d.ci[0] >= 0):
+        note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction", note) if x)
     return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
-                   test=d.test, more_needed=more, note=s.note, **counts)
+                   test=d.test, more_needed=more, note=note, **counts)
 
 
 def _test(claim: Claim, s: Sample) -> ShiftTest | None:
@@ -389,8 +394,8 @@ def _level(claim: Claim, alpha: float) -> float:
 
 
 def _bounds(claim: Claim, s: Sample) -> tuple[float, float] | None:
-    """The equivalence margin on the analysis scale."""
-    if claim.expect != seq.EQUIVALENT:
+    """The margin on the analysis scale (an equivalence margin, or a directional claim's smallest meant effect)."""
+    if claim.margin is None:
         return None
     assert claim.margin is not None
     if claim.scale == "ratio":

@@ -68,7 +68,8 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
             "design pairs sessions, its pairing key; CPU-saturated sessions (machine or per-process rule) are "
             "left out and counted. Paired claims: Wilcoxon signed-rank test and the Hodges-Lehmann estimate with "
             "the CI that inverts it; unpaired: Mann-Whitney U and the Hodges-Lehmann shift; \"no difference\": "
-            "TOST, agreeing only when the CI lies inside the stated margin. " + rule, "",
+            "TOST, agreeing only when the CI lies inside the stated margin; a directional claim with a margin (the "
+            "smallest difference it means) also contradicts when its CI lies below that margin. " + rule, "",
             "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ".", "",
             verdict_table(verdicts)]
 

@@ -33,6 +33,15 @@ At look k, with alpha_k (the verdict records it):
   rejects and the CI lies on that side of 0; *contradicts* when the test in
   the opposite direction rejects and the CI lies on the other side. The p
   shown is two-sided (2 x the smaller one-sided p), to compare with alpha_k.
+- ``a > b`` / ``a < b`` with a ``margin`` (the smallest effect the statement
+  means, e.g. "significantly better" taken as better by at least 10 %): the
+  same, and also *contradicts* when the test that the effect is below the
+  margin in the claimed direction rejects at alpha_k / 2 and the CI lies below
+  it: there is no effect of the claimed size (a futility boundary). Without
+  it, a claim whose true effect is 0 stays undecided for ever. For a given
+  true effect only one of the two errors is possible (a false *agrees* needs
+  an effect <= 0, a false *contradicts* one >= the margin or < 0), so each
+  look still errs with at most alpha_k.
 - ``|a - b| < margin``: TOST at alpha_k, i.e. the 1 - 2 alpha_k CI. *agrees*
   only when both one-sided tests against the margins reject at alpha_k (the p
   shown is the larger of the two) and that CI lies inside the margin;
@@ -53,7 +62,8 @@ Sessions still needed (power ``power`` at the next look's alpha, from the
 pilot's spread): with ``sd`` the standard deviation of the paired differences
 (or the pooled within-arm SD, unpaired), ``delta`` the distance from the
 measured effect to the boundary the decision needs (0 for a directional
-claim, the nearer margin for an equivalence claim), ``alpha_side`` the
+claim; with a margin, the farther of 0 and the margin, as either boundary
+decides; the nearer margin for an equivalence claim), ``alpha_side`` the
 one-sided level (alpha_k+1 / 2 directional, alpha_k+1 for TOST):
 
     n = ceil( c * (z_{1-alpha_side} + z_power)^2 * sd^2 / delta^2 / (3 / pi) )
@@ -101,21 +111,31 @@ class Decision:
 
 
 def decide(test: ShiftTest, expect: str, alpha: float, bounds: tuple[float, float] | None = None) -> Decision:
-    """The verdict of ``expect`` at level ``alpha`` (this look's). ``bounds`` is the equivalence margin
-    (lower, upper) on the analysis scale, for ``|a - b| < margin``."""
+    """The verdict of ``expect`` at level ``alpha`` (this look's). ``bounds`` is the margin (lower, upper) on the
+    analysis scale: for ``|a - b| < margin`` (required), or a directional claim's smallest meant effect."""
     if expect == EQUIVALENT:
         if bounds is None:
             raise ValueError("an equivalence claim needs its margin bounds")
         return _decide_equivalent(test, alpha, bounds)
-    return _decide_direction(test, expect, alpha)
+    return _decide_direction(test, expect, alpha, bounds)
 
 
-def _decide_direction(test: ShiftTest, expect: str, alpha: float) -> Decision:
+def minimal_effect(expect: str, bounds: tuple[float, float]) -> float:
+    """The smallest effect a directional claim means, signed in its direction (on the analysis scale)."""
+    return bounds[1] if expect == GREATER else bounds[0]
+
+
+def _decide_direction(test: ShiftTest, expect: str, alpha: float,
+                      bounds: tuple[float, float] | None = None) -> Decision:
     lo, hi = test.ci(alpha)
     p_up, p_down = test.p_above(0.0), test.p_below(0.0)
     up = p_up <= alpha / 2 and lo >= 0  # with ties the CI is a closure: its bound may be the 0 the test rejects
     down = p_down <= alpha / 2 and hi <= 0
     claimed, opposite = (up, down) if expect == GREATER else (down, up)
+    if not claimed and not opposite and bounds is not None:  # futility: no effect of the claimed size
+        m = minimal_effect(expect, bounds)
+        opposite = (test.p_below(m) <= alpha / 2 and hi <= m) if expect == GREATER else \
+            (test.p_above(m) <= alpha / 2 and lo >= m)
     verdict = AGREES if claimed else CONTRADICTS if opposite else _open(lo, hi)
     return Decision(verdict, test.estimate, (lo, hi), 1 - alpha, min(1.0, 2 * min(p_up, p_down)), alpha, test.name)
 
@@ -136,9 +156,12 @@ def _open(lo: float, hi: float) -> str:
 
 
 def decision_distance(effect: float, expect: str, bounds: tuple[float, float] | None = None) -> float:
-    """How far the measured effect is from the boundary a decision needs it to be clear of."""
+    """How far the measured effect is from the boundary a decision needs it to be clear of (a directional claim
+    with a margin: the farther of 0 and the margin in the claimed direction, either decides)."""
     if expect != EQUIVALENT:
-        return abs(effect)
+        if bounds is None:
+            return abs(effect)
+        return max(abs(effect), abs(minimal_effect(expect, bounds) - effect))
     assert bounds is not None
     if bounds[0] < effect < bounds[1]:
         return min(effect - bounds[0], bounds[1] - effect)

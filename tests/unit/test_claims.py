@@ -244,7 +244,7 @@ def base(**over: Any) -> dict[str, Any]:
     ({k: v for k, v in base().items() if k != "metric"}, "claims.c.metric", "missing"),
     (base(expect="a >> b"), "claims.c.expect", "is not one of"),
     (base(scale="log"), "claims.c.scale", "'diff' or 'ratio'"),
-    (base(margin=0.5), "claims.c.margin", "only '|a - b| < margin' takes a margin"),
+    (base(margin=-0.5), "claims.c.margin", "needs margin > 0"),  # a directional claim's smallest meant effect
     (base(expect="|a - b| < margin"), "claims.c.margin", "needs margin > 0"),
     (base(expect="|a - b| < margin", margin="5 percent"), "claims.c.margin", "percentage like"),
     (base(expect="|a - b| < margin", margin=0.5, scale="ratio"), "claims.c.margin", "relative margin"),

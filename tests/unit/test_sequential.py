@@ -166,6 +166,10 @@ def test_decision_distance() -> None:
     assert seq.decision_distance(-0.3, seq.GREATER) == 0.3
     assert seq.decision_distance(0.1, seq.EQUIVALENT, (-0.5, 0.5)) == pytest.approx(0.4)
     assert seq.decision_distance(0.8, seq.EQUIVALENT, (-0.5, 0.5)) == pytest.approx(0.3)
+    # a directional claim with a margin: the farther of 0 and the margin decides (either boundary does)
+    assert seq.decision_distance(0.1, seq.GREATER, (-0.5, 0.5)) == pytest.approx(0.4)
+    assert seq.decision_distance(0.4, seq.GREATER, (-0.5, 0.5)) == pytest.approx(0.4)
+    assert seq.decision_distance(-0.2, seq.LESS, (-0.5, 0.5)) == pytest.approx(0.3)
 
 
 # --- simulated experiments with known truth --------------------------------------------------------------------
@@ -349,3 +353,38 @@ def test_decide_direction_uses_alpha_over_two_per_side() -> None:
     assert seq.decide(t, seq.GREATER, 0.0076).verdict == seq.TOO_FEW  # look 2: 0.0078 > 0.0038, infinite CI
     d = seq.decide(t, seq.GREATER, 0.0304)
     assert d.p == pytest.approx(2 / 128) and d.ci_level == pytest.approx(1 - 0.0304)
+
+
+def test_directional_claim_with_a_margin_contradicts_an_effect_too_small_to_mean_it() -> None:
+    rng = np.random.default_rng(11)
+    null = signed_rank(rng.normal(0.0, 0.2, 60))  # no effect, a CI well inside +-0.5
+    d = seq.decide(null, seq.GREATER, ALPHA, (-0.5, 0.5))
+    assert d.verdict == seq.CONTRADICTS and d.ci[0] < 0 < d.ci[1] < 0.5
+    assert seq.decide(null, seq.GREATER, ALPHA).verdict == seq.UNDECIDED  # without the margin: never decided
+    assert seq.decide(null, seq.LESS, ALPHA, (-0.5, 0.5)).verdict == seq.CONTRADICTS
+    wide = signed_rank(rng.normal(0.0, 2.0, 12))  # the CI reaches past the margin: open
+    assert seq.decide(wide, seq.GREATER, ALPHA, (-0.5, 0.5)).verdict == seq.UNDECIDED
+    big = signed_rank(rng.normal(1.0, 0.2, 30))  # the claimed effect, larger than the margin
+    assert seq.decide(big, seq.GREATER, ALPHA, (-0.5, 0.5)).verdict == seq.AGREES
+    small = signed_rank(rng.normal(0.2, 0.1, 80))  # a real but small effect: it agrees (the sign decides first)
+    assert seq.decide(small, seq.GREATER, ALPHA, (-0.5, 0.5)).verdict == seq.AGREES
+    v = judge(claim(margin=0.5), paired_sample(rng.normal(0.0, 0.2, 60)), alpha=ALPHA, alpha_next=ALPHA)
+    assert v.verdict == seq.CONTRADICTS and "margin's size" in v.note
+
+
+def test_futility_boundary_keeps_the_error_rate_at_an_effect_on_the_margin() -> None:
+    """1000 experiments of 5 looks, the true shift ON the margin (0.5, the least favourable case for the futility
+    boundary): the share that ever contradicted stays <= alpha with alpha spending (it agrees, rightly, most of
+    the time); and with no effect, the futility boundary decides (contradicts) most experiments by the last look."""
+    rng = np.random.default_rng(31)
+    c = claim(margin=0.5)
+    on_margin = null_paired(rng, 8, shift=0.5)
+    wrong = float(np.mean([sequential_run(c, e, seq.look_alpha) == seq.CONTRADICTS for e in on_margin]))
+    fixed = float(np.mean([sequential_run(c, e, lambda k: ALPHA) == seq.CONTRADICTS for e in on_margin]))
+    print(f"\ndirectional, margin 0.5, true shift 0.5: false contradicts {wrong:.3f} with alpha spending "
+          f"(same alpha at each look: {fixed:.3f})")
+    assert wrong <= ALPHA
+    tight = [[paired_sample(rng.normal(0.0, 0.3, 12 * k)) for k in range(1, LOOKS + 1)] for _ in range(200)]
+    found = float(np.mean([sequential_run(c, e, seq.look_alpha) == seq.CONTRADICTS for e in tight]))
+    print(f"no effect, sd 0.3, margin 0.5, 12 pairs a block: contradicted by look {LOOKS} in {found:.2f}")
+    assert found >= 0.8

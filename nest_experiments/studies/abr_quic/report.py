@@ -197,7 +197,8 @@ def _head(report: StudyReport, folder: Path) -> list[str]:
         "- The paper's claims (`nest_experiments/studies/abr_quic/claims.py`), judged by the shared evaluator: per "
         "ABR, TCP vs h3 on the same trace (paired; pairs within a trace family, the families pooled): Wilcoxon "
         "signed-rank test, Hodges-Lehmann effect with the CI that inverts it; \"insignificant\" claims are "
-        "equivalence claims (TOST, agreeing only when the CI lies inside the stated margin); CPU-saturated sessions "
+        "equivalence claims (TOST, agreeing only when the CI lies inside the stated margin), and a directional claim "
+        "also contradicts when its CI lies below its margin (no difference of the claimed size); CPU-saturated sessions "
         "are left out and counted. " + ("The sweep ran until decided: alpha spent over the looks."
                                         if report.sequential else "One fixed-size analysis at alpha = 0.05."),
         "- Noise floor: the largest spread between repetitions of one point on one trace (A/A pairs), beside the "
