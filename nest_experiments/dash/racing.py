@@ -17,7 +17,9 @@ Policies (``racing``):
     request without a QUIC connection starts the QUIC ("alternative") job at
     once and the TCP ("main") job after a delay (:meth:`Racer.main_job_delay`:
     none while an HTTP/2 connection is open, so the first race after
-    ``alt-svc`` goes to TCP); whichever connects first serves, and a QUIC job
+    ``alt-svc`` goes to TCP); once a QUIC handshake has completed (and QUIC
+    was not recently broken), a new QUIC session serves at once in 0-RTT and
+    there is no TCP job (:meth:`Racer.zero_rtt`); whichever connects first serves, and a QUIC job
     that loses goes on ("orphaned") and serves the next requests once
     connected. QUIC is marked broken (300 s, doubling, at most 2 days) only
     (A) when a QUIC job fails while the TCP job succeeded, or (B) when a
@@ -424,7 +426,28 @@ class Racer:
             return Plan(quic=True, tcp_delay_s=None)
         if mode == "firefox":
             return Plan(quic=True, tcp_delay_s=self.params.backup_delay_s)
+        if self.zero_rtt():
+            return Plan(quic=True, tcp_delay_s=None)
         return Plan(quic=True, tcp_delay_s=0.0 if tcp_open else self.main_job_delay())
+
+    def zero_rtt(self) -> bool:
+        """``chromium``: a new QUIC session serves the request at once, before its handshake completes (0-RTT),
+        and the TCP job never runs, when Chromium holds the server's crypto config from an earlier handshake
+        (``quic_worked``) and QUIC was not recently broken. QuicSessionAttempt::DoCreateSession
+        (net/quic/quic_session_attempt.cc): require_confirmation = was_alternative_service_recently_broken;
+        QuicChromiumClientSession::CryptoConnect returns OK when !require_confirmation and the 0-RTT keys are
+        set, so QuicSessionPool::RequestSession hands the alternative job its session synchronously. The main
+        job was blocked when the jobs were created (JobController::DoCreateJobs: main_job_is_blocked_) and is
+        resumed only when the alternative job's connection is pending (MaybeResumeMainJob from
+        OnConnectionInitialized with rv != OK), so it is deleted unresumed (OnStreamReady -> BindJob ->
+        OrphanUnboundJob), even with an HTTP/2 session open (Chromium 156, NetLog: the MPD bound to the new
+        QUIC session 1 ms after its job started, 41 ms before the handshake completed, with the page's H2
+        session open; docs/racing_chromium_mechanism.md section 9.4). A QUIC job that fails here, with a TCP
+        connection open, marks QUIC broken at once (:meth:`on_job_failed`: the request failed on QUIC and its
+        retry over TCP, path B, completes), else when the TCP job of the next race succeeds (path A); the next
+        race is an ordinary one (``_alt_failed``)."""
+        return self._mode() == "chromium" and self.quic_worked and not self._broken.count \
+            and self._alt_failed is None
 
     def main_job_delay(self) -> float:
         """Chromium's wait before the TCP job when no HTTP/2 session is open (see :class:`RacingParams`): 0

@@ -69,13 +69,32 @@ def with_tcp(r: Racer, t: float = 0.5) -> Racer:
 def test_chromium_main_job_delay_zero_until_quic_worked_then_from_the_last_sessions_srtt_capped() -> None:
     r = racer("chromium")
     assert r.plan(1.0) == Plan(quic=True, tcp_delay_s=0.0)  # QUIC not known to work here yet: a plain race
+    assert r.plan(1.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=0.0)  # the first race after alt-svc: TCP wins
     r.on_connected(1.1, "quic", "quic-1", 0.5)  # known to work; the handshake time is no srtt
-    assert r.plan(2.0).tcp_delay_s == 0.3  # no session went away yet: kDefaultRTT
+    assert r.main_job_delay() == 0.3  # no session went away yet: kDefaultRTT
     r.on_conn_closed(3.0, "quic", "quic-1", "QUIC_NETWORK_IDLE_TIMEOUT", srtt_s=0.1)  # ServerNetworkStats
-    assert r.plan(4.0).tcp_delay_s == pytest.approx(0.15)  # 1.5 x the closed session's srtt
+    assert r.main_job_delay() == pytest.approx(0.15)  # 1.5 x the closed session's srtt
     r.on_idle_close(5.0, "quic", "quic-2", 29.0, srtt_s=2.5)
-    assert r.plan(6.0).tcp_delay_s == 3.0  # kMaxDelayTimeForMainJobSecs
-    assert r.plan(6.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=0.0)  # an HTTP/2 session is open: no wait
+    assert r.main_job_delay() == 3.0  # kMaxDelayTimeForMainJobSecs
+    # with the server's crypto config from that handshake a new session serves in 0-RTT: no TCP job at all,
+    # also with an HTTP/2 session open (the main job is never resumed)
+    assert r.zero_rtt() and r.plan(6.0) == r.plan(6.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=None)
+    # a 0-RTT QUIC job that fails with no TCP connection open: the next race is an ordinary one, with the delay
+    r.on_job_failed(16.0, "quic", "quic-3", "no QUIC handshake within 10 s")
+    assert not r.zero_rtt() and r.plan(17.0) == Plan(quic=True, tcp_delay_s=3.0)
+    r.on_connected(20.0, "tcp", "tcp-1", 0.05)  # its TCP job succeeded: path A marks QUIC broken
+    assert events(r, "broken") and r.plan(21.0) == Plan(quic=False, tcp_delay_s=0.0)
+
+
+def test_chromium_zero_rtt_job_failing_with_an_http2_session_open_marks_broken_and_goes_to_tcp() -> None:
+    r = with_tcp(racer("chromium"))
+    r.on_connected(1.0, "quic", "quic-1", 0.05)
+    r.on_idle_close(31.0, "quic", "quic-1", 29.0, srtt_s=0.05)
+    assert r.plan(40.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=None)  # 0-RTT: the request goes on QUIC
+    r.on_job_failed(50.0, "quic", "quic-2", "no QUIC handshake within 10 s")  # the retry over the open TCP
+    assert [d for _, d in events(r, "broken")] == ["no QUIC handshake within 10 s (QUIC job failed, TCP job succeeded)"]
+    assert r.plan(50.0, tcp_open=True) == Plan(quic=False, tcp_delay_s=0.0)
+    assert not r.zero_rtt()  # recently broken: require_confirmation, no 0-RTT until a session confirms QUIC
 
 
 def test_chromium_no_main_job_delay_while_quic_was_recently_broken_until_a_session_confirms_it() -> None:
@@ -89,7 +108,7 @@ def test_chromium_no_main_job_delay_while_quic_was_recently_broken_until_a_sessi
     assert r.plan(14.0).tcp_delay_s == 0.0 and not events(r, "recovered")
     r.on_conn_closed(50.0, "quic", "quic-3", "QUIC_TOO_MANY_RTOS", srtt_s=0.4)  # a confirmed session went away
     assert events(r, "recovered") == [(50.0, "confirmed: a QUIC session went away")]
-    assert r.plan(51.0).tcp_delay_s == pytest.approx(0.6)
+    assert r.main_job_delay() == pytest.approx(0.6) and r.plan(51.0) == Plan(quic=True, tcp_delay_s=None)  # 0-RTT
 
 
 def test_chromium_path_a_a_failed_quic_job_marks_broken_only_once_the_tcp_job_succeeded() -> None:
@@ -140,7 +159,7 @@ def test_chromium_player_cancels_never_mark_quic_broken() -> None:
         r.on_stream_cancelled(10.0 + 10 * i, "quic-1", "not complete after 9 s (request_timeout)")
         assert r.quic_usable(10.0 + 10 * i) and r.tcp_allowed()
     assert not events(r, "broken") and not events(r, "backoff") and len(events(r, "stream_cancelled")) == 20
-    assert r.plan(300.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=0.0)  # nothing changed the racing either
+    assert r.plan(300.0, tcp_open=True) == Plan(quic=True, tcp_delay_s=None)  # nothing changed: still 0-RTT
 
 
 def test_chromium_connection_closed_by_a_detector_marks_nothing_and_confirms_quic() -> None:
