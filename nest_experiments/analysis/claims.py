@@ -365,10 +365,8 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     d = seq.decide(test, claim.expect, alpha, bounds)
     more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
-    note = s.note
-    if d.verdict == seq.CONTRADICTS and claim.expect != seq.EQUIVALENT and bounds is not None and \
-            not (d.ci[1] <= 0 if claim.expect == seq.GREATER else d.ci[0] >= 0):
-        note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction", note) if x)
+    note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction" if d.futile else "",
+                                 s.note) if x)
     return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
                    test=d.test, more_needed=more, note=note, **counts)
 

@@ -108,6 +108,7 @@ class Decision:
     p: float
     alpha: float
     test: str
+    futile: bool = False  # contradicted by the futility boundary: no effect of the margin's size
 
 
 def decide(test: ShiftTest, expect: str, alpha: float, bounds: tuple[float, float] | None = None) -> Decision:
@@ -132,12 +133,14 @@ def _decide_direction(test: ShiftTest, expect: str, alpha: float,
     up = p_up <= alpha / 2 and lo >= 0  # with ties the CI is a closure: its bound may be the 0 the test rejects
     down = p_down <= alpha / 2 and hi <= 0
     claimed, opposite = (up, down) if expect == GREATER else (down, up)
+    futile = False
     if not claimed and not opposite and bounds is not None:  # futility: no effect of the claimed size
         m = minimal_effect(expect, bounds)
-        opposite = (test.p_below(m) <= alpha / 2 and hi <= m) if expect == GREATER else \
+        futile = (test.p_below(m) <= alpha / 2 and hi <= m) if expect == GREATER else \
             (test.p_above(m) <= alpha / 2 and lo >= m)
-    verdict = AGREES if claimed else CONTRADICTS if opposite else _open(lo, hi)
-    return Decision(verdict, test.estimate, (lo, hi), 1 - alpha, min(1.0, 2 * min(p_up, p_down)), alpha, test.name)
+    verdict = AGREES if claimed else CONTRADICTS if opposite or futile else _open(lo, hi)
+    return Decision(verdict, test.estimate, (lo, hi), 1 - alpha, min(1.0, 2 * min(p_up, p_down)), alpha, test.name,
+                    futile)
 
 
 def _decide_equivalent(test: ShiftTest, alpha: float, bounds: tuple[float, float]) -> Decision:
