@@ -3,8 +3,9 @@
 // The player (nest_experiments.dash.quicgo) starts it in the client's
 // namespace, with the origin on the command line. It opens one QUIC
 // connection at once, then prints {"ready": ...} (or {"error": ...} and exits
-// 1). Requests arrive on stdin, one per line: "ID PATH KEEP" (KEEP 1: return
-// the body, for the MPD). Each runs on its own stream, concurrently; its
+// 1). Requests arrive on stdin, one per line: "ID PATH KEEP" (KEEP -1: return
+// the whole body, for the MPD; N > 0: its first N bytes, a segment's boxes;
+// 0: none). Each runs on its own stream, concurrently; its
 // result is one JSON line on stdout with CLOCK_MONOTONIC seconds (the clock
 // of Python's time.monotonic()): request sent, response headers received,
 // last body byte received. End of stdin closes the connection at once (requests in flight are
@@ -98,7 +99,7 @@ func tlsConfig(caFile, serverName string, insecure bool) (*tls.Config, error) {
 	return conf, nil
 }
 
-func fetch(cc *http3.ClientConn, authority string, id int64, path string, keep bool, buf []byte) result {
+func fetch(cc *http3.ClientConn, authority string, id int64, path string, keep int64, buf []byte) result {
 	r := result{ID: id}
 	req, err := http.NewRequest(http.MethodGet, "https://"+authority+path, nil)
 	if err != nil {
@@ -120,8 +121,10 @@ func fetch(cc *http3.ClientConn, authority string, id int64, path string, keep b
 		if n > 0 {
 			r.TLast = monotonic()
 			r.Bytes += int64(n)
-			if keep {
+			if keep < 0 {
 				r.Body = append(r.Body, buf[:n]...)
+			} else if room := keep - int64(len(r.Body)); room > 0 {
+				r.Body = append(r.Body, buf[:min(int64(n), room)]...)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -190,7 +193,12 @@ func main() {
 			out.send(map[string]string{"error": "bad request id: " + fields[0]})
 			continue
 		}
-		path, keep := fields[1], fields[2] == "1"
+		path := fields[1]
+		keep, err := strconv.ParseInt(fields[2], 10, 64)
+		if err != nil {
+			out.send(map[string]string{"error": "bad KEEP (a byte count, -1 for all): " + fields[2]})
+			continue
+		}
 		go func() { out.send(fetch(cc, authority, id, path, keep, make([]byte, 256<<10))) }()
 	}
 	// end of input (the player closed, or died): abandon what is in flight

@@ -50,6 +50,7 @@ class FetchResult:
     t_last_byte: float  # last body byte received
     transport: str  # "tcp" | "mptcp" | "h2" | "h3"
     body: builtins.bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
+    head: builtins.bytes = b""  # the body's first bytes (up to mp4.HEAD_BYTES): a segment's boxes (dash.mp4)
     alt_svc: str = ""  # the response's alt-svc header (h2; the race transport learns h3 from it)
 
 

@@ -8,7 +8,9 @@ with :meth:`PlayerSession.on_fetch_complete`, and drains
 drive it with a simulated clock.
 
 Model (DESIGN.md §4): video and audio each have a buffer (media seconds
-downloaded but not played) and their own ABR; one request is outstanding per
+downloaded but not played; a segment adds what its own boxes say it
+presents, as a browser's SourceBuffer counts it, and the MPD's duration when
+it has no such boxes: :mod:`.mp4`) and their own ABR; one request is outstanding per
 stream; a stream waits while its buffer >= ``max_buffer_s``. Playback needs
 both streams: it starts, and resumes after a stall, when every stream holds
 at least ``threshold_s`` (or all of its remaining media); a stall starts when
@@ -54,6 +56,7 @@ from nest_experiments.dash.abandon import (
 )
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, Sample, create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Clock, Fetcher, FetchResult, Transfer
+from nest_experiments.dash.mp4 import Track, parse_init, presentation_end_s
 from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.qoe import EndStall
@@ -203,6 +206,7 @@ class _Stream:
     memo: Any = None
     history: list[Sample] = field(default_factory=list)
     inits: set[int] = field(default_factory=set)
+    tracks: dict[int, Track | None] = field(default_factory=dict)  # level -> its init segment's track (dash.mp4)
     abandoned: set[int] = field(default_factory=set)  # segment indices abandoned once (dash.js: abandonDict)
     timeouts: dict[int, int] = field(default_factory=dict)  # segment index -> its requests that timed out
     not_before: float = 0.0  # a timed-out request is asked again only from then (dash.js's retry interval)
@@ -483,6 +487,7 @@ class PlayerSession:
         stream.outstanding = None
         if action.kind == "init":
             stream.inits.add(action.level)
+            stream.tracks[action.level] = parse_init(result.head)
             self.inits.append(result)
             return
         self._on_media(stream, action, result, now)
@@ -495,9 +500,11 @@ class PlayerSession:
 
     def _on_media(self, stream: _Stream, action: FetchAction, result: FetchResult, now: float) -> None:
         assert action.index is not None
-        seg = self.manifest.segment_media_duration_s(stream.name, action.index)
+        seg = self._media_added_s(stream, action, result)
         stream.buffered_end_s += seg
         stream.next_index += 1
+        if stream.complete:  # the last segment: the stream is buffered to the end (MSE's endOfStream)
+            stream.buffered_end_s = max(stream.buffered_end_s, self.duration_s)
         stream.chosen, stream.last_level = None, action.level
         buffer = self.buffer_s(stream.name)
         stream.history.append(
@@ -517,6 +524,18 @@ class PlayerSession:
             row = replace(row, stall_s=stalled)
         self.segments.append(row)
         self._events.append(SegmentReceived(row=row))
+
+    def _media_added_s(self, stream: _Stream, action: FetchAction, result: FetchResult) -> float:
+        """Media seconds segment ``action`` adds to the buffer: up to where its samples' presentation ends, as a
+        browser's SourceBuffer counts it (dash.mp4; AAC's first "5 s" segment adds 4.949 s), or the MPD's duration
+        when the segment has no such boxes (generated media) or they do not follow the buffer."""
+        assert action.index is not None
+        nominal = self.manifest.segment_media_duration_s(stream.name, action.index)
+        track = stream.tracks.get(action.level)
+        end = presentation_end_s(result.head, track) if track is not None and result.head else None
+        if end is None or not 0 < end - stream.buffered_end_s <= 2 * nominal + 1.0:
+            return nominal
+        return end - stream.buffered_end_s
 
     def _row(self, stream: _Stream, action: FetchAction, result: FetchResult, buffer: float) -> SegmentRow:
         assert action.index is not None

@@ -5,7 +5,9 @@ that alone can cap a session near the top of a ladder. This fetcher hands the
 requests to ``nest-h3get`` (``native/h3get``, quic-go, the stack of the
 paper's server; ``./setup.sh`` builds it into the venv's ``bin``), a child
 process in the player's namespace that holds one QUIC connection and runs one
-stream per request. Requests go down its stdin (``ID PATH KEEP``), results
+stream per request. Requests go down its stdin (``ID PATH KEEP``: KEEP -1
+returns the whole body, the MPD's, N the first N bytes, a segment's boxes for
+:mod:`.mp4`), results
 come back as JSON lines with ``CLOCK_MONOTONIC`` times, which are converted to
 the caller's clock (``time.monotonic()`` minus a constant, as the player's is).
 The child dies with the player (``PR_SET_PDEATHSIG``) and ends at the end of
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash.fetch import Fetcher, FetchResult
+from nest_experiments.dash.mp4 import HEAD_BYTES
 from nest_experiments.errors import MissingToolError, RunError
 
 BINARY = "nest-h3get"
@@ -108,10 +111,10 @@ class QuicGoFetcher(Fetcher):
         self._next += 1
         rid, fut = self._next, asyncio.get_running_loop().create_future()
         self._pending[rid] = (path, fut)
-        keep = path.split("?")[0].endswith(".mpd")
+        whole = path.split("?")[0].endswith(".mpd")
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(f"{rid} {path} {int(keep)}\n".encode())
+            self.proc.stdin.write(f"{rid} {path} {-1 if whole else HEAD_BYTES}\n".encode())
             await self.proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError) as exc:
             self._pending.pop(rid, None)
@@ -119,10 +122,11 @@ class QuicGoFetcher(Fetcher):
         doc = await fut
         if doc.get("error"):
             raise RunError(f"h3 {self.connect_url}{path.lstrip('/')}: {doc['error']}")
+        body = base64.b64decode(doc.get("body", ""))
         return FetchResult(path=path, status=int(doc["status"]), bytes=int(doc["bytes"]),
                            t_request=doc["t_request"] - self.offset, t_first_byte=doc["t_first"] - self.offset,
                            t_last_byte=doc["t_last"] - self.offset, transport="h3",
-                           body=base64.b64decode(doc.get("body", "")) if keep else None)  # fmt: skip
+                           body=body if whole else None, head=b"" if whole else body)  # fmt: skip
 
     async def close(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():

@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import hashlib
 import json
 import os
 import socket
@@ -57,6 +58,7 @@ from nest_experiments.dash.http1 import (
     format_request,
     parse_response_head,
 )
+from nest_experiments.dash.mp4 import HEAD_BYTES
 from nest_experiments.errors import (
     ConfigError,
     KernelFeatureError,
@@ -171,6 +173,7 @@ class _Exchange:
     status: int = 0
     nbytes: int = 0
     chunks: list[bytes] | None = None  # kept only for manifests: segments are counted, not stored
+    head: bytearray = field(default_factory=bytearray)  # the body's first HEAD_BYTES: a segment's boxes (dash.mp4)
     alt_svc: str = ""
     length: int = 0  # the response's content-length (0: not known yet or not sent)
 
@@ -184,6 +187,8 @@ class _Exchange:
         self.nbytes += len(data)
         if self.chunks is not None:
             self.chunks.append(data)
+        elif len(self.head) < HEAD_BYTES:
+            self.head += data[:HEAD_BYTES - len(self.head)]
 
     def result(self, transport: str) -> FetchResult:
         t_first = self.t_request if self.t_first is None else self.t_first
@@ -196,6 +201,7 @@ class _Exchange:
             t_last_byte=self.t_last if self.t_last is not None else t_first,
             transport=transport,
             body=b"".join(self.chunks) if self.chunks is not None else None,
+            head=bytes(self.head),
             alt_svc=self.alt_svc,
         )
 
@@ -773,13 +779,18 @@ class H3Fetcher(Fetcher):
 # --------------------------------------------------------------------------- CLI
 
 
+def result_row(result: FetchResult) -> dict[str, Any]:
+    """``result`` as a JSON-able row: sizes and times, the kept head by its length and SHA-256, no body."""
+    row = dataclasses.asdict(result)
+    row.pop("body", None)
+    head = row.pop("head", b"")
+    return {**row, "head_bytes": len(head), "head_sha256": hashlib.sha256(head).hexdigest()}
+
+
 async def _run_stream(fetcher: Fetcher, stream: str, paths: list[str]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:
-        result = await fetcher.fetch(stream, path)
-        row = {"stream": stream, **dataclasses.asdict(result)}
-        row.pop("body", None)  # bytes; the CLI reports sizes and times
-        rows.append(row)
+        rows.append({"stream": stream, **result_row(await fetcher.fetch(stream, path))})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 

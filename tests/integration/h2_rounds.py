@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import time
 from pathlib import Path
 
-from nest_experiments.dash.transports import open_fetcher
+from nest_experiments.dash.transports import open_fetcher, result_row
 
 
 async def rounds(args: argparse.Namespace) -> None:
@@ -27,8 +26,7 @@ async def rounds(args: argparse.Namespace) -> None:
         for paths in args.rounds:
             results = await asyncio.gather(*(fetcher.fetch(path, path) for path in paths.split(",")))
             for result in results:
-                row = {k: v for k, v in dataclasses.asdict(result).items() if k != "body"}
-                print(json.dumps(row), flush=True)
+                print(json.dumps(result_row(result)), flush=True)
             await asyncio.sleep(args.pause)
     finally:
         await fetcher.close()

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import hashlib
 import json
 import os
+import random
 import secrets
 import select
 import shutil
@@ -24,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.dash.mp4 import HEAD_BYTES
 from nest_experiments.dash.transports import H3_CLIENTS
 from nest_experiments.pytest_plugin import require_quicgo
 
@@ -56,6 +60,11 @@ def namespace() -> Iterator[str]:
         _run("ip", "netns", "del", name, check=False)
 
 
+@functools.cache
+def body_of(path: str) -> bytes:
+    return random.Random(path).randbytes(SIZES[path])
+
+
 @pytest.fixture(scope="module")
 def netns() -> Iterator[str]:
     with namespace() as name:
@@ -65,8 +74,8 @@ def netns() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def content(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dash-content")
-    for path, size in SIZES.items():
-        (root / path.lstrip("/")).write_bytes(os.urandom(size))
+    for path in SIZES:
+        (root / path.lstrip("/")).write_bytes(body_of(path))
     return root
 
 
@@ -147,6 +156,9 @@ def check_results(results: list[dict[str, Any]], kind: str) -> None:
     for r in results:
         assert r["status"] == 200 and r["transport"] == kind
         assert r["bytes"] == SIZES[str(r["path"])]
+        # the body's first HEAD_BYTES are kept for a segment's boxes (dash.mp4); the MPD's body is kept whole
+        head = b"" if r["path"].endswith(".mpd") else body_of(r["path"])[:HEAD_BYTES]
+        assert (r["head_bytes"], r["head_sha256"]) == (len(head), hashlib.sha256(head).hexdigest())
         assert r["t_request"] <= r["t_first_byte"] <= r["t_last_byte"]
 
 

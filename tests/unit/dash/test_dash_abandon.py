@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 from dash_simlink import manifest_for
+from mp4_boxes import init_segment, media_segment
 
 from nest_experiments.dash import media
 from nest_experiments.dash.abandon import (
@@ -218,6 +219,51 @@ def test_schedule_dashjs_keeps_audio_at_most_a_second_ahead_of_video() -> None:
     complete(plain, media_action(plain, "audio"), 0.5)
     again = plain.next_action(0.5)  # every stream to max_buffer: audio runs on alone
     assert isinstance(again, FetchAction) and (again.stream, again.index) == ("audio", 1)
+
+
+def test_audio_counts_what_its_segment_presents_so_a_short_aac_segment_asks_the_next_at_once() -> None:
+    # dash.js measures audio in the SourceBuffer: ffmpeg's first "4 s" AAC segment at 48 kHz presents 3.989 s (188
+    # frames, less the priming frame the edit list drops), below the 4 s target, so audio 1 goes out beside video 0
+    # (Chromium's sessions, docs/racing_chromium_mechanism.md §9.3); counting the MPD's 4.0 s, audio waits
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)
+    init, first = init_segment(timescale=48000, media_time=1024), media_segment(decode_time=0, durations=[1024] * 188)
+    for heads, asks_at_once in (((init, first), True), ((b"", b""), False)):
+        s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, audio_follows_video=True))
+        media_action(s, "video")
+        a = s.next_action(0.0)
+        assert isinstance(a, FetchAction) and (a.stream, a.kind) == ("audio", "init")
+        s.on_fetch_complete(FetchResult(path=a.path, status=200, bytes=len(heads[0]), t_request=0.0, t_first_byte=0.0,
+                                        t_last_byte=0.1, transport="x", head=heads[0]), 0.1)
+        audio = media_action(s, "audio")
+        s.on_fetch_complete(FetchResult(path=audio.path, status=200, bytes=30_000, t_request=0.1, t_first_byte=0.2,
+                                        t_last_byte=0.5, transport="x", head=heads[1]), 0.5)
+        assert s.buffer_s("audio") == pytest.approx(187 * 1024 / 48000 if asks_at_once else 4.0)
+        again = s.next_action(0.5)
+        assert isinstance(again, FetchAction) == asks_at_once
+        if asks_at_once:
+            assert (again.stream, again.index) == ("audio", 1)
+
+
+def test_the_last_segment_buffers_a_stream_to_the_end_of_the_presentation() -> None:
+    # media that present a little less than the MPD's duration (AAC frames) must not stall before the end
+    manifest = manifest_for("abr_quic_tcp", duration_s=8.0)  # 2 segments of 4 s
+    s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                      start_time=0.0)
+    init = init_segment(timescale=48000, media_time=1024)
+    a = s.next_action(0.0)
+    while isinstance(a, FetchAction):
+        if a.kind == "init":
+            head = init if a.stream == "audio" else b""
+        else:  # audio: 4 s less one frame per segment
+            head = media_segment(decode_time=(a.index or 0) * 187 * 1024 + 1024, durations=[1024] * 187) \
+                if a.stream == "audio" else b""
+        s.on_fetch_complete(FetchResult(path=a.path, status=200, bytes=1000, t_request=0.0, t_first_byte=0.0,
+                                        t_last_byte=0.0, transport="x", head=head), 0.0)
+        a = s.next_action(0.0)
+    assert s.buffer_s("audio") == pytest.approx(8.0) and s.buffer_s("video") == pytest.approx(8.0)
+    s.advance(9.0)
+    assert s.state == "ended" and not s.stalls
 
 
 def test_without_the_rule_nothing_is_abandoned() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import encode, media
+from nest_experiments.dash import encode, media, mp4
 from nest_experiments.dash.mpd import init_url, parse_mpd, segment_url
 from nest_experiments.errors import ConfigError
 
@@ -118,6 +118,21 @@ def test_a_tiny_real_encode_is_decodable_at_the_ladders_rates_and_cached(tmp_pat
                                  "frame=key_frame", "-of", "default=nw=1:nk=1", str(joined)],
                                 capture_output=True, text=True, check=True).stdout.split()
         assert frames == ["1"] + ["0"] * 9 + ["1"] + ["0"] * 9
+    # what each segment adds to a browser's SourceBuffer (dash.mp4): video's GOPs end on the segment boundaries;
+    # AAC's first segment ends short of its nominal second (1024-sample frames, the priming frame dropped by the
+    # edit list; here at 0.811 s: ffmpeg 5.1 cuts a 1 s audio segment early), and the last ends within a frame of
+    # the clip's end
+    frame = 1024 / 48000
+    for aset in manifest.adaptation_sets:
+        for rep in aset.representations:
+            track = mp4.parse_init((mpd.parent / (init_url(rep) or "")).read_bytes())
+            assert track is not None, rep.id
+            ends = [mp4.presentation_end_s((mpd.parent / segment_url(rep, i)).read_bytes(), track) for i in range(2)]
+            if aset.content_type == "video":
+                assert ends == [pytest.approx(1.0), pytest.approx(2.0)], (rep.id, track)
+            else:
+                assert track.start_ticks == 1024 and 0.5 < ends[0] < 1.0, (ends, track)  # type: ignore[operator]
+                assert ends[1] == pytest.approx(2.0, abs=frame), ends
     probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0",
                             str(mpd)], capture_output=True, text=True, check=True)
     assert sorted(set(probe.stdout.split())) == ["aac", "h264"]

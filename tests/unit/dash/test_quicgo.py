@@ -11,10 +11,12 @@ import pytest
 
 from nest_experiments.dash import quicgo
 from nest_experiments.dash.fetch import FetchResult
+from nest_experiments.dash.mp4 import HEAD_BYTES
 from nest_experiments.errors import MissingToolError, RunError
 
 # Speaks nest-h3get's protocol: answers "ID PATH KEEP" with a fixed CLOCK_MONOTONIC reading plus 1/2/3 s,
-# a 404 for /missing, an error for /broken, the body only when KEEP is 1; records its argv.
+# a 404 for /missing, an error for /broken, the whole body when KEEP is -1, its first KEEP bytes when KEEP > 0;
+# records its argv.
 STAND_IN = '''#!{python}
 import base64, json, sys, time
 open({argv_file!r}, "w").write(json.dumps(sys.argv[1:]))
@@ -25,11 +27,11 @@ for line in sys.stdin:
     if path == "/broken":
         print(json.dumps({{"id": int(rid), "bytes": 0, "error": "stream reset"}}), flush=True)
         continue
-    body = b"<MPD/>" if path.endswith(".mpd") else b"x" * 1000
+    body = b"<MPD/>" if path.endswith(".mpd") else bytes(range(256)) * 300
     doc = {{"id": int(rid), "status": 404 if path == "/missing" else 200, "bytes": len(body),
            "t_request": t + 1, "t_first": t + 2, "t_last": t + 3}}
-    if keep == "1":
-        doc["body"] = base64.b64encode(body).decode()
+    if int(keep) != 0:
+        doc["body"] = base64.b64encode(body if int(keep) < 0 else body[:int(keep)]).decode()
     print(json.dumps(doc), flush=True)
 '''
 
@@ -64,7 +66,9 @@ def test_results_arrive_on_the_run_clock_with_the_mpd_body(stand_in: Path) -> No
     assert implementation == "quic-go v0.0.0-test"
     mpd, video, missing = results
     assert mpd.body == b"<MPD/>" and mpd.bytes == 6 and mpd.transport == "h3"
-    assert video.body is None and video.bytes == 1000
+    # a segment: counted, and its first HEAD_BYTES kept for its boxes (dash.mp4)
+    assert video.body is None and video.bytes == 76_800 and video.head == (bytes(range(256)) * 300)[:HEAD_BYTES]
+    assert mpd.head == b""
     assert missing.status == 404
     for r in results:  # the process's monotonic + 1/2/3 s, minus the run's t0 (100 s ago): 101-104 s
         assert 100.5 < r.t_request < 104 and r.t_first_byte - r.t_request == pytest.approx(1)
