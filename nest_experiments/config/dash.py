@@ -60,6 +60,7 @@ class DashApp(AppConfig):
     page: str = "none"  # before the MPD: "dashjs" = the dash.js page and script, as a browser loads the player
     initial_bitrate: str = "abr"  # the first segment's level: the ABR's, or "dashjs" (dash.js's initial bitrate)
     schedule: str = "buffer"  # "buffer": each stream to max_buffer; "dashjs": audio at most 1 s ahead of video
+    fast_switch: str = "none"  # "dashjs": an up-switch replaces the buffered segment under the playhead onwards
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -115,6 +116,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         page=_page(t, player),
         initial_bitrate=_initial_bitrate(t, player),
         schedule=_schedule(t, player),
+        fast_switch=_fast_switch(t, player),
         **_racing(t, transport, player),
     )
 
@@ -123,6 +125,7 @@ ABANDON_RULES = ("none", "dashjs")
 PAGES = ("none", "dashjs")
 INITIAL_BITRATES = ("abr", "dashjs")
 SCHEDULES = ("buffer", "dashjs")  # dash.js: ScheduleController._getBufferTargetForAudio
+FAST_SWITCHES = ("none", "dashjs")  # dash.js: StreamProcessor._prepareForFastQualitySwitch
 
 
 def _abandon(t: Table, player: str) -> str:
@@ -151,6 +154,14 @@ def _schedule(t: Table, player: str) -> str:
     segment: dash.js's audio buffer target)."""
     return _dashjs_behaviour(t, player, "schedule", SCHEDULES, "keeps audio at most 1 s ahead of video",
                              default_nest="buffer")
+
+
+def _fast_switch(t: Table, player: str) -> str:
+    """``fast_switch`` of a dash app: what a level change does to the buffer. Our player: ``"none"`` (the default:
+    the new level from the next segment on) or ``"dashjs"`` (dash.js's fast switch: when the segment under the
+    playhead was downloaded at a lower bitrate than the new level's, it and the buffered ones after it are
+    downloaded again at the new level)."""
+    return _dashjs_behaviour(t, player, "fast_switch", FAST_SWITCHES, "switches fast (replaces buffered segments)")
 
 
 def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str, *,

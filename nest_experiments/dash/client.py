@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--schedule", choices=("buffer", "dashjs"), default="buffer",
                    help="dashjs: audio asked only while its buffer is below video's + 1 s (dash.js's audio buffer "
                         "target); buffer: every stream up to --max-buffer")
+    p.add_argument("--fast-switch", choices=("none", "dashjs"), default="none",
+                   help="dashjs: on a level change, replace the buffered segment under the playhead (and the ones "
+                        "after it) when it was downloaded at a lower bitrate (dash.js's fast switch)")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
@@ -96,7 +99,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
                           max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration,
                           prelude=tuple(args.prelude), initial_bps=DASHJS_INITIAL_BPS if args.initial_bitrate == "dashjs" else None,
-                          audio_follows_video=args.schedule == "dashjs")
+                          audio_follows_video=args.schedule == "dashjs", fast_switch=args.fast_switch == "dashjs")
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)

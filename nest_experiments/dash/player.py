@@ -79,6 +79,10 @@ class PlayerConfig:
     # dash.js's audio buffer target (ScheduleController._getBufferTargetForAudio): with video, audio is asked only
     # while its buffer is below max(video's buffer + 1 s, an audio segment); False: every stream up to max_buffer_s
     audio_follows_video: bool = False
+    # dash.js's fast switch (StreamProcessor._prepareForFastQualitySwitch, 5.2.1 line 40314): on a level change,
+    # when the segment under the playhead was downloaded at a lower bitrate than the new level's, the requests
+    # start again from that segment and replace what is buffered (the buffer does not grow until they pass its end)
+    fast_switch: bool = False
 
     def __post_init__(self) -> None:
         if self.threshold_s <= 0 or self.max_buffer_s <= 0:
@@ -200,6 +204,9 @@ class _Stream:
     count: int
     buffered_end_s: float = 0.0
     next_index: int = 0
+    frontier: int = 0  # the first segment never downloaded (next_index is below it while replacing)
+    levels: dict[int, int] = field(default_factory=dict)  # segment index -> the level it was last downloaded at
+    abandons: int = 0  # requests abandoned by the abandon rule
     outstanding: FetchAction | None = None
     chosen: int | None = None  # level chosen for next_index, awaiting its request
     last_level: int | None = None
@@ -286,6 +293,10 @@ class PlayerSession:
             return DoneAction(reason=self.end_reason)
         for stream in self.streams.values():
             if self._may_request(stream):
+                if stream.chosen is None:
+                    stream.chosen = self._decide(stream, now)
+                    if self.clock_s < stream.not_before - EPS:  # the ABR asked to wait (BOLA's delay)
+                        continue
                 return self._request(stream, now)
         return WaitAction(until=self.next_wakeup())
 
@@ -305,8 +316,7 @@ class PlayerSession:
         return self.config.max_buffer_s
 
     def _request(self, stream: _Stream, now: float) -> FetchAction:
-        if stream.chosen is None:
-            stream.chosen = self._decide(stream, now)
+        assert stream.chosen is not None
         rep = stream.aset.representations[stream.chosen]
         init = init_url(rep)
         if init is not None and stream.chosen not in stream.inits:
@@ -337,8 +347,26 @@ class PlayerSession:
                 level = stream.hold[1]
             else:
                 stream.hold = None
+        if decision.delay_s > 0:
+            stream.not_before = max(stream.not_before, now + decision.delay_s)
+        if self.config.fast_switch and stream.hold is None and level != stream.last_level:
+            self._fast_switch(stream, level)
         self._record_decision(stream, now, stream.abr.name, state.buffer_s, decision.estimate_bps, level)
         return level
+
+    def _fast_switch(self, stream: _Stream, level: int) -> None:
+        """dash.js's fast switch (5.2.1, ``_prepareForFastQualitySwitch`` 40314): when the segment under the playhead
+        was downloaded at a lower bitrate than ``level``'s, ask again from it. dash.js means to look 1.5 segments
+        ahead of the playhead, but its margin comes out as 0 (the ABR's Representation has no fragmentDuration:
+        ``1.5 * null``), so the segment it replaces is the one being played; we do as it does."""
+        seg = self.manifest.segment_duration_s(stream.name)
+        index = min(int(self.position_s / seg + EPS), stream.count - 1) if seg > 0 else 0
+        held = stream.levels.get(index)
+        if index >= stream.next_index or held is None:
+            return
+        rates = stream.aset.bitrates_bps
+        if rates[held] < rates[level]:
+            stream.next_index = index
 
     def _record_decision(self, stream: _Stream, now: float, algorithm: str, buffer_s: float,
                          estimate_bps: float | None, level: int) -> None:
@@ -377,6 +405,7 @@ class PlayerSession:
         if verdict is None:
             return False
         stream.abandoned.add(action.index)
+        stream.abandons += 1
         stream.outstanding, stream.chosen = None, verdict.level
         stream.hold = (now + ABANDON_LOAD_S, verdict.level)
         self._record_decision(stream, now, ABANDON, buffer, verdict.throughput_bps, verdict.level)
@@ -397,6 +426,8 @@ class PlayerSession:
             history=tuple(stream.history),
             next_index=stream.next_index,
             segment_count=stream.count,
+            position_s=self.position_s,
+            abandons=stream.abandons,
             **extra,
         )
 
@@ -409,7 +440,8 @@ class PlayerSession:
         times = [self.clock_s + min(self.buffer_s(s) for s in self.streams), *retries]
         for stream in self.streams.values():
             # audio following video waits for video's next segment (both drain alike while playing)
-            if stream.outstanding is None and not stream.complete and not self._follows_video(stream):
+            waiting = self.clock_s < stream.not_before - EPS  # a retry or the ABR's delay: its time is in retries
+            if stream.outstanding is None and not stream.complete and not waiting and not self._follows_video(stream):
                 excess = self.buffer_s(stream.name) - self.config.max_buffer_s
                 times.append(self.clock_s + max(excess, 0.0) + 1e-5)
         return min(times)
@@ -500,9 +532,12 @@ class PlayerSession:
 
     def _on_media(self, stream: _Stream, action: FetchAction, result: FetchResult, now: float) -> None:
         assert action.index is not None
-        seg = self._media_added_s(stream, action, result)
+        replacement = action.index < stream.frontier  # a fast switch's: the buffer already holds this segment
+        seg = 0.0 if replacement else self._media_added_s(stream, action, result)
         stream.buffered_end_s += seg
-        stream.next_index += 1
+        stream.levels[action.index] = action.level
+        stream.next_index = action.index + 1
+        stream.frontier = max(stream.frontier, stream.next_index)
         if stream.complete:  # the last segment: the stream is buffered to the end (MSE's endOfStream)
             stream.buffered_end_s = max(stream.buffered_end_s, self.duration_s)
         stream.chosen, stream.last_level = None, action.level
@@ -516,6 +551,7 @@ class PlayerSession:
                 t_last_byte=result.t_last_byte,
                 duration_s=seg,
                 buffer_after_s=buffer,
+                replacement=replacement,
             )
         )
         row = self._row(stream, action, result, buffer)
@@ -589,6 +625,7 @@ async def play(
     abandon: AbandonRule | None = None,
     initial_bps: Mapping[str, float] | None = None,
     audio_follows_video: bool = False,
+    fast_switch: bool = False,
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
     mpd_text: str | bytes | None = None,
@@ -605,7 +642,8 @@ async def play(
     stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon,
-                          initial_bps=dict(initial_bps or {}), audio_follows_video=audio_follows_video)
+                          initial_bps=dict(initial_bps or {}), audio_follows_video=audio_follows_video,
+                          fast_switch=fast_switch)
     t_begin = clock()  # the session's time counts from its first request, the prelude's if any (as a browser's)
     for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
         got = await fetcher.fetch("mpd", path)

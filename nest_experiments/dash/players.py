@@ -110,7 +110,9 @@ def missing(player: str, transport: str = "tcp") -> str | None:
 
 
 #: dash.js's own ABR rules by the names an experiment gives (``abr``); the first three are the twins of ours
-DASHJS_ABRS = ("throughput", "bola", "dynamic", "l2a", "lolp")
+# "dashjs": dash.js's defaults, i.e. "dynamic" with the InsufficientBufferRule and SwitchHistoryRule beside it,
+# as it runs in the browser anyway; the name of our port of that chain (abr.DashJs), so one sweep pairs them
+DASHJS_ABRS = ("throughput", "bola", "dynamic", "dashjs", "l2a", "lolp")
 #: our ABR name -> GPAC's ``algo`` where they are the same algorithm (abr.GpacRate, abr.Bba)
 GPAC_TWINS = {"grate": "grate", "bba": "bba0"}
 

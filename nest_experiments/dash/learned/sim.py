@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
@@ -275,12 +276,12 @@ class RegistryPolicy:
         out = np.zeros(len(self.abrs), dtype=int)
         for b, abr in enumerate(self.abrs):
             memo = self.memos[b]
-            extra: dict[str, Mapping[str, Any]] = {} if memo is None else {"memo": memo}
             state = PlayerState(
                 now=float(step.now_s[b]), buffer_s=float(step.buffer_s[b]),
                 bitrates_bps=tuple(int(r) for r in rec.bitrates_bps), segment_duration_s=rec.segment_duration_s,
                 max_buffer_s=self.max_buffer_s, last_level=None if i == 0 else int(rec.levels[b, i - 1]),
-                history=rec.samples(b, i), next_index=i, segment_count=rec.levels.shape[1], **extra)
+                history=rec.samples(b, i), next_index=i, segment_count=rec.levels.shape[1],
+                memo=MappingProxyType({}) if memo is None else memo)
             decision = abr.choose(state)
             self.memos[b] = decision.memo
             out[b] = min(max(decision.level, 0), len(rec.bitrates_bps) - 1)

@@ -21,7 +21,7 @@ from nest_experiments.dash.abandon import (
     Trace,
     optimal_level,
 )
-from nest_experiments.dash.abr import create_abr
+from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
 from nest_experiments.dash.player import FetchAction, PlayerConfig, PlayerSession, RequestAbandoned, play
 from nest_experiments.dash.records import ABANDON, abandoned
@@ -342,3 +342,80 @@ def test_the_driver_cancels_an_abandoned_request_and_fetches_the_segment_at_the_
     video = [r for r in report.segments if r.stream == "video"]
     assert [(r.index, r.level) for r in video] == [(0, 0), (1, 0), (2, 0)]
     assert [d.algorithm for d in report.decisions if d.stream == "video"][:2] == ["fixed", ABANDON]
+
+
+class Scripted(AbrAlgorithm):
+    """Levels from a list, one per decision (the last one repeats)."""
+
+    name = "scripted"
+
+    def __init__(self, *levels: int) -> None:
+        self.levels = list(levels)
+
+    def choose(self, state: PlayerState) -> Decision:
+        return Decision(level=self.levels.pop(0) if len(self.levels) > 1 else self.levels[0])
+
+
+def racing_session(*levels: int, fast_switch: bool = True) -> PlayerSession:
+    manifest = manifest_for("youtube_racing", duration_s=60.0)  # 5 s segments, video 70..1300 kbit/s
+    return PlayerSession(manifest, abr_video=Scripted(*levels), abr_audio=create_abr("fixed", level=0),
+                         start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, fast_switch=fast_switch,
+                                                             audio_follows_video=True))
+
+
+def play_first(s: PlayerSession, t: float) -> None:
+    """Video's segment 0 and audio's arrive; playback starts at ``t``."""
+    video = media_action(s, "video")
+    complete(s, media_action(s, "audio"), 0.0)
+    complete(s, video, t)
+
+
+def test_fast_switch_dashjs_replaces_the_segment_under_the_playhead_and_the_buffered_ones_after_it() -> None:
+    # dash.js 5.2.1 in Chromium on the clean link: segment 0 at level 3, the throughput rule's level 4 at the
+    # playhead's start, segment 0 again at 4 (docs/racing_chromium_mechanism.md §9.5)
+    s = racing_session(3, 4, 4, 4)
+    play_first(s, 1.0)
+    again = media_action(s, "video")
+    assert (again.index, again.level) == (0, 4)
+    complete(s, again, 3.0)  # 2 s later: the playhead at 2 s, the buffer still ends at 5 s
+    assert s.buffer_s("video") == pytest.approx(3.0) and s.streams["video"].history[-1].replacement
+    assert (media_action(s, "video").index, [r.index for r in s.segments if r.stream == "video"]) == (1, [0, 0])
+    plain = racing_session(3, 4, fast_switch=False)
+    play_first(plain, 1.0)
+    nxt = media_action(plain, "video")
+    assert (nxt.index, nxt.level) == (1, 4)
+
+
+def test_fast_switch_walks_through_every_buffered_segment_and_only_then_grows_the_buffer() -> None:
+    s = racing_session(1, 1, 1, 3, 3, 3, 3)
+    play_first(s, 0.1)
+    for t in (0.2, 0.3):  # segments 1-2 at level 1 as well: 15 s buffered, the playhead near 0
+        complete(s, media_action(s, "video"), t)
+    s.advance(6.3)  # the playhead in segment 1 (6.2 s played)
+    asked = []
+    for t in (6.4, 6.5, 6.6):
+        a = media_action(s, "video")
+        asked.append((a.index, a.level))
+        complete(s, a, t)
+    assert asked == [(1, 3), (2, 3), (3, 3)]  # 1 and 2 replaced, 3 new
+    assert s.streams["video"].buffered_end_s == pytest.approx(20.0)  # only segment 3 grew it
+    down = racing_session(3, 3, 1)  # a lower level: the segment under the playhead is better, nothing replaced
+    play_first(down, 0.1)
+    complete(down, media_action(down, "video"), 0.2)
+    nxt = media_action(down, "video")
+    assert (nxt.index, nxt.level) == (2, 1)
+
+
+def test_an_abr_delay_holds_the_request_back_without_polling() -> None:
+    class Waits(Scripted):
+        def choose(self, state: PlayerState) -> Decision:
+            return Decision(level=0, delay_s=2.5 if state.next_index == 1 else 0.0)
+
+    s = racing_session(0)
+    s.streams["video"].abr = Waits(0)
+    play_first(s, 1.0)
+    complete(s, media_action(s, "audio"), 1.0)  # audio's second segment (its target: video's 5 s + 1 s)
+    wait = s.next_action(1.0)
+    assert wait.__class__.__name__ == "WaitAction" and s.next_wakeup() == pytest.approx(3.5)
+    later = s.next_action(3.5)
+    assert isinstance(later, FetchAction) and (later.stream, later.index) == ("video", 1)
