@@ -109,6 +109,10 @@ class Marionette:
         result = reply[3]
         return result.get("value") if isinstance(result, dict) and set(result) == {"value"} else result
 
+    def set_timeout(self, seconds: float) -> None:
+        """How long a call may wait for Firefox's reply (from the connection: CALL_TIMEOUT_S)."""
+        self._sock.settimeout(seconds)
+
     def evaluate(self, expression: str) -> Any:
         return self.call("WebDriver:ExecuteScript", {"script": f"return {expression};", "args": []})
 
@@ -242,6 +246,9 @@ def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any
         t0 = browser._go(args, stop)
         if stop.is_set():
             raise RunError("stopped before the session started")
+        # behind a slow link (DVL x0.25: dash.all.min.js, 0.8 MB, takes ~50 s) a script call into the loading page
+        # waits for it longer than CALL_TIMEOUT_S: the session's calls may take the whole session
+        mn.set_timeout(args.max_duration + CALL_TIMEOUT_S)
         mn.call("WebDriver:Navigate", {"url": url})
         _poll(mn, events, result, stop, deadline=t0 + args.max_duration)
         events.extend(mn.evaluate("window.__nest ? window.__nest.drain() : []") or [])
