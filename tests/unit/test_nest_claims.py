@@ -16,6 +16,7 @@ from nest_experiments.config import load_default_raw
 from nest_experiments.config.sweep import apply_paper, expand
 from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import nest
+from nest_experiments.studies.nest import claims as nest_claims
 from nest_experiments.studies.nest.claims import PAPER_CLAIMS, cell_of, session_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -36,6 +37,10 @@ def test_the_findings_of_figs_2_to_13_are_declared_fq_pie_vs_pie_paired_within_t
                                                                 "audio_buffer", "audio_rtt"]
     assert {c.id for c in PAPER_CLAIMS if c.scale == "ratio"} == {"video_throughput", "audio_throughput"} | pie_only
     assert claims["pie_follows_target"].conditions == {"aqm": "pie"}
+    # every directional claim states the smallest difference it means (session 17, before the re-run's data)
+    margins = {cid: (c.margin, c.margin_relative) for cid, c in claims.items() if c.expect != seq.EQUIVALENT}
+    assert margins == {cid: nest_claims.MARGINS[cid] for cid in margins} and len(margins) == 13
+    assert margins["video_switches"] == (1.0, False) and margins["video_throughput"] == (0.5, True)
     for link in ("bn1", "bn2"):  # one sample: every PIE session's delay over its target against 1, within 1.5x
         c = claims[f"pie_at_target_{link}"]
         assert c.one_sample and c.reference == 1.0 and c.a == {"aqm": "pie"} and c.metric.endswith(link)
@@ -109,4 +114,6 @@ def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     # planted: PIE's kernel delay 1.1 x its target in every session (12 PIE sessions), inside the 1.5x margin
     assert found["pie_at_target_bn2"].verdict == seq.AGREES and found["pie_at_target_bn2"].n_a == 12
     assert found["pie_at_target_bn2"].effect == pytest.approx(1.1)
-    assert found["audio_rtt"].verdict == seq.UNDECIDED  # no difference planted: not "agrees"
+    # no difference planted: with its 10 % margin the claim "FQ-PIE's audio RTT shorter" is decided against (before
+    # the margins it stayed undecided for ever)
+    assert found["audio_rtt"].verdict == seq.CONTRADICTS and "margin" in found["audio_rtt"].note
