@@ -34,8 +34,15 @@ Policies (``racing``):
 ``firefox``
     Firefox's HTTP/3 with a backup connection: the TCP job after
     ``backup_delay_s`` (100 ms); a QUIC failure (a failed QUIC job, a
-    request failed or cancelled on QUIC) puts the origin on the HTTP/3
-    excluded list until the player restarts (no back-off, no return).
+    request failed on QUIC) puts the origin on the HTTP/3 excluded list
+    until the player restarts (no back-off, no return). A request the player
+    cancels is no failure: its stream is reset (``Http3Session::CloseStream``
+    sends ``HTTP3_APP_ERROR_REQUEST_CANCELLED``) and nothing excludes HTTP/3;
+    the exclusion comes from ``Http3Session::Shutdown`` only, on an error
+    before the connection was up or a connection closed with an error
+    (netwerk/protocol/http/Http3Session.cpp, ``ExcludeHttp2OrHttp3``). Firefox
+    ESR 153 kept HTTP/3 after dash.js's abandonments behind the 64 kbit/s
+    UDP shaper (``racing_firefox.toml``, session 17).
 ``quic_only``
     The paper's modified browser (Section IX): once ``alt-svc`` is known,
     QUIC only: no TCP job, no broken marking; a failed QUIC connection is
@@ -337,10 +344,10 @@ class Racer:
         """The player cancelled a QUIC request (``stream_timeout``, ``request_timeout``): its stream is reset
         and the request asked again on the same connection. ``chromium``: no failure, nothing marked
         (QuicHttpStream::Close, ~HttpNetworkTransaction: no MarkAlternativeService* on that path);
-        ``dynamic``: the paper's trigger (a timeout) compares the probes; ``firefox``: excluded, as every
-        QUIC failure."""
+        ``dynamic``: the paper's trigger (a timeout) compares the probes; ``firefox``: no failure either (the
+        stream's CancelFetch, Http3Session::CloseStream: nothing excludes HTTP/3)."""
         self._log(now, "stream_cancelled", "quic", conn_id=conn_id, detail=reason)
-        self._trouble(now, reason, conn_id)
+        self._trouble(now, reason, conn_id, exclude=False)
 
     def on_stream_error(self, now: float, protocol: str, conn_id: str, reason: str, *,
                         headers: bool = False) -> bool:
@@ -485,13 +492,14 @@ class Racer:
             self._broken = _Broken()
             self._log(now, "recovered", "quic", detail="racing not allowed: QUIC only")
 
-    def _trouble(self, now: float, reason: str, conn_id: str) -> str:
+    def _trouble(self, now: float, reason: str, conn_id: str, *, exclude: bool = True) -> str:
         """A QUIC job failed, a QUIC request failed or was cancelled: ``dynamic`` decides again (the paper's
-        event-driven trigger), ``firefox`` excludes QUIC; returns the mode in force after it."""
+        event-driven trigger), ``firefox`` excludes QUIC (``exclude``: a failure, not a cancel); returns the mode
+        in force after it."""
         if self.policy == "dynamic":
             self._decide(now)
         mode = self._mode()
-        if mode == "firefox" and not self._excluded:
+        if mode == "firefox" and exclude and not self._excluded:
             self._excluded = True
             self._log(now, "broken", "quic", conn_id=conn_id, detail=f"excluded until restart: {reason}")
         return mode
