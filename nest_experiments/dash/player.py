@@ -206,7 +206,6 @@ class _Stream:
     next_index: int = 0
     frontier: int = 0  # the first segment never downloaded (next_index is below it while replacing)
     levels: dict[int, int] = field(default_factory=dict)  # segment index -> the level it was last downloaded at
-    abandons: int = 0  # requests abandoned by the abandon rule
     outstanding: FetchAction | None = None
     chosen: int | None = None  # level chosen for next_index, awaiting its request
     last_level: int | None = None
@@ -405,7 +404,6 @@ class PlayerSession:
         if verdict is None:
             return False
         stream.abandoned.add(action.index)
-        stream.abandons += 1
         stream.outstanding, stream.chosen = None, verdict.level
         stream.hold = (now + ABANDON_LOAD_S, verdict.level)
         self._record_decision(stream, now, ABANDON, buffer, verdict.throughput_bps, verdict.level)
@@ -427,7 +425,7 @@ class PlayerSession:
             next_index=stream.next_index,
             segment_count=stream.count,
             position_s=self.position_s,
-            abandons=stream.abandons,
+            abandons=len(stream.abandoned),  # each index is abandoned at most once
             **extra,
         )
 
