@@ -23,7 +23,11 @@ from nest_experiments.errors import RunError
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import popen_in_ns, stop, wait_exited
 from nest_experiments.net.sockets import is_listening
+from nest_experiments.net.warm import WarmPool
 from nest_experiments.rundir import write_json
+
+
+SERVER_MODULE = "nest_experiments.dash.server"  # our HTTP server (DASH and objects apps), run as python -m
 
 
 class App(abc.ABC):
@@ -41,6 +45,7 @@ class App(abc.ABC):
         # called with a process that has exited but is not reaped yet: its /proc entry still holds its CPU time,
         # children it reaped included (the runner's CPU monitor reads it there: collectors.cpu)
         self.on_exit: Callable[[int], None] = lambda pid: None
+        self.warm: WarmPool | None = None  # the run's warm Python processes (net.warm), for :meth:`spawn`
 
     @property
     def raw_dir(self) -> Path:
@@ -51,6 +56,12 @@ class App(abc.ABC):
     @classmethod  # noqa: B027  (optional hook)
     def prepare_host(cls, cfg: AppConfig) -> None:
         """Work to do on the host before a VM boots: the guest sees the project read-only (e.g. media)."""
+
+    @classmethod
+    def warm_modules(cls, cfg: AppConfig) -> tuple[str, ...]:
+        """The modules this app will run as ``python -m`` in a run (one entry per process): the runner starts
+        them warm as the run begins (net.warm)."""
+        return ()
 
     def prepare(self) -> None:  # noqa: B027  (optional hook: clients-only apps have nothing to prepare)
         """Start servers; return when they accept connections."""
@@ -82,7 +93,11 @@ class App(abc.ABC):
         self._files.append(out)
         if not isinstance(err, int):
             self._files.append(err)
-        proc = popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd, timer_slack_ns=timer_slack_ns)
+        warm = self.warm.take(self.net.ns(node), argv, stdout=self.raw_dir / log,
+                              stderr=self.raw_dir / stderr_log if stderr_log else None, cwd=cwd,
+                              timer_slack_ns=timer_slack_ns) if self.warm else None
+        proc = warm or popen_in_ns(self.net.ns(node), argv, stdout=out, stderr=err, cwd=cwd,
+                                   timer_slack_ns=timer_slack_ns)
         self.procs.append(proc)
         return proc
 

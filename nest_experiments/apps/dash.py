@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows
+from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
@@ -55,6 +55,8 @@ ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 SUBFLOW_INTERVAL_S = 1.0 if runtime.current() != "vm" else 5.0
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 OUR_PORTS = (20000, 29999)  # our server's port: fixed per app name (the player is started before the server listens)
+CLIENT_MODULES = {"nest": "nest_experiments.dash.client", "dashjs": "nest_experiments.dash.browser",
+                  "firefox": "nest_experiments.dash.firefoxplayer", "gpac": "nest_experiments.dash.gpacplayer"}
 
 
 def server_port(app: str) -> int:
@@ -78,6 +80,14 @@ class Dash(App):
         mpd = cls.media(cfg)  # type: ignore[arg-type]
         if cfg.player in players.BROWSERS or cfg.page == "dashjs":  # type: ignore[attr-defined]
             players.install_dashjs_page(mpd.parent)
+
+    @classmethod
+    def warm_modules(cls, cfg: AppConfig) -> tuple[str, ...]:
+        # our server and our player; the other players start a browser or GPAC, whose start is not Python's,
+        # as `ip netns exec` starts them (its own /sys and mount namespace)
+        c: DashApp = cfg  # type: ignore[assignment]
+        server = () if c.http_server == "caddy" else (SERVER_MODULE,)
+        return (*server, *((CLIENT_MODULES[c.player],) if c.player == "nest" else ()))
 
     @staticmethod
     def media(c: DashApp) -> Path:
@@ -121,7 +131,7 @@ class Dash(App):
         self.port = CADDY_PORT if c.transport == "race" else server_port(c.name)
         ports = ["--port-h2", str(CADDY_PORT), "--port-h3", str(CADDY_PORT)] if c.transport == "race" else \
             [f"--port-{c.transport}", str(self.port)]
-        argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.mpd.parent),
+        argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.mpd.parent),
                 "--bind", bind, *ports, "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
                 "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
@@ -190,7 +200,7 @@ class Dash(App):
         if c.player == "gpac":
             self._spawn_gpac()
             return
-        argv = [sys.executable, "-m", "nest_experiments.dash.client", *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
                 "--abandon", c.abandon, "--initial-bitrate", c.initial_bitrate,
                 "--schedule", c.schedule, "--fast-switch", c.fast_switch]
@@ -217,8 +227,7 @@ class Dash(App):
         (:mod:`nest_experiments.dash.firefoxplayer`), its profile in a temp folder of the run."""
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
-        module = "firefoxplayer" if c.player == "firefox" else "browser"
-        argv = [sys.executable, "-m", f"nest_experiments.dash.{module}", *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--page", page, "--mpd-file", str(self.mpd),
                 "--profile", str(self.net.state.temp_dir(c.player) / "profile")]
         if c.player == "dashjs":
@@ -229,7 +238,7 @@ class Dash(App):
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
         c = self.cfg
-        argv = [sys.executable, "-m", "nest_experiments.dash.gpacplayer", *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--mpd-file", str(self.mpd)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
         self._wait_ready(self.client, "client")

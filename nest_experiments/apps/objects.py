@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.apps.base import App, last_line, read_rows
-from nest_experiments.config import ObjectsApp
+from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
+from nest_experiments.config import AppConfig, ObjectsApp
 from nest_experiments.dash import caddy, objects
 from nest_experiments.errors import RunError
 
 READY_TIMEOUT_S = 20.0
 CADDY_PORT = caddy.PORT
+CLIENT_MODULE = "nest_experiments.dash.objects"  # its ``fetch`` command
 
 
 def design(c: ObjectsApp) -> objects.Design:
@@ -47,6 +48,11 @@ def design_argv(c: ObjectsApp) -> list[str]:
 class Objects(App):
     cfg: ObjectsApp
 
+    @classmethod
+    def warm_modules(cls, cfg: AppConfig) -> tuple[str, ...]:
+        # the client starts inside the traffic phase: warm, its imports are not part of the session
+        return (CLIENT_MODULE,) if cfg.http_server == "caddy" else (SERVER_MODULE, CLIENT_MODULE)  # type: ignore[attr-defined]
+
     def prepare(self) -> None:
         c = self.cfg
         self.root = self.net.state.temp_dir("objects")
@@ -59,7 +65,7 @@ class Objects(App):
 
     def _start_server(self) -> None:
         c = self.cfg
-        argv = [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(self.root),
+        argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.root),
                 "--bind", self.net.addr(c.server), f"--port-{c.transport}", "0", "--ca-out", str(self.ca),
                 "--access-log", str(self.raw_dir / f"{c.name}.access.csv")]
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
@@ -91,7 +97,7 @@ class Objects(App):
         c = self.cfg
         self.t_start = self.clock()
         t0 = time.monotonic() - self.t_start
-        argv = [sys.executable, "-m", "nest_experiments.dash.objects", "fetch", "--kind", c.transport,
+        argv = [sys.executable, "-m", CLIENT_MODULE, "fetch", "--kind", c.transport,
                 "--host", self.net.addr(c.server), "--port", str(self.port), *design_argv(c), "--t0", repr(t0),
                 "--max-duration", f"{max(1.0, self.run_duration_s - c.start_s):g}", "--out", str(self.csv_path),
                 "--h3-client", c.h3_client]

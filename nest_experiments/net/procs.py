@@ -279,6 +279,24 @@ def live_runs(*, other_than: str = "") -> list[str]:
     return sorted(s.prefix for s in load_states() if s.prefix != other_than and s.owner_alive())
 
 
+def _setns(libc: ctypes.CDLL, ns: str) -> None:
+    try:
+        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    except OSError as exc:
+        raise NetworkSetupError(f"no namespace {ns}") from exc
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise NetworkSetupError(f"cannot enter namespace {ns}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(target)
+
+
+def enter_netns(ns: str) -> None:
+    """Move this thread into namespace ``ns`` for good (threads it starts later follow it): what ``ip netns
+    exec`` does for the network, without its process, mount namespace and ``/sys`` (net.warm)."""
+    _setns(ctypes.CDLL("libc.so.6", use_errno=True), ns)
+
+
 @contextlib.contextmanager
 def in_netns(ns: str) -> Iterator[None]:
     """Run the body with this thread inside namespace ``ns``; always come back.
@@ -291,20 +309,12 @@ def in_netns(ns: str) -> Iterator[None]:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
+        _setns(libc, ns)
         try:
-            target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-        except OSError as exc:
-            raise NetworkSetupError(f"no namespace {ns}") from exc
-        try:
-            if libc.setns(target, CLONE_NEWNET) != 0:
-                raise NetworkSetupError(f"cannot enter namespace {ns}: {os.strerror(ctypes.get_errno())}")
-            try:
-                yield
-            finally:
-                if libc.setns(own, CLONE_NEWNET) != 0:  # never leave this thread in the wrong namespace
-                    raise NetworkSetupError("cannot return to the original network namespace")
+            yield
         finally:
-            os.close(target)
+            if libc.setns(own, CLONE_NEWNET) != 0:  # never leave this thread in the wrong namespace
+                raise NetworkSetupError("cannot return to the original network namespace")
     finally:
         os.close(own)
 
@@ -326,8 +336,14 @@ PR_SET_TIMERSLACK = 29
 def _die_with_parent(timer_slack_ns: int | None = None) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if timer_slack_ns:  # inherited across exec and by the threads the program starts
-        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
+    set_timer_slack(timer_slack_ns)
+
+
+def set_timer_slack(timer_slack_ns: int | None) -> None:
+    """This thread's timer slack (``prctl(PR_SET_TIMERSLACK)``), if given: inherited across exec and by the
+    threads the program starts."""
+    if timer_slack_ns:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
 
 
 def wait_exited(proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 0.02) -> bool:

@@ -36,6 +36,7 @@ from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.net.warm import WarmPool
 from nest_experiments.rundir import CPU, CPU_PROCS, SCHEMA_VERSION, is_completed, write_csv, write_json
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
@@ -136,6 +137,7 @@ class Run:
         self.app_start_s: dict[str, float] = {}
         self.app_prepare_s: dict[str, float] = {}  # inside the app_prepare phase, per app
         self.app_done_t: dict[str, float] = {}  # the drain phase: when each app's finish returned
+        self.warm = WarmPool()  # the apps' Python processes, started as the run begins (net.warm)
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -147,6 +149,8 @@ class Run:
         (self.run_dir / "config.toml").write_text(config_text(self.spec))
         self._init_manifest()
         try:
+            if warm_starts():
+                self.warm.start(m for a in self.exp.apps for m in _launcher(a.kind).warm_modules(a))
             cleaned = clean_dead_runs()
             if cleaned:
                 self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
@@ -165,6 +169,8 @@ class Run:
             self._fail("failed", f"{type(exc).__name__}: {exc}")
             (self.run_dir / "error.log").write_text(traceback.format_exc())
         finally:
+            self.warm.close()
+            self.manifest["warm_started"] = self.warm.started
             self.manifest["finished"] = now_iso()
             self.manifest["phases"] = self.laps.as_dict()
             self.manifest["app_start_s"] = {k: round(v, 3) for k, v in self.app_start_s.items()}
@@ -208,6 +214,8 @@ class Run:
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s) for a in self.exp.apps]
+            for app in self.apps:
+                app.warm = self.warm
             try:
                 self._run_apps(net)
             finally:
@@ -335,6 +343,12 @@ class Run:
                 merged.setdefault(name, (fields, []))[1].extend(rows)
         for name, (fields, rows) in merged.items():
             write_csv(self.run_dir / name, fields, rows)
+
+
+def warm_starts() -> bool:
+    """Whether our Python apps start warm (net.warm); ``NEST_EXP_WARM=0`` starts them cold, as before (for
+    bench/phase_split.py's before and after)."""
+    return os.environ.get("NEST_EXP_WARM", "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def _launcher(kind: str) -> type[App]:
