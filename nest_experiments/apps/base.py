@@ -1,7 +1,9 @@
 """The application interface: one start/stop object per traffic source.
 
-Life of an app in a run: ``prepare()`` (servers up, before the clock's
-traffic phase), ``start()`` at its ``start_s`` on the run clock, ``finish()``
+Life of an app in a run: ``prepare()`` (servers started, before the clock's
+traffic phase), ``ready()`` (once every app is prepared: wait until they accept
+connections, so that the apps' servers start side by side), ``start()`` at its
+``start_s`` on the run clock, ``finish()``
 after the run's duration (wait for clients, parse raw logs into the run
 folder's CSVs), and ``stop()`` always (idempotent; kills what is left).
 """
@@ -26,7 +28,6 @@ from nest_experiments.net.sockets import is_listening
 from nest_experiments.net.warm import WarmPool
 from nest_experiments.rundir import write_json
 
-
 SERVER_MODULE = "nest_experiments.dash.server"  # our HTTP server (DASH and objects apps), run as python -m
 
 
@@ -46,6 +47,7 @@ class App(abc.ABC):
         # children it reaped included (the runner's CPU monitor reads it there: collectors.cpu)
         self.on_exit: Callable[[int], None] = lambda pid: None
         self.warm: WarmPool | None = None  # the run's warm Python processes (net.warm), for :meth:`spawn`
+        self._waits: list[Callable[[], None]] = []  # what ready() waits for
 
     @property
     def raw_dir(self) -> Path:
@@ -64,7 +66,17 @@ class App(abc.ABC):
         return ()
 
     def prepare(self) -> None:  # noqa: B027  (optional hook: clients-only apps have nothing to prepare)
-        """Start servers; return when they accept connections."""
+        """Start servers; what to wait for before they accept connections goes to :meth:`when_ready`."""
+
+    def ready(self) -> None:
+        """Wait (in order) for what :meth:`prepare` left to :meth:`when_ready`; raises if it does not come."""
+        waits, self._waits = self._waits, []
+        for wait in waits:
+            wait()
+
+    def when_ready(self, wait: Callable[[], None]) -> None:
+        """Have :meth:`ready` call ``wait`` (a check that returns once something prepared is up, or raises)."""
+        self._waits.append(wait)
 
     @abc.abstractmethod
     def start(self) -> None:

@@ -23,6 +23,7 @@ player's HTTP implementation (``apps.NAME.client``: the QUIC stack over h3,
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import subprocess
@@ -115,10 +116,10 @@ class Dash(App):
             self._await_server()
             self._spawn_client()
             return
-        # our player starts beside our server (each a Python process whose imports take seconds under TCG): it
-        # reads the certificate and connects only after the run's go, and the server's port is fixed
+        # our player starts beside our server (each a Python process whose imports take seconds under TCG, unless
+        # warm): it reads the certificate and connects only after the run's go, and the server's port is fixed
         self._spawn_client()
-        self._await_server()
+        self.when_ready(self._await_server)
 
     def _spawn_server(self) -> None:
         """Our server (:mod:`nest_experiments.dash.server`) on a fixed port of its namespace (:func:`server_port`);
@@ -212,7 +213,7 @@ class Dash(App):
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
-        self._wait_ready(self.client, "client")
+        self.when_ready(functools.partial(self._wait_ready, self.client, "client"))
 
     def _player_args(self) -> PlayerArgs:
         """The session every player is given (the certificate over TLS transports: h2, h3, race)."""

@@ -18,6 +18,7 @@ and exact time stamps), and in a cgroup capped at ``cpu_limit`` of one CPU
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ class Httperf(App):
             env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
             argv = ["env", *env, "caddy", "file-server", "--listen", f"{addr}:{c.port}", "--root", str(root)]
         self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log")
-        self.wait_listening(c.dst, c.port, proc=self.server)
+        self.when_ready(functools.partial(self.wait_listening, c.dst, c.port, proc=self.server))
         self.cap = CpuCap(c.name, c.cpu_limit, state=self.net.state)
         warning = self.cap.create()
         if warning:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ class Iperf3(App):
         c = self.cfg
         self.server = self.spawn(c.dst, ["iperf3", "-s", "-p", str(c.port), "-1", "--bind", self.net.addr(c.dst)],
                                  log=f"{c.name}.server.log")
-        self.wait_listening(c.dst, c.port, proc=self.server)
+        self.when_ready(functools.partial(self.wait_listening, c.dst, c.port, proc=self.server))
 
     @property
     def length_s(self) -> float:

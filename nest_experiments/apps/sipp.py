@@ -12,6 +12,7 @@ of the run folder, which is writable on the host and in the VM guest.
 
 from __future__ import annotations
 
+import functools
 import struct
 import subprocess
 from collections.abc import Sequence
@@ -99,8 +100,8 @@ class Sipp(App):
                 "-mp", str(c.media_port), *self._trace_args("uas_stat.csv")]
         self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log", cwd=self.work_dir / "server",
                                  timer_slack_ns=self.timer_slack_ns)
-        self.wait_listening(c.dst, c.port, proto="udp", proc=self.server)
-        self.wait_listening(c.dst, c.media_port, proto="udp", proc=self.server)
+        for port in (c.port, c.media_port):
+            self.when_ready(functools.partial(self.wait_listening, c.dst, port, proto="udp", proc=self.server))
 
     def start(self) -> None:
         c = self.cfg

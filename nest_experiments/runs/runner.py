@@ -241,10 +241,14 @@ class Run:
             self.manifest["warnings"].append(f"firewall counters not read: {exc}")
 
     def _run_apps(self, net: Network) -> None:
-        for app in self.apps:
+        for app in self.apps:  # every app's servers started, then waited for: they start side by side
             t = time.monotonic()
             app.prepare()
             self.app_prepare_s[app.cfg.name] = time.monotonic() - t
+        for app in self.apps:
+            t = time.monotonic()
+            app.ready()
+            self.app_prepare_s[app.cfg.name] += time.monotonic() - t
         self.laps.lap("app_prepare")
         capture = PacketCapture.for_run(self.exp, net, self.run_dir)  # experiment.qdelay_links: tcpdump on routers
         capture.start()  # capturing before the run clock and any traffic
