@@ -67,7 +67,8 @@ class Objects(App):
         c = self.cfg
         argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.root),
                 "--bind", self.net.addr(c.server), f"--port-{c.transport}", "0", "--ca-out", str(self.ca),
-                "--access-log", str(self.raw_dir / f"{c.name}.access.csv")]
+                "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
+                "--cert-dir", str(self.net.state.temp_dir("certs"))]  # a run's temp dir: a dead run's is swept
         self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
         self.port = int(self._wait_ready()["ports"][c.transport])
         quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""

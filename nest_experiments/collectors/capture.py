@@ -47,7 +47,7 @@ from nest_experiments.analysis import qdelay
 from nest_experiments.config import Experiment
 from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NestExpError, RunError
-from nest_experiments.net.procs import RunState, popen_in_ns, require_tool, stop
+from nest_experiments.net.procs import RunState, popen_in_ns, require_tool, stop_all
 from nest_experiments.rundir import read_csv, read_manifest, write_csv, write_json
 
 SNAPLEN = 96
@@ -186,8 +186,8 @@ class Tcpdumps:
     def stop(self) -> dict[str, dict[str, int]]:
         """Stop them all; per file, the exit code and tcpdump's own counts."""
         stats = {}
-        for tap, proc, log in self._procs:
-            code = stop(proc, timeout_s=10.0)
+        codes = stop_all([proc for _, proc, _ in self._procs], timeout_s=10.0)  # each flushes its file
+        for (tap, _, log), code in zip(self._procs, codes, strict=True):
             log.close()
             text = (self.spool / f"{tap.file}.log").read_text(errors="replace")
             stats[tap.file] = {"exit": code, **parse_tcpdump_stats(text)}

@@ -408,6 +408,24 @@ def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout_s:
     return proc.returncode
 
 
+def stop_all(procs: Sequence[subprocess.Popen[bytes]], *, sig: int = signal.SIGTERM,
+             timeout_s: float = 5.0) -> list[int]:
+    """:func:`stop` for several processes side by side: all signalled first, then each waited for (SIGKILL
+    for one that does not go within ``timeout_s`` of the signal); their exit codes, in order."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return [proc.returncode for proc in procs]
+
+
 class BatchError(NetworkSetupError):
     """A batch command failed: ``index`` is the failing command's position."""
 

@@ -83,7 +83,11 @@ def fig9(sessions: Sequence[Session], path: Path) -> Path:
     for ax in (a, b):
         ax.set_ylabel("CCDF")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:  # no chromium session, or each one's series constant (no coefficient)
+            ax.text(0.5, 0.5, "no chromium session with a coefficient", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8)
     a.set_title("(a) correlation (cf. Fig. 9a)", fontsize=9)
     b.set_title("(b) lag (cf. Fig. 9b)", fontsize=9)
     return save(fig, path, footnote="Q_ENB (chromium) sessions; 30 s windows; sessions whose series are constant "
