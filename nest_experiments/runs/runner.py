@@ -13,6 +13,7 @@ import copy
 import functools
 import os
 import platform
+import shutil
 import signal
 import sys
 import tempfile
@@ -145,7 +146,9 @@ class Run:
     def execute(self) -> RunOutcome:
         started = time.monotonic()
         self.laps.restart()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.run_dir.exists():  # run again (its config changed, it failed or was interrupted): nothing of the
+            shutil.rmtree(self.run_dir)  # last attempt stays (a stale go file started the players at once)
+        self.run_dir.mkdir(parents=True)
         (self.run_dir / "config.toml").write_text(config_text(self.spec))
         self._init_manifest()
         try:

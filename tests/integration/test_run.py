@@ -99,6 +99,24 @@ def test_resume_skips_completed_runs(default_run: Path) -> None:
     assert sorted(p.name for p in default_run.parent.iterdir()) == folders  # and no new run folder
 
 
+def test_a_run_run_again_starts_from_an_empty_folder(default_run: Path, tmp_path: Path) -> None:
+    """A run whose config changed (or that failed) runs again into its folder: nothing of the last attempt stays
+    (a stale ``raw/<app>.client.go`` once started the players before the run's go, Caddy appended to its old access
+    log)."""
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(default_run.parent.parent, results)
+    run_dir = results / "dumbbell_fifo" / RUN
+    (run_dir / "raw" / "stale.client.go").write_text('{"t0": 1.0}')
+    (run_dir / "stale.csv").write_text("x\n")
+    proc = cli("run", *SHORT, "--set", "experiment.duration=9s", "--results", str(results))
+    assert proc.returncode == 0 and "completed earlier, skipped" not in proc.stderr, proc.stderr
+    assert not (run_dir / "stale.csv").exists() and not (run_dir / "raw" / "stale.client.go").exists()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["duration_s"] == 9.0
+
+
 def test_bad_file_is_rejected_before_any_namespace(no_leftovers: None) -> None:
     for bad in sorted((ROOT / "tests/data/bad").glob("*.toml")):
         proc = cli("run", str(bad))
