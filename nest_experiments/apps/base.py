@@ -47,7 +47,7 @@ class App(abc.ABC):
         # children it reaped included (the runner's CPU monitor reads it there: collectors.cpu)
         self.on_exit: Callable[[int], None] = lambda pid: None
         self.warm: WarmPool | None = None  # the run's warm Python processes (net.warm), for :meth:`spawn`
-        self._waits: list[Callable[[], None]] = []  # what ready() waits for
+        self._waits: list[Callable[[], object]] = []  # what ready() waits for
 
     @property
     def raw_dir(self) -> Path:
@@ -74,7 +74,7 @@ class App(abc.ABC):
         for wait in waits:
             wait()
 
-    def when_ready(self, wait: Callable[[], None]) -> None:
+    def when_ready(self, wait: Callable[[], object]) -> None:
         """Have :meth:`ready` call ``wait`` (a check that returns once something prepared is up, or raises)."""
         self._waits.append(wait)
 
