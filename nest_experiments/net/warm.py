@@ -15,7 +15,9 @@ that module, it gets the warm process, which then
   which none of our Python programs reads), its working directory and timer
   slack,
 - and runs the module as ``python -m`` does (``runpy``, as ``__main__``, with
-  the app's arguments).
+  the app's arguments). The module was imported once already: its work must
+  sit under ``if __name__ == "__main__":`` (tests/unit/test_warm_modules.py
+  checks ours).
 
 It is the app's process from then on (the same pid, a child of the runner, so
 ``Popen`` waits for it and the CPU monitor reads it). Warm processes that no

@@ -21,11 +21,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(os.geteuid() != 0, rea
 
 PROBE = textwrap.dedent("""
     import json, os, sys
-    print(json.dumps({"argv": sys.argv[1:], "name": __name__, "cwd": os.getcwd(),
-                      "netns": os.stat("/proc/self/ns/net").st_ino,
-                      "slack": int(open("/proc/self/timerslack_ns").read())}))
-    print("probe's stderr", file=sys.stderr)
-    sys.exit(int(sys.argv[1]))
+
+    def main():
+        print(json.dumps({"argv": sys.argv[1:], "name": __name__, "cwd": os.getcwd(),
+                          "netns": os.stat("/proc/self/ns/net").st_ino,
+                          "slack": int(open("/proc/self/timerslack_ns").read())}))
+        print("probe's stderr", file=sys.stderr)
+        sys.exit(int(sys.argv[1]))
+
+    if __name__ == "__main__":  # as our programs: the warm process imports it first, then runs it as __main__
+        main()
 """)
 
 
