@@ -85,7 +85,13 @@ def convert(events: Sequence[Event], resources: Sequence[Event], manifest: Manif
     stalls = find_stalls(ordered, run_s)
     for stall in stalls:
         segments = attribute_stall(segments, stall)
-    first_request = min((s.t_request for s in segments if s.t_request is not None), default=None)
+    # startup counts from the manifest's request, as our player's does (player.py: the MPD's t_request); without
+    # its Resource Timing entry, from the first media segment's request
+    mpd = [run_s(r["start"]) for r in resources if str(r.get("url", "")).split("?")[0].endswith(".mpd")
+           and r.get("start") is not None]
+    first_request = min((t for t in mpd if t is not None), default=None)
+    if first_request is None:
+        first_request = min((s.t_request for s in segments if s.t_request is not None), default=None)
     first_play = next((run_s(e["t"]) for e in ordered if e["type"] == "playing"), None)
     startup = None if first_request is None or first_play is None else max(0.0, first_play - first_request)
     return Session(

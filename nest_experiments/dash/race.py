@@ -41,9 +41,10 @@ class _Cancelled(Exception):
 class _QuicFailed(Exception):
     """A QUIC request failed: its stream reset by the server, or its connection closed."""
 
-    def __init__(self, reason: str, *, headers: bool) -> None:
+    def __init__(self, reason: str, *, headers: bool, cause: str) -> None:
         super().__init__(reason)
         self.headers = headers  # had its response headers come?
+        self.cause = cause  # reset | error | closed (racing.Racer.on_stream_error)
 
 
 @dataclass
@@ -141,7 +142,7 @@ class RaceFetcher(Fetcher):
             raise
         except _QuicFailed as exc:
             if not self.racer.on_stream_error(self.opts.clock(), "quic", conn.conn_id, str(exc),
-                                              headers=exc.headers):
+                                              headers=exc.headers, cause=exc.cause):
                 return None  # asked again (a new race if its connection is gone)
             reason = str(exc)
         finally:
@@ -174,14 +175,17 @@ class RaceFetcher(Fetcher):
                     exc = p.done.exception()
                     if exc is None:
                         return p.ex.result("h3")
+                    cause = "reset"
                     if h3.terminated:
                         self._close(conn, h3.terminated)
-                    raise _QuicFailed(f"h3 {self.host}:{self.quic_port}{path}: {exc}", headers=headers)
+                        cause = "error" if h3.terminated_code else "closed"
+                    raise _QuicFailed(f"h3 {self.host}:{self.quic_port}{path}: {exc}", headers=headers, cause=cause)
                 now = clock()
                 if not conn.lost:
                     self._watch(conn, now)
-                if conn.lost:
-                    raise _QuicFailed(f"h3 {self.host}:{self.quic_port}{path}: {conn.lost}", headers=headers)
+                if conn.lost:  # our detectors closed it
+                    raise _QuicFailed(f"h3 {self.host}:{self.quic_port}{path}: {conn.lost}", headers=headers,
+                                      cause="closed")
                 why = self._player_timeout(p.ex.t_last, t_start, stalled, now, waited)
                 if why and not self._keep_waiting(conn, why):
                     raise _Cancelled(f"h3 {self.host}:{self.quic_port}{path}: {why}")
@@ -236,7 +240,9 @@ class RaceFetcher(Fetcher):
     async def _retry_over_tcp(self, stream: str, path: str, quic_id: str, reason: str) -> tuple[_Conn, FetchResult]:
         """Chromium's path B: the request failed on QUIC before its headers: asked again over TCP with QUIC
         off for it (HttpNetworkTransaction::HandleIOError, ResetConnectionAndRequestForResend); QUIC is marked
-        broken once that retry completes (DoReadBodyComplete). RunError: the retry failed (nothing marked)."""
+        broken once that retry completes (DoReadBodyComplete). Firefox: its stream was reset before the
+        response, the transaction restarts on the direct route (nothing marked). RunError: the retry failed
+        (nothing marked)."""
         async with self._lock:
             conn = await self._job("tcp")
             self._serve(conn)

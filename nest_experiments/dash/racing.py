@@ -350,20 +350,34 @@ class Racer:
         self._trouble(now, reason, conn_id, exclude=False)
 
     def on_stream_error(self, now: float, protocol: str, conn_id: str, reason: str, *,
-                        headers: bool = False) -> bool:
-        """A request failed on an open connection (a stream reset by the server, its connection closed).
+                        headers: bool = False, cause: str = "closed") -> bool:
+        """A request failed on an open connection; ``cause`` (QUIC): ``reset`` (the server reset its stream, the
+        connection is up), ``error`` (the peer closed the connection with an error code), ``closed`` (closed
+        otherwise: with NO_ERROR, by a detector of ours, a TCP error).
 
         Returns True when the request is to be retried over TCP with QUIC off for it, and
-        :meth:`on_tcp_retry_done` told when that retry completes: ``chromium`` for a QUIC error before the
-        response headers (path B: HttpNetworkTransaction::HandleIOError, kQuicProtocolError with
-        retry_without_alt_svc_on_quic_errors = true, net/http/http_network_transaction.cc). After the headers
-        the request just fails: the player asks again (a new request: a new race if no QUIC connection is left).
+        :meth:`on_tcp_retry_done` told when that retry completes:
+
+        - ``chromium``: any QUIC error before the response headers (path B: HttpNetworkTransaction::
+          HandleIOError, kQuicProtocolError with retry_without_alt_svc_on_quic_errors = true,
+          net/http/http_network_transaction.cc);
+        - ``firefox``: a stream reset before the response (Http3Session's ResetOrStopSendingRecvd closes the
+          stream with NS_ERROR_NET_RESET, and nsHttpTransaction::Restart takes the direct route: TCP, for that
+          request), nothing excluded; only a connection closed with an error code excludes HTTP/3
+          (Http3Session::Shutdown: NS_ERROR_NET_HTTP3_PROTOCOL_ERROR -> ExcludeHttp3; an idle timeout or
+          NO_ERROR does not, docs/racing_chromium_mechanism.md §10).
+
+        Otherwise the request just fails: the player asks again (a new request: a new race if no QUIC
+        connection is left).
         """
         self._log(now, "stream_error", protocol, conn_id=conn_id,
                   detail=f"{reason} ({'after' if headers else 'before'} the response headers)")
         if protocol != "quic":
             return False
-        return self._trouble(now, reason, conn_id) == "chromium" and not headers
+        mode = self._trouble(now, reason, conn_id, exclude=cause == "error")
+        if mode == "firefox":
+            return cause == "reset" and not headers
+        return mode == "chromium" and not headers
 
     def on_stream_stalled(self, now: float, conn_id: str, why: str) -> bool:
         """A QUIC request stalled past a player timeout where TCP may not carry it (``quic_only``, ``dynamic``
@@ -494,8 +508,8 @@ class Racer:
 
     def _trouble(self, now: float, reason: str, conn_id: str, *, exclude: bool = True) -> str:
         """A QUIC job failed, a QUIC request failed or was cancelled: ``dynamic`` decides again (the paper's
-        event-driven trigger), ``firefox`` excludes QUIC (``exclude``: a failure, not a cancel); returns the mode
-        in force after it."""
+        event-driven trigger), ``firefox`` excludes QUIC (``exclude``: a failure that Firefox excludes on, not a
+        cancel or a reset stream); returns the mode in force after it."""
         if self.policy == "dynamic":
             self._decide(now)
         mode = self._mode()

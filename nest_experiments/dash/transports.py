@@ -631,6 +631,7 @@ class _H3Client:
         self.pending: dict[int, _Pending] = {}
         self.last_rx = clock()  # when the connection last had an event (the race transport's detectors)
         self.terminated = ""  # why the connection closed ("": open)
+        self.terminated_code: int | None = None  # the error code of the CONNECTION_CLOSE that closed it
 
     def transmit(self) -> None:  # the stack's
         super().transmit()  # type: ignore[misc]
@@ -642,6 +643,7 @@ class _H3Client:
         self.last_rx = self.clock()
         if isinstance(event, self.stack.connection_terminated):
             reason = self.terminated = f"QUIC connection closed (code {event.error_code}: {event.reason_phrase})"
+            self.terminated_code = event.error_code
             for p in self.pending.values():
                 p.fail(ConnectionResetError(reason))
         elif isinstance(event, self.stack.stream_reset) and event.stream_id in self.pending:

@@ -69,6 +69,11 @@ def test_segments_levels_times_and_buffer_from_events() -> None:
     assert s.startup_delay_s == pytest.approx(2.4 - 1.5) and s.stalls == () and not s.ended
     assert {r.transport for r in s.segments} == {"h3"}
     assert dashjs.protocols(resources) == {"h3": 1}
+    # with the manifest's own Resource Timing entry, startup counts from its request (as our player's does)
+    mpd = {"url": "http://10.0.0.1:8000/manifest.mpd?x=1", "start": EPOCH + 800.0, "first_byte": EPOCH + 850.0,
+           "end": EPOCH + 900.0, "protocol": "h2", "body_size": 2_000}
+    s = dashjs.convert(events, [mpd, *resources], _manifest(), to_run=_to_run, transport="h3", abr="dynamic")
+    assert s.startup_delay_s == pytest.approx(2.4 - 0.8)
 
 
 def test_over_race_each_segment_says_the_protocol_that_carried_it() -> None:

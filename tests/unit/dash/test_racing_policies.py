@@ -285,9 +285,31 @@ def test_firefox_a_cancelled_quic_request_keeps_quic_and_a_failed_one_excludes_i
     r.on_stream_cancelled(1.0, "quic-1", "abandoned by the player")
     assert events(r, "stream_cancelled") == [(1.0, "abandoned by the player")] and not events(r, "broken")
     assert r.quic_usable(2.0) and r.plan(2.0).quic
+    f = racer("firefox")  # the peer closed the connection with an error code: Http3Session::Shutdown excludes
+    assert f.on_stream_error(1.0, "quic", "quic-1", "QUIC connection closed (code 1)", cause="error") is False
+    assert not f.quic_usable(2.0) and events(f, "broken") == [(1.0, "excluded until restart: QUIC connection "
+                                                                    "closed (code 1)")]
+
+
+@pytest.mark.parametrize(("cause", "headers", "retry"), [
+    ("reset", False, True),  # ResetOrStopSendingRecvd -> NS_ERROR_NET_RESET -> Restart on the direct route (TCP)
+    ("reset", True, False),  # after the response began: the request fails, the player asks again
+    ("closed", False, False),  # an idle timeout or NO_ERROR: NET_TIMEOUT / NET_RESET, no exclusion
+    ("closed", True, False),
+])
+def test_firefox_a_reset_stream_or_a_quiet_close_keeps_quic(cause: str, headers: bool, retry: bool) -> None:
     f = racer("firefox")
-    assert f.on_stream_error(1.0, "quic", "quic-1", "QUIC connection closed") is False  # no TCP retry of its own
-    assert not f.quic_usable(2.0)
+    assert f.on_stream_error(1.0, "quic", "quic-1", "x", headers=headers, cause=cause) is retry
+    assert not events(f, "broken") and f.quic_usable(2.0) and f.plan(2.0).quic
+    f.on_tcp_retry_done(3.0, "quic-1", "x")  # the TCP retry of that one request marks nothing either
+    assert not events(f, "broken") and f.quic_usable(4.0)
+
+
+def test_chromium_retries_any_quic_error_before_the_headers_over_tcp_whatever_its_cause() -> None:
+    for cause in ("reset", "error", "closed"):
+        r = racer("chromium")
+        assert r.on_stream_error(5.0, "quic", "quic-1", "x", headers=False, cause=cause) is True
+        assert r.on_stream_error(6.0, "quic", "quic-1", "x", headers=True, cause=cause) is False
 
 
 def test_stalls_where_tcp_is_not_allowed_keep_waiting_and_make_dynamic_decide() -> None:
