@@ -204,7 +204,7 @@ class Dash(App):
         argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
                 "--abandon", c.abandon, "--initial-bitrate", c.initial_bitrate,
-                "--schedule", c.schedule, "--fast-switch", c.fast_switch]
+                "--schedule", c.schedule, "--fast-switch", c.fast_switch, "--http-cache", c.http_cache]
         if c.page == "dashjs":  # the page and dash.all.min.js first, from the origin, as a browser loads them
             argv += [a for path in (players.install_dashjs_page(self.mpd.parent), f"/{players.DASHJS_FILE.name}")
                      for a in ("--prelude", path)]

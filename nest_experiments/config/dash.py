@@ -61,6 +61,7 @@ class DashApp(AppConfig):
     initial_bitrate: str = "abr"  # the first segment's level: the ABR's, or "dashjs" (dash.js's initial bitrate)
     schedule: str = "buffer"  # "buffer": each stream to max_buffer; "dashjs": audio at most 1 s ahead of video
     fast_switch: str = "none"  # "dashjs": an up-switch replaces the buffered segment under the playhead onwards
+    http_cache: str = "none"  # "browser": a request for a URL fetched before is answered from memory while fresh
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -117,6 +118,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         initial_bitrate=_initial_bitrate(t, player),
         schedule=_schedule(t, player),
         fast_switch=_fast_switch(t, player),
+        http_cache=_http_cache(t, player, transport),
         **_racing(t, transport, player),
     )
 
@@ -126,6 +128,7 @@ PAGES = ("none", "dashjs")
 INITIAL_BITRATES = ("abr", "dashjs")
 SCHEDULES = ("buffer", "dashjs")  # dash.js: ScheduleController._getBufferTargetForAudio
 FAST_SWITCHES = ("none", "dashjs")  # dash.js: StreamProcessor._prepareForFastQualitySwitch
+HTTP_CACHES = ("none", "browser")  # dash.httpcache.MODES
 
 
 def _abandon(t: Table, player: str) -> str:
@@ -164,17 +167,30 @@ def _fast_switch(t: Table, player: str) -> str:
     return _dashjs_behaviour(t, player, "fast_switch", FAST_SWITCHES, "switches fast (replaces buffered segments)")
 
 
+def _http_cache(t: Table, player: str, transport: str) -> str:
+    """``http_cache`` of a dash app: what a request for a URL fetched before does. Our player: ``"none"`` (the
+    default: it goes to the network) or ``"browser"`` (answered from memory while the response is fresh by its
+    cache-control max-age, as a browser's HTTP cache answers it: dash.httpcache); the browsers always have their
+    own cache (``"browser"``)."""
+    value = _dashjs_behaviour(t, player, "http_cache", HTTP_CACHES, "", browser="browser")
+    if value == "browser" and player == "nest" and transport == "h3" and t.data.get("h3_client") == "quic-go":
+        raise ConfigError(join(t.path, "http_cache"), "the quic-go client reports no response headers, so nothing "
+                                                      "would be cached: use h3_client = 'qh3' or 'aioquic', or "
+                                                      "http_cache = 'none'")
+    return value
+
+
 def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], what: str, *,
-                      default_nest: str = "none") -> str:
-    """A key that gives our player one of dash.js's behaviours: ``default_nest`` or "dashjs" for it, always
-    "dashjs" for the dash.js players, not for GPAC."""
+                      default_nest: str = "none", browser: str = "dashjs") -> str:
+    """A key that gives our player one of the browser players' behaviours: ``default_nest`` or ``browser`` for it,
+    always ``browser`` for the browser players (dash.js's, or the browser's own), not for GPAC."""
     from nest_experiments.dash import players
 
     if player in players.BROWSERS:
-        if t.get(key, one_of(values), "dashjs") != "dashjs":
-            raise ConfigError(join(t.path, key), f"player {player!r} runs dash.js, which {what}: 'dashjs' (or "
-                                                 "leave it out)")
-        return "dashjs"
+        if t.get(key, one_of(values), browser) != browser:
+            does = f"runs dash.js, which {what}" if what else "has its own HTTP cache"
+            raise ConfigError(join(t.path, key), f"player {player!r} {does}: {browser!r} (or leave it out)")
+        return browser
     if player != "nest":
         if t.has(key):
             raise ConfigError(join(t.path, key), f"applies to player = 'nest' and the dash.js players, not "

@@ -46,6 +46,7 @@ class Sample:
     duration_s: float = 0.0  # media seconds it added to the buffer (0 for a replacement)
     buffer_after_s: float = 0.0  # buffer right after it arrived
     replacement: bool = False  # it replaced buffered media (a fast switch), so it did not grow the buffer
+    cached: bool = False  # the browser cache answered it (dash.httpcache): no network time, not a throughput sample
 
     @property
     def throughput_bps(self) -> float:
@@ -80,6 +81,12 @@ class PlayerState:
     @property
     def top(self) -> int:
         return len(self.bitrates_bps) - 1
+
+    @property
+    def measured(self) -> tuple[Sample, ...]:
+        """The samples that measured the network: ``history`` without the cache's answers (dash.js 5.2.1 leaves
+        those out of its throughput and latency: ``ThroughputModel._isCachedResponse``)."""
+        return tuple(s for s in self.history if not s.cached)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,9 +172,10 @@ class GpacRate(AbrAlgorithm):
     name = "grate"
 
     def choose(self, state: PlayerState) -> Decision:
-        if not state.history or state.last_level is None:
+        measured = state.measured
+        if not measured or state.last_level is None:
             return Decision(level=0)
-        rate = state.history[-1].request_rate_bps
+        rate = measured[-1].request_rate_bps
         level = highest_at_most(state.bitrates_bps, rate)
         return Decision(level=state.last_level if level is None else level, estimate_bps=rate)
 
@@ -223,6 +231,7 @@ class ThroughputEstimator:
         return size
 
     def average_bps(self, history: tuple[Sample, ...]) -> float | None:
+        history = tuple(s for s in history if not s.cached)  # not network samples (dash.httpcache)
         if not history:
             return None
         if self.method == "ewma":
@@ -243,6 +252,7 @@ class ThroughputEstimator:
         return None if avg is None else avg * self.safety_factor
 
     def latency_s(self, history: tuple[Sample, ...]) -> float:
+        history = tuple(s for s in history if not s.cached)
         if not history:
             return 0.0
         values = [s.latency_s for s in history]
@@ -474,9 +484,10 @@ class Mpc(AbrAlgorithm):
         self.smooth_penalty = smooth_penalty
 
     def choose(self, state: PlayerState) -> Decision:
-        if not state.history:
+        measured = state.measured
+        if not measured:
             return Decision(level=0)
-        rates = [s.request_rate_bps for s in state.history[-self.window :]]
+        rates = [s.request_rate_bps for s in measured[-self.window :]]
         predicted = harmonic_mean(rates)
         errors = self._errors(state)
         estimate = predicted / (1 + max(errors[-self.window :], default=0.0)) if self.robust else predicted
@@ -493,7 +504,7 @@ class Mpc(AbrAlgorithm):
         previous = state.memo.get("predicted_bps")
         if previous is None:
             return errors
-        actual = state.history[-1].request_rate_bps
+        actual = state.measured[-1].request_rate_bps
         return (errors + (abs(previous - actual) / actual,))[-self.window :]
 
     def best_first_level(self, state: PlayerState, rate_bps: float) -> int:
@@ -865,10 +876,11 @@ class Pensieve(AbrAlgorithm):
         self.policy = learned.load_policy(weights)
 
     def choose(self, state: PlayerState) -> Decision:
-        if not state.history:
+        measured = state.measured
+        if not measured:
             return Decision(level=learned.FIRST_LEVEL)
         trained = self.policy.bitrates_bps
-        recent = state.history[-learned.HISTORY :]
+        recent = measured[-learned.HISTORY :]
         pad = learned.HISTORY - len(recent)
         tput = [0.0] * pad + [s.request_rate_bps for s in recent]
         times = [0.0] * pad + [max(s.t_last_byte - s.t_request, 0.0) for s in recent]

@@ -14,7 +14,9 @@ the run's leaf (:mod:`.certs`), loaded from files. The TLS policy sets
 address, and without it Caddy ends the handshake with an internal-error
 alert. For ``tcp`` it serves plain HTTP/1.1. The admin endpoint is off
 (nothing listens but the site), automatic HTTPS is off (no ACME, no
-redirects), and the access log is JSON in ``access_log``
+redirects), every 200 says ``Cache-Control: max-age=86400`` as
+:mod:`.server` does (:mod:`.httpcache`: a browser's cache then does not depend
+on the files' age), and the access log is JSON in ``access_log``
 (:mod:`nest_experiments.parsers.caddy` reads it); Caddy's own log goes to
 stderr. The configuration is data handed to ``caddy run --config FILE``:
 never a shell string.
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL
 from nest_experiments.errors import MissingToolError
 
 PORT = 8443  # where our apps run it: TCP and, for h3, UDP
@@ -68,7 +71,11 @@ def config(*, root: Path, addr: str, port: int, transport: str, access_log: Path
     server: dict[str, Any] = {
         "listen": [host_port(addr, port)],
         "protocols": ["h1", "h2", "h3"] if tls else ["h1"],
-        "routes": [{"handle": [{"handler": "file_server", "root": str(root)}]}],
+        "routes": [{"handle": [
+            {"handler": "headers", "response": {"set": {"Cache-Control": [MEDIA_CACHE_CONTROL]},
+                                                "require": {"status_code": [200]}}},
+            {"handler": "file_server", "root": str(root)},
+        ]}],
         "logs": {"default_logger_name": "dash"},
         "automatic_https": {"disable": True},
     }

@@ -29,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.dash import qoe, racing, records
+from nest_experiments.dash import httpcache, qoe, racing, records
 from nest_experiments.dash.abandon import DASHJS_INITIAL_BPS, AbandonRule
 from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
@@ -63,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fast-switch", choices=("none", "dashjs"), default="none",
                    help="dashjs: on a level change, replace the buffered segment under the playhead (and the ones "
                         "after it) when it was downloaded at a lower bitrate (dash.js's fast switch)")
+    p.add_argument("--http-cache", choices=httpcache.MODES, default="none",
+                   help="browser: answer a request for a URL already fetched from memory while its response is "
+                        "fresh (cache-control max-age), as a browser's HTTP cache does (dash.httpcache)")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
     return PlayerArgs.from_argv(argv, p)[1]
@@ -91,6 +94,8 @@ async def run(args: argparse.Namespace) -> PlayerReport:
                                      insecure=args.insecure, h3_client=args.h3_client)
     if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
         args.implementation = fetcher.implementation  # type: ignore[attr-defined]
+    if args.http_cache == "browser":
+        fetcher = httpcache.CachingFetcher(fetcher, clock=clock)
     task = asyncio.current_task()
     if task is not None:  # SIGTERM (the runner's deadline): end the session and write what was played
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)

@@ -52,6 +52,8 @@ class FetchResult:
     body: builtins.bytes | None = None  # the body, for manifests (.mpd) only; segments are counted, not kept
     head: builtins.bytes = b""  # the body's first bytes (up to mp4.HEAD_BYTES): a segment's boxes (dash.mp4)
     alt_svc: str = ""  # the response's alt-svc header (h2; the race transport learns h3 from it)
+    cache_control: str = ""  # the response's cache-control header (h1, h2, h3; dash.httpcache stores by it)
+    cached: bool = False  # answered by the browser cache (dash.httpcache), not the network
 
 
 class Fetcher(abc.ABC):

@@ -550,6 +550,7 @@ class PlayerSession:
                 duration_s=seg,
                 buffer_after_s=buffer,
                 replacement=replacement,
+                cached=result.cached,
             )
         )
         row = self._row(stream, action, result, buffer)

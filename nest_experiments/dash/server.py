@@ -7,7 +7,8 @@
 - ``h3``: HTTP/3 over QUIC (aioquic), flow-control windows raised.
 
 TCP-based responses advertise HTTP/3 with ``alt-svc: h3=":PORT"`` when an h3
-port is served. The certificate is a leaf signed by a CA, both generated at
+port is served; every 200 says ``cache-control: max-age=86400`` (media never
+change: :mod:`.httpcache`). The certificate is a leaf signed by a CA, both generated at
 start (:mod:`.certs`) into a temp dir that is removed at exit; ``--ca-out``
 gets the CA. Every response is one row of the access log (:data:`LOG_FIELDS`);
 times are ``time.monotonic() - t0`` so that they share the run clock with the
@@ -62,6 +63,7 @@ from aioquic.quic.events import ProtocolNegotiated, QuicEvent
 from aioquic.quic.stream import QuicStream
 
 from nest_experiments.dash import certs
+from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL
 from nest_experiments.dash.http1 import (
     MAX_HEAD,
     HttpError,
@@ -178,6 +180,8 @@ class Context:
             "content-type": res.content_type,
             "content-length": str(nbytes),
         }
+        if res.status == 200:  # media never change: a browser may reuse them (dash.httpcache)
+            headers["cache-control"] = MEDIA_CACHE_CONTROL
         if self.alt_svc:
             headers["alt-svc"] = self.alt_svc
         return headers

@@ -175,6 +175,7 @@ class _Exchange:
     chunks: list[bytes] | None = None  # kept only for manifests: segments are counted, not stored
     head: bytearray = field(default_factory=bytearray)  # the body's first HEAD_BYTES: a segment's boxes (dash.mp4)
     alt_svc: str = ""
+    cache_control: str = ""
     length: int = 0  # the response's content-length (0: not known yet or not sent)
 
     def __post_init__(self) -> None:
@@ -203,6 +204,7 @@ class _Exchange:
             body=b"".join(self.chunks) if self.chunks is not None else None,
             head=bytes(self.head),
             alt_svc=self.alt_svc,
+            cache_control=self.cache_control,
         )
 
 
@@ -248,6 +250,7 @@ class _H1Connection:
             deadline.reschedule(asyncio.get_running_loop().time() + idle)
         response = parse_response_head(buf[: end + 4])
         ex.status = response.status
+        ex.cache_control = response.headers.get("cache-control", "")
         self.open = response.keep_alive
         self.length = ex.length = response.content_length
         return buf[end + 4 :]
@@ -490,6 +493,8 @@ class H2Fetcher(Fetcher):
             p.ex.status = int(_header(event.headers or [], ":status"))
             with contextlib.suppress(HttpError):
                 p.ex.alt_svc = _header(event.headers or [], "alt-svc")
+            with contextlib.suppress(HttpError):
+                p.ex.cache_control = _header(event.headers or [], "cache-control")
             with contextlib.suppress(HttpError, ValueError):
                 p.ex.length = int(_header(event.headers or [], "content-length"))
             p.ex.t_first = p.ex.t_last = now
@@ -660,6 +665,7 @@ class _H3Client:
         if isinstance(event, self.stack.headers_received):
             headers = dict(event.headers)
             p.ex.status = int(headers[b":status"])
+            p.ex.cache_control = headers.get(b"cache-control", b"").decode("latin-1")
             with contextlib.suppress(ValueError):
                 p.ex.length = int(headers.get(b"content-length", b"0"))
             p.ex.t_first = p.ex.t_last

@@ -257,6 +257,21 @@ def test_h3_advertised_by_alt_svc(server: Server) -> None:
     server.stop()
 
 
+def test_media_say_how_long_a_browser_may_reuse_them(server: Server) -> None:
+    # dash.httpcache: every 200 says max-age (media never change), so a browser's cache does not depend on the
+    # files' age on disk; an error is not to be reused
+    code = ("import urllib.request,urllib.error,sys\n"
+            "for path in sys.argv[2:]:\n"
+            "    try: r=urllib.request.urlopen(sys.argv[1]+path)\n"
+            "    except urllib.error.HTTPError as e: r=e\n"
+            "    print(r.status, r.headers.get('cache-control'))")  # fmt: skip
+    base = f"http://127.0.0.1:{server.ports['tcp']}"
+    out = _run("ip", "netns", "exec", server.ns, sys.executable, "-c", code, base, "/manifest.mpd", "/video.bin",
+               "/missing.m4s").stdout
+    assert out.split("\n")[:3] == ["200 max-age=86400", "200 max-age=86400", "404 None"], out
+    server.stop()
+
+
 def test_errors_name_the_url(server: Server) -> None:
     results, summary = fetch(server, "tcp", "video=/missing.bin")
     assert results[0]["status"] == 404 and results[0]["bytes"] == 0

@@ -78,7 +78,10 @@ def test_tls_config_serves_h1_h2_h3_with_default_sni_and_the_run_certificate() -
     server = conf["apps"]["http"]["servers"]["dash"]
     assert server["listen"] == ["10.0.1.2:8443"] and server["protocols"] == ["h1", "h2", "h3"]
     assert server["tls_connection_policies"][0]["default_sni"] == "10.0.1.2"
-    assert server["routes"] == [{"handle": [{"handler": "file_server", "root": "/m"}]}]
+    assert server["routes"] == [{"handle": [  # every 200 says how long a browser may reuse it (dash.httpcache)
+        {"handler": "headers", "response": {"set": {"Cache-Control": ["max-age=86400"]},
+                                            "require": {"status_code": [200]}}},
+        {"handler": "file_server", "root": "/m"}]}]
     assert server["automatic_https"] == {"disable": True} and conf["admin"] == {"disabled": True}
     assert conf["apps"]["tls"]["certificates"]["load_files"] == [
         {"certificate": "/t/c.pem", "key": "/t/k.pem", "tags": ["dash"]}]

@@ -129,3 +129,26 @@ def test_abandon_errors_name_the_key(app: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_experiment(_exp(**app))
     assert "apps.v.abandon" in str(err.value) and message in str(err.value)
+
+
+def test_http_cache_is_the_browsers_cache_for_our_player_on_request_and_always_for_the_browsers() -> None:
+    (ours,) = parse_experiment(_exp()).apps
+    (cached,) = parse_experiment(_exp(http_cache="browser", transport="race")).apps
+    (js,) = parse_experiment(_exp(player="dashjs", transport="h3")).apps
+    (js2,) = parse_experiment(_exp(player="dashjs", transport="h3", http_cache="browser")).apps  # a shared key
+    assert isinstance(ours, DashApp) and isinstance(cached, DashApp) and isinstance(js, DashApp)
+    assert isinstance(js2, DashApp)
+    assert (ours.http_cache, cached.http_cache, js.http_cache, js2.http_cache) == ("none", "browser", "browser",
+                                                                                   "browser")
+
+
+@pytest.mark.parametrize(("app", "message"), [
+    ({"http_cache": "disk"}, "not one of none, browser"),
+    ({"player": "dashjs", "transport": "h3", "http_cache": "none"}, "has its own HTTP cache: 'browser'"),
+    ({"player": "gpac", "http_cache": "browser"}, "not 'gpac'"),
+    ({"transport": "h3", "h3_client": "quic-go", "http_cache": "browser"}, "reports no response headers"),
+])
+def test_http_cache_errors_name_the_key(app: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(**app))
+    assert "apps.v.http_cache" in str(err.value) and message in str(err.value)
