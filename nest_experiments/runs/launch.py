@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,17 +101,80 @@ def _until_decided(args: argparse.Namespace) -> int:
               f"({study.name})", file=sys.stderr)
         return 0
     codes: list[int] = []
+    folder = results / first[0].experiment.name
+
+    def block_args(runs: list[RunSpec]) -> argparse.Namespace:
+        return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
+                                     "only": [r.name for r in runs], "no_plot": True})
 
     def execute(runs: list[RunSpec]) -> int:
-        block = argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
-                                      "only": [r.name for r in runs], "no_plot": True})
-        codes.append(run_command(block))
+        codes.append(run_command(block_args(runs)))
         return codes[-1]
 
-    run_until_decided(raw, folder=results / first[0].experiment.name, execute=execute, budget=budget, study=study)
+    def drive(run_block: Callable[[list[RunSpec]], int]) -> None:
+        def counted(runs: list[RunSpec]) -> int:
+            codes.append(run_block(runs))
+            return codes[-1]
+
+        run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study)
+
+    in_vm = (not getattr(args, "cluster", None) and os.geteuid() == 0
+             and runtime.choose(args.runtime or first[0].experiment.runtime, first) == "vm")
+    if in_vm:  # one VM for every block (runs.blocks_in_vm)
+        _until_decided_in_vm(args, results, budget, first, block_args, drive)
+    else:
+        run_until_decided(raw, folder=folder, execute=execute, budget=budget, study=study)
     if not args.no_plot:
-        _plot(results / first[0].experiment.name)
+        _plot(folder)
     return max(codes, default=0)
+
+
+def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, first: list[RunSpec],
+                         block_args: Callable[[list[RunSpec]], argparse.Namespace],
+                         drive: Callable[[Callable[[list[RunSpec]], int]], None]) -> None:
+    """The blocks of ``--until-decided`` in one VM (runs.blocks_in_vm): the guest serves an inbox in the results
+    folder; each block's runs are prepared, matched and annotated on the host as a VM sweep's are."""
+    from nest_experiments.net.procs import run_lock
+    from nest_experiments.runs.blocks_in_vm import Blocks, drive_in_vm, new_inbox
+    from nest_experiments.runs.phases import SWEEP_ID_ENV
+    from nest_experiments.runs.sweep_in_vm import after_guest_runs, before_guest_runs
+
+    results.mkdir(parents=True, exist_ok=True)
+    with run_lock():
+        experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
+        inbox = new_inbox(results, VM_INPUTS)
+        host_load: list[Any] = []
+        ids: dict[int, str] = {}
+
+        def argv(runs: list[RunSpec]) -> list[str]:
+            before_guest_runs(runs)  # media and byte code, as for a VM sweep
+            return [sys.executable, "-m", "nest_experiments", *_guest_args(block_args(runs), results, experiment)]
+
+        def env(runs: list[RunSpec]) -> dict[str, str]:
+            ids[runs[0].repetition] = new_sweep_id()
+            return {SWEEP_ID_ENV: ids[runs[0].repetition]}
+
+        def after(runs: list[RunSpec], record: dict[str, Any]) -> None:
+            folder = results / runs[0].experiment.name
+            record.update(after_guest_runs(folder, runs, list(host_load[0].samples) if host_load else []))
+            append_sweep_record(folder, {"id": ids[runs[0].repetition], "side": "vm_host", "started": now_iso(),
+                                         "runs": len(runs), **record})
+
+        blocks = Blocks(inbox, block_argv=argv, after_block=after, env=env)
+        timeout = budget.seconds * 2 + 1800 if budget.seconds else 48 * 3600.0
+        guest = [sys.executable, "-m", "nest_experiments.runs.blocks_in_vm", str(inbox)]
+        print("until decided: one VM for every block (this kernel lacks: "
+              f"{runtime.missing_summary(first) or 'nothing; --runtime vm'})", file=sys.stderr,
+              flush=True)
+        try:
+            drive_in_vm(blocks, drive, lambda: runtime.enter_vm(guest, rw_dirs=[results], timeout_s=timeout,
+                                                               on_started=host_load.append))
+        finally:
+            shutil.rmtree(inbox, ignore_errors=True)
+            if experiment is not None and experiment.parent.name == VM_INPUTS:
+                experiment.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (results / VM_INPUTS).rmdir()
 
 
 def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:

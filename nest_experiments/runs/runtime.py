@@ -9,7 +9,7 @@ so (:data:`ENV`): :func:`current` is the one place that reads it. Choosing
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from nest_experiments.config.sweep import RunSpec
 from nest_experiments.net.kernel import missing_on_host, require_host_features
 
 if TYPE_CHECKING:
+    from nest_experiments.vm.hostload import HostLoad
     from nest_experiments.vm.qemu import VMResult
 
 ENV = "NEST_EXP_RUNTIME"  # "vm" inside the VM runtime's guest
@@ -67,13 +68,15 @@ def missing_summary(runs: Sequence[RunSpec]) -> str:
 
 
 def enter_vm(argv: list[str], *, rw_dirs: list[Path], timeout_s: float, keep_env: Sequence[str] = (),
-             extra_env: Mapping[str, str] | None = None) -> VMResult:
+             extra_env: Mapping[str, str] | None = None,
+             on_started: Callable[[HostLoad], None] | None = None) -> VMResult:
     """Run ``argv`` in one VM (this working directory, ``rw_dirs`` writable) with the guest's environment
-    (plus ``extra_env``)."""
+    (plus ``extra_env``); ``on_started`` gets the host's load sampler as qemu starts (vm.hostload)."""
     from nest_experiments.vm import run_in_vm
     from nest_experiments.vm import vm_settings as host_vm_settings
 
     vm = host_vm_settings()
     env = {**guest_env(vm.guest_env(), keep=keep_env), **(extra_env or {})}
     return run_in_vm(argv, cwd=Path.cwd(), rw_dirs=rw_dirs, env=env,
-                     timeout_s=timeout_s, accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo)
+                     timeout_s=timeout_s, accel=vm.accel, keep_host_awake=vm.host_awake, softirq_fifo=vm.softirq_fifo,
+                     on_started=on_started)

@@ -30,28 +30,44 @@ def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path, *, record:
     laps = Laps()
     record = record if record is not None else {}
     record.setdefault("id", new_sweep_id())
-    _prepare_on_host(runs)
-    _compile_for_guest()
+    before_guest_runs(runs)
     laps.lap("prepare")
     budget = sum((r.experiment.duration_s + 60) * 3 + queue_grace_s(r.experiment) for r in runs) + VM_TIMEOUT_MARGIN_S
     print(f"running {len(runs)} run(s) in a VM (this kernel lacks: "
           f"{runtime.missing_summary(runs) or 'nothing; --runtime vm'})", file=sys.stderr, flush=True)
     result = runtime.enter_vm(argv, rw_dirs=[results], timeout_s=budget, extra_env={SWEEP_ID_ENV: record["id"]})
     laps.lap("vm")
-    match_sweep_captures(results / runs[0].experiment.name)  # pcaps of the guest's runs, matched here on the host
-    laps.lap("match")
-    _host_load_into_manifests(results / runs[0].experiment.name, list(result.host_samples))
-    laps.lap("annotate")
     record.update(laps.as_dict(), boot=result.boot_s, poweroff=result.poweroff_s, accel=result.accel)
+    record.update(after_guest_runs(results / runs[0].experiment.name, None, list(result.host_samples)))
     return result.exit_code
 
 
-def _host_load_into_manifests(folder: Path, samples: list[HostSample]) -> None:
-    """Each run of this VM's sweep gets the host's steal and qemu's CPU during its traffic (vm.hostload)."""
+def before_guest_runs(runs: list[RunSpec]) -> None:
+    """On the host, before the guest runs ``runs``: their media, and the project's byte code."""
+    _prepare_on_host(runs)
+    _compile_for_guest()
+
+
+def after_guest_runs(folder: Path, runs: list[RunSpec] | None, samples: list[HostSample]) -> dict[str, float]:
+    """On the host, after the guest ran ``runs`` (None: every run in ``folder``): their captures matched and the
+    host's load written into their manifests. Returns the two phases' seconds (``match``, ``annotate``)."""
+    laps = Laps()
+    match_sweep_captures(folder)  # pcaps of the guest's runs, matched here on the host (the matched are skipped)
+    laps.lap("match")
+    _host_load_into_manifests(folder, samples, None if runs is None else {r.name for r in runs})
+    laps.lap("annotate")
+    return laps.as_dict()
+
+
+def _host_load_into_manifests(folder: Path, samples: list[HostSample], names: set[str] | None = None) -> None:
+    """Each run of this VM's sweep (those named in ``names``, default all) gets the host's steal and qemu's CPU
+    during its traffic (vm.hostload)."""
     from nest_experiments.rundir import read_manifest, write_json
     from nest_experiments.vm.hostload import STEAL_WARN, annotate
 
     for path in sorted(folder.glob("*/manifest.json")):
+        if names is not None and path.parent.name not in names:
+            continue
         manifest = read_manifest(path.parent)
         if manifest is not None and annotate(manifest, samples):
             write_json(path, manifest)

@@ -545,6 +545,7 @@ def run_in_vm(
     root: Path | None = None,
     keep_host_awake: bool | None = None,
     softirq_fifo: int | None = None,
+    on_started: Callable[[HostLoad], None] | None = None,
 ) -> VMResult:
     """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
 
@@ -557,6 +558,7 @@ def run_in_vm(
     ``keep_host_awake`` (default :func:`host_awake`): a waker per host CPU
     while qemu runs. ``softirq_fifo`` (default :func:`softirq_priority`):
     the guest's ``ksoftirqd`` threads at that ``SCHED_FIFO`` priority (0: not).
+    ``on_started``: given the host's load sampler once qemu runs (its ``samples`` grow while it does).
     """
     cwd = Path(cwd)
     awake = host_awake() if keep_host_awake is None else keep_host_awake
@@ -604,6 +606,8 @@ def run_in_vm(
             if awake:
                 wakers = _start_wakers(os.cpu_count() or 1)
             load = HostLoad(proc.pid).start()
+            if on_started is not None:
+                on_started(load)
             assert proc.stdout is not None
             reader = _Console(proc.stdout, console, t0)  # type: ignore[arg-type]
             reader.start()

@@ -232,3 +232,31 @@ def test_cli_run_in_the_vm_writes_the_host_figures(tmp_path: Path) -> None:
     assert 0.0 <= manifest["host_steal"] <= 1.0 and manifest["host_qemu_cpus"] > 0.05  # qemu ran the traffic
     assert (run_dir / "qdelay.csv").exists() and not (run_dir / "captures").exists()  # matched here, on the host
     assert not _qemus_of(proc.pid)
+
+
+def test_until_decided_runs_every_block_in_one_vm(tmp_path: Path) -> None:
+    """``run --until-decided`` in the VM runtime: two blocks of the under-the-hood objects study (shortened) in one
+    guest, which boots and warms up once; each block's runs get the host's load between blocks."""
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nest_experiments", "run", str(PROJECT_ROOT / "experiments/under_hood_objects.toml"),
+         "--runtime", "vm", "--results", str(results), "--no-plot", "--until-decided", "--max-reps", "2",
+         "--set", "experiment.duration=8s", "--set", "apps.objects.requests=2",
+         "--set", 'apps.objects.sizes=["100kb", "200kb"]',
+         "--set", 'links.bottleneck.forward={rate = "10mbit", qdisc = {kind = "pfifo", limit = 200}}'],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NEST_EXP_WARMUP": "3"})
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    folder = results / "under_hood_objects"
+    manifests = [json.loads(p.read_text()) for p in sorted(folder.glob("*/manifest.json"))]
+    assert sorted(m["repetition"] for m in manifests) == [1, 1, 2, 2]
+    assert all(m["status"] == "completed" and m["runtime"] == "vm" for m in manifests)
+    assert all(m["host_qemu_cpus"] > 0.05 for m in manifests)  # each block annotated on the host
+    assert err.count("until decided: one VM for every block") == 1
+    assert err.count("warm-up: 3 s of") == 1  # the guest stayed warm for block 2
+    assert err.count("--max-reps 2 reached") == 1
+    records = [json.loads(line) for line in (folder / "sweeps.jsonl").read_text().splitlines()]
+    assert [r["block"] for r in records if r.get("side") == "vm_host"] == [1, 2]
+    assert len(json.loads((folder / "sequential.json").read_text())["looks"]) == 2
+    assert not (results / ".vm-inputs").exists() and not _qemus_of(proc.pid)
