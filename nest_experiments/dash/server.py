@@ -63,13 +63,13 @@ from aioquic.quic.events import ProtocolNegotiated, QuicEvent
 from aioquic.quic.stream import QuicStream
 
 from nest_experiments.dash import certs
-from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL
 from nest_experiments.dash.http1 import (
     MAX_HEAD,
     HttpError,
     format_response_head,
     parse_request_head,
 )
+from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL
 from nest_experiments.dash.records import ACCESS_LOG_FIELDS as LOG_FIELDS
 from nest_experiments.dash.transports import UDP_BUFFER, set_udp_buffers
 from nest_experiments.errors import KernelFeatureError, NestExpError, RunError
