@@ -3,9 +3,9 @@
 Each block used to be its own VM sweep: boot (~7 s), the guest's Python start (~12 s) and a warm-up run (~50 s)
 before its runs, ~70 s of every block of six 65 s runs. Here one guest serves the whole invocation: it runs
 :func:`main` (``python -m nest_experiments.runs.blocks_in_vm INBOX``), which waits for the host's block commands in
-``INBOX`` (a folder in the results folder, which the guest sees read-write) and runs each in its own process
-(``block-K.json``: the argv of a ``run --only ... --reps K`` command, as :mod:`.launch` builds it for one VM sweep;
-``block-K.done``: its exit code). The warm-up runs before the first block only: the guest stays warm between
+``INBOX`` (a folder in the results folder, which the guest sees read-write) and runs each in its one Python
+process, so that block 2 on starts with its imports done (``block-K.json``: the argv of a ``run --only ... --reps K``
+command, as :mod:`.launch` builds it for one VM sweep; ``block-K.done``: its exit code). The warm-up runs before the first block only: the guest stays warm between
 blocks. Between blocks the guest waits (polling the inbox) while the host matches the block's captures, writes its
 load into the block's manifests and judges the claims, as it does after a VM sweep.
 
@@ -74,10 +74,22 @@ def serve(inbox: Path, run: Callable[[list[str], dict[str, str]], int], *, poll_
 
 
 def _run_block(argv: list[str], env: dict[str, str]) -> int:
-    """One block: the ``run`` command in its own process (a fresh runner, as a VM sweep has), its output on ours."""
-    import subprocess
+    """One block: the ``run`` command (``python -m nest_experiments run ...``) in this process, whose imports
+    are done since block 1 (a process per block would import again during its first run's setup: ~3.5 s of the
+    guest's CPU in the test's runs); an error that escapes the command is its exit code 1, and the next block
+    still runs."""
+    import traceback
 
-    return subprocess.run(argv, env={**os.environ, **env}, check=False).returncode
+    from nest_experiments.cli import main as cli_main
+
+    if argv[1:3] != ["-m", "nest_experiments"]:
+        raise NestExpError(f"not a nest_experiments command: {argv[:3]}")
+    os.environ.update(env)
+    try:
+        return cli_main(argv[3:])
+    except Exception:  # noqa: BLE001 - the block fails, the guest goes on serving
+        traceback.print_exc()
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
