@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     task.add_argument("spec", help="the run's payload (JSON file, or - for stdin)")
     task.add_argument("--out", type=Path, help="run into this folder (inside the VM) instead of writing a tar")
     task.add_argument("--run", help="the run's name (shown by ps; the payload names it)")
+    blocks = sub.add_parser("serve-blocks", help="internal: in the VM's guest, run --until-decided's blocks as the "
+                                                 "host hands them over (runs.blocks_in_vm)")
+    blocks.add_argument("inbox", type=Path, help="the folder the host writes block commands into")
     try:
         from nest_experiments.dash.cli import add_media_parser
     except ImportError:
@@ -115,6 +118,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from nest_experiments.runs.cluster_task import task_command
 
         return task_command(args)
+    if args.command == "serve-blocks":
+        from nest_experiments.runs.blocks_in_vm import run_in_process, serve
+
+        return serve(args.inbox, lambda argv, env: run_in_process(argv, env, main))
     handler = getattr(args, "handler", None)
     if handler is None:
         raise NestExpError(f"unknown command {args.command}")

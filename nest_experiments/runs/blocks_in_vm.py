@@ -2,11 +2,12 @@
 
 Each block used to be its own VM sweep: boot (~7 s), the guest's Python start (~12 s) and a warm-up run (~50 s)
 before its runs, ~70 s of every block of six 65 s runs. Here one guest serves the whole invocation: it runs
-:func:`main` (``python -m nest_experiments.runs.blocks_in_vm INBOX``), which waits for the host's block commands in
+``python -m nest_experiments serve-blocks INBOX`` (:func:`serve`), which waits for the host's block commands in
 ``INBOX`` (a folder in the results folder, which the guest sees read-write) and runs each in its one Python
 process, so that block 2 on starts with its imports done (``block-K.json``: the argv of a ``run --only ... --reps K``
-command, as :mod:`.launch` builds it for one VM sweep; ``block-K.done``: its exit code). The warm-up runs before the first block only: the guest stays warm between
-blocks. Between blocks the guest waits (polling the inbox) while the host matches the block's captures, writes its
+command, as :mod:`.launch` builds it for one VM sweep; ``block-K.done``: its exit code). The warm-up runs
+once, before the first run that is not skipped (a resumed sweep's completed blocks warm nothing;
+``runtime.note_warm``): the guest stays warm between blocks. Between blocks the guest waits (polling the inbox) while the host matches the block's captures, writes its
 load into the block's manifests and judges the claims, as it does after a VM sweep.
 
 The VM runs in the main thread (qemu's SIGTERM handling needs it); the blocks are driven from a second thread
@@ -16,14 +17,12 @@ ends first (killed, timed out, crashed), the driver's wait fails with the reason
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ from nest_experiments.errors import NestExpError, RunError
 
 POLL_S = 0.2  # the guest's and the host's look at the inbox
 STOP = "stop"
-WARMUP_ENV = "NEST_EXP_VM_WARMUP_S"  # runtime.VM_ENV_PREFIX + "WARMUP_S": the guest's warm-up before a sweep
 
 
 def command_file(inbox: Path, block: int) -> Path:
@@ -62,8 +60,6 @@ def serve(inbox: Path, run: Callable[[list[str], dict[str, str]], int], *, poll_
         if cmd.is_file():
             doc = json.loads(cmd.read_text(encoding="utf-8"))
             env = {str(k): str(v) for k, v in doc.get("env", {}).items()}
-            if block > 1:
-                env[WARMUP_ENV] = "0"  # warm since block 1
             code = run([str(a) for a in doc["argv"]], env)
             write_atomic(done_file(inbox, block), {"exit_code": code})
             block += 1
@@ -73,14 +69,12 @@ def serve(inbox: Path, run: Callable[[list[str], dict[str, str]], int], *, poll_
             sleep(poll_s)
 
 
-def _run_block(argv: list[str], env: dict[str, str]) -> int:
+def run_in_process(argv: list[str], env: dict[str, str], cli_main: Callable[[list[str]], int]) -> int:
     """One block: the ``run`` command (``python -m nest_experiments run ...``) in this process, whose imports
     are done since block 1 (a process per block would import again during its first run's setup: ~3.5 s of the
     guest's CPU in the test's runs); an error that escapes the command is its exit code 1, and the next block
     still runs."""
     import traceback
-
-    from nest_experiments.cli import main as cli_main
 
     if argv[1:3] != ["-m", "nest_experiments"]:
         raise NestExpError(f"not a nest_experiments command: {argv[:3]}")
@@ -90,13 +84,6 @@ def _run_block(argv: list[str], env: dict[str, str]) -> int:
     except Exception:  # noqa: BLE001 - the block fails, the guest goes on serving
         traceback.print_exc()
         return 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nest_experiments.runs.blocks_in_vm", description=__doc__)
-    p.add_argument("inbox", type=Path, help="the folder the host writes block commands into")
-    args = p.parse_args(argv)
-    return serve(args.inbox, _run_block)
 
 
 # --------------------------------------------------------------------------- host
@@ -179,6 +166,3 @@ def new_inbox(results: Path, inputs: str) -> Path:
     inbox.mkdir(parents=True)
     return inbox
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -162,7 +162,7 @@ def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, f
 
         blocks = Blocks(inbox, block_argv=argv, after_block=after, env=env)
         timeout = budget.seconds * 2 + 1800 if budget.seconds else 48 * 3600.0
-        guest = [sys.executable, "-m", "nest_experiments.runs.blocks_in_vm", str(inbox)]
+        guest = [sys.executable, "-m", "nest_experiments", "serve-blocks", str(inbox)]
         print("until decided: one VM for every block (this kernel lacks: "
               f"{runtime.missing_summary(first) or 'nothing; --runtime vm'})", file=sys.stderr,
               flush=True)

@@ -405,6 +405,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                 if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
                     laps.restart()
                     warm_up(spec, warmup_s, out=out)
+                    runtime.note_warm()  # the next sweep in this guest process (a block) starts warm
                     laps.lap("warmup")
                 progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
                 laps.restart()

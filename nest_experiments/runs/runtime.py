@@ -38,8 +38,16 @@ def vm_settings() -> dict[str, str]:
 
 
 def warmup_s() -> float:
-    """Inside the guest: how long the warm-up before the first run lasts (vm.qemu.warmup_s); on the host 0."""
+    """Inside the guest: how long the warm-up before the first run lasts (vm.qemu.warmup_s); on the host 0, and 0
+    in a guest process that has warmed up already (:func:`note_warm`)."""
     return float(vm_settings().get("warmup_s", "0"))
+
+
+def note_warm() -> None:
+    """A warm-up ran in this (guest) process: its later sweeps (the next blocks of ``--until-decided``,
+    runs.blocks_in_vm) need none, and their manifests say so (``vm.warmup_s`` 0)."""
+    if current() == "vm":
+        os.environ[VM_ENV_PREFIX + "WARMUP_S"] = "0"
 
 
 def guest_env(settings: Mapping[str, str], *, keep: Sequence[str] = ()) -> dict[str, str]:

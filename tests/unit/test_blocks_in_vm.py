@@ -12,7 +12,7 @@ import pytest
 
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import RunError
-from nest_experiments.runs.blocks_in_vm import WARMUP_ENV, Blocks, command_file, done_file, drive_in_vm, serve
+from nest_experiments.runs.blocks_in_vm import Blocks, command_file, done_file, drive_in_vm, serve
 from nest_experiments.runs.until_decided import Budget, run_until_decided
 from tests.unit.test_until_decided import RAW, STUDY, Runner
 
@@ -21,7 +21,7 @@ def _names(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == "--only"]
 
 
-def test_serve_runs_each_block_in_order_with_the_warm_up_only_before_the_first(tmp_path: Path) -> None:
+def test_serve_runs_each_block_in_order_with_its_environment(tmp_path: Path) -> None:
     for block, names in ((1, ["a", "b"]), (2, ["c"])):
         command_file(tmp_path, block).write_text(json.dumps({"argv": ["run", *[x for n in names for x in ("--only", n)]],
                                                              "env": {"NEST_EXP_SWEEP_ID": f"id{block}"}}))
@@ -34,7 +34,7 @@ def test_serve_runs_each_block_in_order_with_the_warm_up_only_before_the_first(t
 
     assert serve(tmp_path, run, sleep=lambda s: None) == 0
     assert seen == [(["a", "b"], {"NEST_EXP_SWEEP_ID": "id1"}),
-                    (["c"], {"NEST_EXP_SWEEP_ID": "id2", WARMUP_ENV: "0"})]
+                    (["c"], {"NEST_EXP_SWEEP_ID": "id2"})]
     assert [json.loads(done_file(tmp_path, b).read_text()) for b in (1, 2)] == [{"exit_code": 0}, {"exit_code": 1}]
 
 
