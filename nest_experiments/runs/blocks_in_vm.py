@@ -91,7 +91,7 @@ def run_in_process(argv: list[str], env: dict[str, str], cli_main: Callable[[lis
 
 class Blocks:
     """The host's side: hands the guest one block at a time and waits for it (``execute``, from the driver
-    thread); ``after_block(runs, started_wall)`` does the host's work on the block's runs (captures, load)."""
+    thread); ``after_block(runs, record)`` does the host's work on the block's runs (captures, load) and fills its record."""
 
     def __init__(self, inbox: Path, *, block_argv: Callable[[list[RunSpec]], list[str]],
                  after_block: Callable[[list[RunSpec], dict[str, Any]], None],
