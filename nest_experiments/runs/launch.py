@@ -107,10 +107,6 @@ def _until_decided(args: argparse.Namespace) -> int:
         return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
                                      "only": [r.name for r in runs], "no_plot": True})
 
-    def execute(runs: list[RunSpec]) -> int:
-        codes.append(run_command(block_args(runs)))
-        return codes[-1]
-
     def drive(run_block: Callable[[list[RunSpec]], int]) -> None:
         def counted(runs: list[RunSpec]) -> int:
             codes.append(run_block(runs))
@@ -122,8 +118,8 @@ def _until_decided(args: argparse.Namespace) -> int:
              and runtime.choose(args.runtime or first[0].experiment.runtime, first) == "vm")
     if in_vm:  # one VM for every block (runs.blocks_in_vm)
         _until_decided_in_vm(args, results, budget, first, block_args, drive)
-    else:
-        run_until_decided(raw, folder=folder, execute=execute, budget=budget, study=study)
+    else:  # each block through this same command: host, or a cluster
+        drive(lambda runs: run_command(block_args(runs)))
     if not args.no_plot:
         _plot(folder)
     return max(codes, default=0)
@@ -171,10 +167,9 @@ def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, f
                                                                on_started=host_load.append))
         finally:
             shutil.rmtree(inbox, ignore_errors=True)
-            if experiment is not None and experiment.parent.name == VM_INPUTS:
-                experiment.unlink(missing_ok=True)
+            _drop_guest_copy(experiment)
             with contextlib.suppress(OSError):
-                (results / VM_INPUTS).rmdir()
+                (results / VM_INPUTS).rmdir()  # when no other runner's files are in it
 
 
 def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
@@ -224,10 +219,7 @@ def _run_in_vm_locked(args: argparse.Namespace, runs: list[RunSpec], results: Pa
     try:
         code = run_in_guest(argv, runs, results, record=record)
     finally:
-        if experiment is not None and experiment.parent.name == VM_INPUTS:
-            experiment.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                experiment.parent.rmdir()  # when no other runner's copy is in it
+        _drop_guest_copy(experiment)
     if not args.no_plot:
         t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
@@ -235,6 +227,14 @@ def _run_in_vm_locked(args: argparse.Namespace, runs: list[RunSpec], results: Pa
     record["command_s"] = round(time.monotonic() - t0, 3)
     append_sweep_record(results / runs[0].experiment.name, record)  # the host's side of runs.phases' sweep log
     return code
+
+
+def _drop_guest_copy(experiment: Path | None) -> None:
+    """Remove the copy :func:`_visible_to_guest` made (and its folder, when no other runner's copy is in it)."""
+    if experiment is not None and experiment.parent.name == VM_INPUTS:
+        experiment.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            experiment.parent.rmdir()
 
 
 def _visible_to_guest(experiment: Path, results: Path) -> Path:
