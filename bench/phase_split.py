@@ -15,7 +15,8 @@ the ratio issue 31 asks to bring to <= 1.3); and per run phase (manifests'
 a run, the apps' ``prepare`` and ``start`` times and how many of their
 Python programs started warm (net.warm; ``NEST_EXP_WARM=0`` in the
 environment runs them cold, the split before it). Last, the CPU guard's saturated 1 s
-windows (machine rule and per-process rule) over the runs.
+windows (machine rule and per-process rule) over the runs, and where the CPU went (the apps, the runner's
+threads, the kernel's softirq threads, the busiest window of the start against the rest).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def manifests(folder: Path) -> list[dict[str, Any]]:
     for path in sorted(folder.glob(f"*/{MANIFEST}")):
         m = json.loads(path.read_text())
         if m.get("status") == "completed" and "phases" in m:
-            out.append(m)
+            out.append(m | {"_dir": path.parent})
     return out
 
 
@@ -136,6 +137,51 @@ def print_runs(ms: list[dict[str, Any]]) -> None:
           f"({rules})")
 
 
+def _mean_of(ms: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Per name, the mean over the runs of the manifests' ``key`` (a name -> CPU seconds mapping)."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for m in ms:
+        for name, sec in (m.get(key) or {}).items():
+            per[name].append(float(sec))
+    return {name: statistics.mean(v) for name, v in sorted(per.items())}
+
+
+def _busy(run_dir: Path) -> list[tuple[float, float]]:
+    path = run_dir / "cpu.csv"
+    if not path.is_file():
+        return []
+    rows = path.read_text().splitlines()[1:]
+    return [(float(t), float(b)) for t, b in (r.split(",") for r in rows if r)]
+
+
+def print_cpu(ms: list[dict[str, Any]]) -> None:
+    """Where the CPU of a run goes (in the guest, for the VM runtime): the machine's mean busy fraction, the
+    apps' and the runner's threads' CPU seconds, the kernel's softirq threads; and the busiest 1 s window of
+    the first 6 s (the apps' starts) against the rest of the run."""
+    if not ms:
+        return
+    mean = [m["cpu_mean"] for m in ms if "cpu_mean" in m]
+    busy = f", machine busy {statistics.mean(mean):.1%} on average" if mean else ""
+    print(f"\nCPU per run (mean of {len(ms)}; CPU seconds){busy}")
+    for key, label in (("app_cpu_s", "apps"), ("runner_threads_cpu_s", "runner's threads")):
+        per = _mean_of(ms, key)
+        if per:
+            print(f"  {label + ':':<18} " + ", ".join(f"{n} {v:.2f}" for n, v in per.items())
+                  + f"; all {sum(per.values()):.1f}")
+    top = _mean_of(ms, "cpu_top_s")
+    soft = sum(v for n, v in top.items() if n.startswith("ksoftirqd/"))
+    if top:
+        print(f"  {'ksoftirqd:':<18} {soft:.2f}")
+    early, late = [], []
+    for m in ms:
+        busy = _busy(m["_dir"])
+        early += [max((b for t, b in busy if t <= 6.0), default=0.0)]
+        late += [max((b for t, b in busy if t > 6.0), default=0.0)]
+    if any(early):
+        print(f"  busiest window, t <= 6 s: mean {statistics.mean(early):.3f}, max {max(early):.3f}; "
+              f"after: mean {statistics.mean(late):.3f}, max {max(late):.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", nargs="?", type=Path, help="an experiment's results folder to read")
@@ -160,7 +206,9 @@ def main() -> int:
         ap.error("give a results folder, or --run")
     for s in sweeps(folder):
         print_sweep(s)
-    print_runs(manifests(folder))
+    ms = manifests(folder)
+    print_runs(ms)
+    print_cpu(ms)
     return 0
 
 

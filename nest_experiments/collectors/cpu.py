@@ -123,18 +123,27 @@ class ProcReading:
     reaped_s: float = 0.0  # cutime + cstime: what the children it reaped used
 
 
+def parse_reading(tid: int, data: bytes, *, thread: bool = False) -> tuple[ProcKey, ProcReading] | None:
+    """:func:`proc_reading` of a ``stat`` file's bytes; None for a torn (empty, cut) one."""
+    try:
+        end = data.rindex(b")")
+        comm = data[data.index(b"(") + 1:end].decode(errors="replace")
+        f = data[end + 2:].split()
+        cpu_s = (int(f[11]) + int(f[12])) / CLK_TCK
+        reaped = 0.0 if thread else (int(f[13]) + int(f[14])) / CLK_TCK
+        return (tid, int(f[19])), ProcReading(comm=comm, ppid=int(f[1]), cpu_s=cpu_s, reaped_s=reaped)
+    except (ValueError, IndexError):
+        return None
+
+
 def proc_reading(tid: int, path: str, *, thread: bool = False) -> tuple[ProcKey, ProcReading] | None:
     """Process (or ``thread``) ``tid``'s reading from its ``stat`` file at ``path``; None once it is gone.
     A thread's reaped children are its process's: not its own."""
     try:
-        stat = read_stat_fields(path)
-        if stat is None:
-            return None
-        comm, f = stat
-        reaped = 0.0 if thread else stat_cpu_s(f, children=True) - stat_cpu_s(f)
-        return (tid, int(f[19])), ProcReading(comm=comm, ppid=int(f[1]), cpu_s=stat_cpu_s(f), reaped_s=reaped)
-    except (ValueError, IndexError):  # a stat file read while the process went away
+        data = Path(path).read_bytes()
+    except OSError:
         return None
+    return parse_reading(tid, data, thread=thread)
 
 
 # --------------------------------------------------------------------------- per-process windows (pure)
@@ -309,25 +318,51 @@ class ProcessTree:
     Only /proc's listing and the ``stat`` of new pids and of the tree are read
     each time: a process outside the tree never enters it (a parent that dies
     hands its children to init), so the pids found outside are remembered
-    while they live.
+    while they live. A tree member's ``stat`` stays open and is read again
+    from its start (``pread``): an open and a close per process per window
+    less (under the TCG guest the monitor cost ~6 of the ~80 CPU seconds of
+    a default run; bench/phase_split.py prints its thread's share).
     """
 
     def __init__(self, root: int, proc: str = "/proc") -> None:
         self.root = root
         self.proc = proc
         self._outside: set[int] = set()
+        self._fds: dict[int, int] = {}  # pid -> its open stat file (tree members)
 
     def read(self) -> dict[ProcKey, ProcReading]:
         pids = {int(e.name) for e in os.scandir(self.proc) if e.name.isdigit()}
         self._outside &= pids
+        for pid in set(self._fds) - pids:  # gone (reaped)
+            os.close(self._fds.pop(pid))
         read = {}
         for pid in sorted(pids - self._outside):  # parents (older, lower pids) mostly before their children
-            got = proc_reading(pid, f"{self.proc}/{pid}/stat")
+            got = self._reading(pid)
             if got is not None:
                 read[pid] = got
         tree = _descendants(self.root, {pid: r.ppid for pid, (_, r) in read.items()})
         self._outside |= set(read) - tree
+        for pid in set(self._fds) - tree:
+            os.close(self._fds.pop(pid))
         return dict(read[pid] for pid in tree)
+
+    def _reading(self, pid: int) -> tuple[ProcKey, ProcReading] | None:
+        fd = self._fds.get(pid)
+        try:
+            if fd is None:
+                fd = self._fds[pid] = os.open(f"{self.proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(fd, 4096, 0)
+        except OSError:  # gone since the listing (ESRCH on an open stat once it is reaped)
+            if (fd := self._fds.pop(pid, None)) is not None:
+                os.close(fd)
+            return None
+        return parse_reading(pid, data)
+
+    def close(self) -> None:
+        """Close the open ``stat`` files."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 def _descendants(root: int, ppid: Mapping[int, int]) -> set[int]:
@@ -402,14 +437,14 @@ class CpuMonitor:
         while not self._stop.wait(self.interval_s):
             busy1, total1 = _read_stat()
             t = round(self.clock(), 3)
-            self._read_apps()  # first: a process of an app started in this window gets the app's name
+            now, procs = time.monotonic(), self._tree.read()
+            self._read_apps(procs)  # first: a process of an app started in this window gets the app's name
             if total1 > total0:
                 self.samples.append((t, (busy1 - busy0) / (total1 - total0)))
-                self._read_processes(t)
+                self._read_processes(t, now, procs)
             busy0, total0 = busy1, total1
 
-    def _read_processes(self, t: float) -> None:
-        now, procs = time.monotonic(), self._tree.read()
+    def _read_processes(self, t: float, now: float, procs: Mapping[ProcKey, ProcReading]) -> None:
         window = proc_window(t, self._shares.window(procs, now - self._procs_prev_t))
         self.windows.append(window)
         ppid = {pid: r.ppid for (pid, _), r in procs.items()}
@@ -417,13 +452,16 @@ class CpuMonitor:
             self.names[key] = ProcName(comm=procs[key].comm, app=app_of(key[0], ppid, self._app_pids, self._tree.root))
         self._procs_prev_t = now
 
-    def _read_apps(self) -> None:
+    def _read_apps(self, procs: Mapping[ProcKey, ProcReading] | None = None) -> None:
+        """Each app's live processes: their names, and their CPU so far from ``procs`` (the tree's readings of
+        this window) where it has them, else from their ``stat``."""
         if self.pids_by_app is None:
             return
+        read = {pid: r.cpu_s + r.reaped_s for (pid, _), r in (procs or {}).items()}
         for app, pids in self.pids_by_app().items():
             for pid in pids:
                 self._app_pids[pid] = app
-                cpu = process_cpu_s(pid)
+                cpu = read[pid] if pid in read else process_cpu_s(pid)
                 if cpu is not None:
                     self._proc_cpu[(app, pid)] = cpu
 
@@ -451,6 +489,8 @@ class CpuMonitor:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2 * self.interval_s)
+        if not self._thread.is_alive():
+            self._tree.close()
 
     def breakdown(self) -> dict[str, object]:
         """Where the CPU went during the run: user/system/softirq shares and the busiest commands."""

@@ -33,7 +33,6 @@ from typing import IO
 from nest_experiments.errors import MissingToolError, NestExpError, NetworkSetupError
 
 STATE_DIR = Path("/run/nest_experiments")
-PR_SET_PDEATHSIG = 1
 CLONE_NEWNET = 0x40000000
 
 
@@ -330,20 +329,50 @@ def sysctl_in(ns: str, key: str, value: str) -> str:
             raise NetworkSetupError(f"sysctl {key}={value} in {ns}: {exc.strerror}") from None
 
 
-PR_SET_TIMERSLACK = 29
+PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
 
 
-def _die_with_parent(timer_slack_ns: int | None = None) -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    set_timer_slack(timer_slack_ns)
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL("libc.so.6", use_errno=True)
 
 
 def set_timer_slack(timer_slack_ns: int | None) -> None:
     """This thread's timer slack (``prctl(PR_SET_TIMERSLACK)``), if given: inherited across exec and by the
     threads the program starts."""
     if timer_slack_ns:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
+        _libc().prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(timer_slack_ns), 0, 0, 0)
+
+
+@contextlib.contextmanager
+def timer_slack(timer_slack_ns: int | None) -> Iterator[None]:
+    """This thread's timer slack set to ``timer_slack_ns`` (if given) inside the block and restored after it: a
+    process started in the block inherits it and keeps it across exec."""
+    if not timer_slack_ns:
+        yield
+        return
+    before = _libc().prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    set_timer_slack(timer_slack_ns)
+    try:
+        yield
+    finally:
+        _libc().prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(before), 0, 0, 0)
+
+
+def dies_with_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` behind util-linux's ``setpriv --pdeathsig KILL``: the program gets SIGKILL when the thread that
+    started it ends (the runner's, even by ``kill -9``), as a ``prctl(PR_SET_PDEATHSIG)`` in a ``preexec_fn``
+    did, but with no Python in the child between fork and exec, so that ``subprocess`` vforks instead of
+    forking: a fork copies the runner's page tables and then every page its Python touches (a start cost
+    3.3 ms of CPU here against 0.55 ms vforked; the TCG guest's ~8x on top, ~10 starts in a default run's
+    first second). A runner killed in the instant between the fork and setpriv's prctl leaves the program
+    to the next run's cleanup (``clean``)."""
+    return [_setpriv(), "--pdeathsig", "KILL", "--", *argv]
+
+
+@functools.cache
+def _setpriv() -> str:
+    return require_tool("setpriv", "util-linux")
 
 
 def wait_exited(proc: subprocess.Popen[bytes], *, timeout_s: float, poll_s: float = 0.02) -> bool:
@@ -376,14 +405,15 @@ def ns_exec(ns: str, argv: Sequence[str]) -> list[str]:
 
 def popen_in_ns(ns: str, argv: Sequence[str], *, stdout: IO[bytes] | int | None, stderr: IO[bytes] | int | None = None,
                 cwd: Path | None = None, timer_slack_ns: int | None = None) -> subprocess.Popen[bytes]:
-    """Start ``argv`` inside ``ns``; it dies with us even after a ``kill -9``.
+    """Start ``argv`` inside ``ns``; it dies with us even after a ``kill -9`` (:func:`dies_with_parent`).
 
     ``timer_slack_ns``: the process's timer slack (``prctl(PR_SET_TIMERSLACK)``):
     its timed sleeps may end up to that much late, so the kernel can merge the
-    wakeups of a program that polls on a short timeout.
+    wakeups of a program that polls on a short timeout (:func:`timer_slack`).
     """
-    return subprocess.Popen(ns_exec(ns, argv), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=cwd,
-                            preexec_fn=functools.partial(_die_with_parent, timer_slack_ns), start_new_session=True)
+    with timer_slack(timer_slack_ns):
+        return subprocess.Popen(ns_exec(ns, dies_with_parent(argv)), stdout=stdout, stderr=stderr,
+                                stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
 
 
 def check_run(argv: Sequence[str], *, what: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -63,17 +64,19 @@ def test_cpu_used_before_the_start_is_not_counted() -> None:
 
 
 def test_timer_slack_reaches_the_program_and_its_threads() -> None:
-    import functools
+    import ctypes
 
-    from nest_experiments.net.procs import _die_with_parent
+    from nest_experiments.net.procs import timer_slack
     code = ("import ctypes, threading\nslack = lambda: print(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))\n"
             "slack()\nt = threading.Thread(target=slack)\nt.start(); t.join()")  # 30: PR_GET_TIMERSLACK
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         preexec_fn=functools.partial(_die_with_parent, 5_000_000)).stdout.split()
+    ours = ctypes.CDLL(None).prctl(30, 0, 0, 0, 0)
+    with timer_slack(5_000_000):  # started in the block: vforked (no preexec_fn), it inherits this thread's
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["5000000", "5000000"]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         preexec_fn=_die_with_parent).stdout.split()
-    assert out == ["50000", "50000"]  # the kernel's default
+    assert ctypes.CDLL(None).prctl(30, 0, 0, 0, 0) == ours == 50000  # restored: the kernel's default
+    with timer_slack(None):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["50000", "50000"]
 
 
 # a process that starts a child burning 0.6 s of CPU, reaps it, and exits at once (as the DASH player does with its
@@ -257,6 +260,27 @@ def test_the_tree_is_the_root_and_its_descendants(tmp_path: Path) -> None:
     (tmp_path / "102").rmdir()  # gone
     assert sorted(pid for pid, _ in tree.read()) == [100, 101, 103]
     assert sorted(pid for pid, _ in ProcessTree(999, proc=str(tmp_path)).read()) == []  # the root is gone
+    # the tree's stat files stay open, and each read sees them as they are now; the others are closed
+    assert sorted(tree._fds) == [100, 101, 103]
+    (tmp_path / "103" / "stat").write_text("103 (p103) R 100 0 0 0 -1 0 0 0 0 0 250 50 0 0 20 0 1 0 103 0\n")
+    assert {pid: round(r.cpu_s * CLK_TCK) for (pid, _), r in tree.read().items()} == {100: 2, 101: 2, 103: 300}
+    tree.close()
+    assert tree._fds == {}
+
+
+def test_the_tree_closes_the_stat_of_a_reaped_child() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    tree = ProcessTree(os.getpid())
+    try:
+        first = {pid: r.comm for (pid, _), r in tree.read().items()}
+        assert first[child.pid] == "sleep" and child.pid in tree._fds
+        child.kill()
+        child.wait()
+        assert child.pid not in {pid for pid, _ in tree.read()} and child.pid not in tree._fds
+    finally:
+        child.kill()
+        child.wait()
+        tree.close()
 
 
 def test_app_of_follows_the_parents() -> None:
@@ -273,9 +297,9 @@ SPIN_S = 12  # the busy loop ends by itself after this, whatever happens to the 
 def _spin_at_high_priority() -> None:
     """Other work shares this machine's CPUs: ahead of it (root only), the loop gets a CPU of its own. In a
     session of its own (start_new_session), so under the kernel's autogroups its nice is its group's."""
-    from nest_experiments.net.procs import _die_with_parent
+    import ctypes
 
-    _die_with_parent()
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: it dies with the test
     with contextlib.suppress(OSError):
         Path("/proc/self/autogroup").write_text("-10")
     with contextlib.suppress(OSError):

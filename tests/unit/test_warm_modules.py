@@ -75,3 +75,10 @@ def test_the_warm_modules_are_the_ones_the_launcher_runs(kind: str) -> None:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         assert 'if __name__ == "__main__":' in open(spec.origin).read()
+
+
+def test_a_warm_program_ends_with_the_status_sys_exit_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    from nest_experiments.net.warm import exit_status
+
+    assert [exit_status(code) for code in (None, 0, 3, 256 + 2, -1)] == [0, 0, 3, 2, 255]
+    assert exit_status("error: no segment") == 1 and capsys.readouterr().err == "error: no segment\n"
