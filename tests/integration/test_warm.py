@@ -1,5 +1,7 @@
 """Warm Python processes (net.warm): a taken one runs its module as ``python -m`` would, inside the namespace,
-with the app's logs, working directory and timer slack; the rest are released; none is left behind."""
+with the app's logs, working directory and timer slack; the rest are released; none is left behind. And the cold
+start of any program (net.procs.popen_in_ns): in its namespace, with its timer slack, gone with the process that
+started it even after a ``kill -9`` (setpriv's parent-death signal, no preexec_fn)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,19 @@ PROBE = textwrap.dedent("""
 
     if __name__ == "__main__":  # as our programs: the warm process imports it first, then runs it as __main__
         main()
+""")
+
+
+STARTER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from nest_experiments.net.procs import popen_in_ns
+    ns, out = sys.argv[1], Path(sys.argv[2])
+    with out.open("wb") as fh:
+        child = popen_in_ns(ns, ["sh", "-c", "cat /proc/self/timerslack_ns; stat -L -c %i /proc/self/ns/net; "
+                                             "exec sleep 600"], stdout=fh, timer_slack_ns=250_000)
+    print(child.pid, flush=True)
+    time.sleep(600)
 """)
 
 
@@ -126,3 +141,30 @@ def test_a_warm_process_dies_with_its_runner(probe_path: Path) -> None:
             break
         time.sleep(0.05)
     assert not alive(pid)
+
+
+def test_a_program_runs_in_its_namespace_with_its_slack_and_dies_with_its_starter(ns: str, tmp_path: Path) -> None:
+    out = tmp_path / "child.out"
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, ns, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        pid = int(starter.stdout.readline())
+        deadline = time.monotonic() + 20
+        while len(out.read_text().split()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        slack, netns = out.read_text().split()
+        assert int(slack) == 250_000  # the starter's thread's slack at the fork, kept across the execs
+        assert int(netns) == os.stat(f"/run/netns/{ns}").st_ino != os.stat("/proc/self/ns/net").st_ino
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive(pid)  # the same pid through ip netns exec, setpriv and sh: what the runner waits for
+        starter.kill()  # SIGKILL: no handler of ours runs
+        starter.wait()
+        deadline = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid), "the program outlived the process that started it"
+    finally:
+        starter.kill()
+        starter.wait()
