@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -305,12 +306,12 @@ class Network:
 
     def _apply_links(self) -> None:
         by_ns: dict[str, list[tcplan.EgressPlan]] = {}
+        for node, dev in no_offloads(self.links, self.spec):
+            self.offloads_off(node, dev)
         for link in self.links:
             spec_link = self.spec.link(link.name)
             for node, peer, egress in link.egresses():
                 dev = spec_link.ifname(node)
-                if not link.offloads and (egress.shaped or _reverse(link, node).shaped):
-                    self.offloads_off(node, dev)
                 if egress.shaped:
                     plan = tcplan.plan_egress(self.ns(node), dev, egress)
                     by_ns.setdefault(plan.ns, []).append(plan)
@@ -379,8 +380,16 @@ class Network:
         return [found[n] for n in nodes]
 
 
-def _reverse(link: LinkConfig, node: str) -> Any:
-    return link.reverse if node == link.a else link.forward
+def no_offloads(links: Sequence[LinkConfig], spec: topo.TopologySpec) -> list[tuple[str, str]]:
+    """(node, interface) whose offloads go off: both ends of every link of a node that shapes an egress (a link
+    with ``offloads = true`` keeps its own). A qdisc holds what its device is handed: a GSO super-packet is cut
+    into packets only after the qdisc (``validate_xmit_skb`` on dequeue), so a sender's TSO/GSO on an access link
+    put 2-16 segments into one skb of the bottleneck's queue (seen: 20 skbs holding 90 KB), HTB released them as
+    one burst and then sent nothing while it paid the debt (200-300 ms at 640 kbit/s). With the neighbours'
+    interfaces off too, the sender (or the router before) sends packets no larger than the MTU."""
+    shaping = {node for link in links for node, _, egress in link.egresses() if egress.shaped}
+    return [(node, spec.link(link.name).ifname(node)) for link in links if not link.offloads
+            and (link.a in shaping or link.b in shaping) for node in (link.a, link.b)]
 
 
 def _loaded_nest() -> dict[str, ModuleType]:

@@ -107,15 +107,24 @@ def test_a_saturating_flow_follows_a_stepped_trace(no_leftovers: None, tmp_path:
           f"htb {fid.htb_drops}")
     assert (fid.link, fid.direction, fid.node) == ("bottleneck", "forward", "r1")
     assert len(fid.windows) == 7 and len(fid.busy) >= 5  # three flows keep the queue busy but for a refill
-    # Looser than the bench's 2 % / 5 % (which the VM test holds): on this host's kernel (6.18) HTB delivers in
-    # stalls and bursts around a rate change (seen: 1 s windows of 1.138 then 0.856 at the 1 -> 3 Mbit/s step,
-    # mean 0.9785 in one run of several, 0.996 in the others). A trace not followed is off by 2-3x: 2 -> 1 -> 3.
-    assert abs(fid.mean_ratio - 1) <= 0.04
-    assert all(abs(w.ratio - 1) <= 0.2 for w in fid.busy)
-    assert fid.correlation > 0.9 and fid.drops_outside_leaf == 0
+    # The bench's bounds (2 % over the run, 5 % per busy 1 s window). Until the senders' offloads went off too
+    # (net.network.no_offloads) this test allowed 4 % / 20 %: HTB got the senders' GSO super-packets and released
+    # each as one burst (1 s windows of 1.138 then 0.856 at the 1 -> 3 Mbit/s step); now 0.993-1.005.
+    assert fid.ok, [(round(w.t, 1), round(w.ratio, 3)) for w in fid.windows]
+    assert fid.correlation > 0.95 and fid.drops_outside_leaf == 0
+    assert_no_super_packets(outcome.run_dir)
     rates = read_csv(outcome.run_dir / "rates.csv")
     assert [int(r["rate_bps"]) for r in rates] == [2_000_000, 1_000_000, 3_000_000]
     assert max(float(r["t"]) - float(r["t_scheduled"]) for r in rates) < 0.05
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     assert manifest["trace"]["changes_applied"] == 2
     assert not [t for t in threading.enumerate() if t.name == "trace-player"]  # the player's thread ended
+
+
+def assert_no_super_packets(run_dir: Path, mtu_frame: int = 1514) -> None:
+    """No sample of a shaped leaf holds more bytes than its packets can as frames of the MTU: the packets reach
+    the queue segmented (a GSO skb of n segments counts once in ``backlog_pkts``)."""
+    leaves = [r for r in read_csv(run_dir / "qdisc.csv") if r["parent"] != "root" and int(r["backlog_pkts"]) > 0]
+    assert leaves  # the flows built a queue
+    fat = [r for r in leaves if int(r["backlog_bytes"]) > int(r["backlog_pkts"]) * mtu_frame]
+    assert not fat, [(r["t"], r["node"], r["backlog_bytes"], r["backlog_pkts"]) for r in fat[:5]]

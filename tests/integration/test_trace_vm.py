@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, Window, trace_fidelity
+from nest_experiments.analysis.tracecheck import MEAN_TOLERANCE, trace_fidelity
 from nest_experiments.config.sweep import expand
 from nest_experiments.rundir import read_csv
 from nest_experiments.runs.runner import Run
+from tests.integration.test_trace_links import assert_no_super_packets
 
 pytestmark = [pytest.mark.vm]
 DURATION_S = 50
@@ -53,20 +54,12 @@ def test_dvl_trace_is_followed_within_the_bench_bounds(tmp_path: Path) -> None:
     assert max(late) < 0.1  # one step
     assert len(fid.busy) >= 0.8 * len(fid.windows)  # five flows keep the queue busy
     assert abs(fid.mean_ratio - 1) <= MEAN_TOLERANCE
-    # A late qdisc sample in the TCG guest moves bits from one window into the next: the errors come in
-    # adjacent +/- pairs (seen here: +7.9/-8.1 %, 0.93 next to 1.02) that cancel over the pair. A window
-    # outside the bound passes when, merged with a busy neighbour, it is within it; any real shortfall or
-    # excess (a wrong rate, a late change) spans both and still fails.
-    outside = [w for w in fid.busy if not w.within and not any(_pair_within(w, v) for v in _neighbours(w, fid.busy))]
+    # Every busy window within the bound on its own. Until the senders' offloads went off too
+    # (net.network.no_offloads) windows came in +/- pairs (0.93 next to 1.02; in CI 0.871 at 2.1-3.1 s) and this
+    # test let a window pass when merged with a neighbour: HTB got GSO super-packets and sent each as one burst.
+    # Now 0.984-1.006 in 3 runs of 3 (before, on this machine: 0.922-1.047).
+    outside = [(round(w.t, 1), round(w.ratio, 3)) for w in fid.busy if not w.within]
     assert outside == []
     assert fid.correlation > 0.95 and fid.drops_outside_leaf == 0
+    assert_no_super_packets(outcome.run_dir)
 
-
-def _neighbours(w: Window, busy: list[Window]) -> list[Window]:
-    return [v for v in busy if abs(v.t - w.t_end) < 1e-6 or abs(v.t_end - w.t) < 1e-6]
-
-
-def _pair_within(a: Window, b: Window) -> bool:
-    sent = a.delivered_bps * a.span_s + b.delivered_bps * b.span_s
-    due = a.trace_bps * a.span_s + b.trace_bps * b.span_s
-    return abs(sent / due - 1) <= max(a.tolerance, b.tolerance)  # the one-window bound, over twice the time
