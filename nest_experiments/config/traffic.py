@@ -81,7 +81,7 @@ class SippApp(AppConfig):
     dst: str
     rate: float = 10.0  # calls per second
     call_length_s: float = 2.0
-    duration_s: float | None = None  # calls are started during this time; None: until the run ends
+    duration_s: float | None = None  # calls are started during this time; None: calls that end by the run's end
     port: int = 5060  # SIP (UDP) on both ends
     media_port: int = 6000  # RTP: the server echoes on it, the client sends from it
     timer_slack_s: float = 0.002

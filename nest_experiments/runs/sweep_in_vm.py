@@ -25,7 +25,8 @@ def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path, *, record:
     """Run ``argv`` (a ``nest_experiments`` command that runs ``runs`` into ``results``) in one VM, with
     ``results`` writable; then, on the host, match the runs' captures and add the host's load to their
     manifests. Returns the guest command's exit code. ``record``: filled with the host's phases (runs.phases:
-    ``prepare``, ``boot``, ``vm`` (the whole guest, boot included), ``match``, ``annotate``), the guest told
+    ``prepare``, ``setup`` (the VM image and the accelerator check, before qemu starts), ``boot``, ``vm`` (the
+    whole guest, setup and boot included), ``match``, ``annotate``), the guest told
     the same sweep id."""
     laps = Laps()
     record = record if record is not None else {}
@@ -37,7 +38,7 @@ def run_in_guest(argv: list[str], runs: list[RunSpec], results: Path, *, record:
           f"{runtime.missing_summary(runs) or 'nothing; --runtime vm'})", file=sys.stderr, flush=True)
     result = runtime.enter_vm(argv, rw_dirs=[results], timeout_s=budget, extra_env={SWEEP_ID_ENV: record["id"]})
     laps.lap("vm")
-    record.update(laps.as_dict(), boot=result.boot_s, poweroff=result.poweroff_s, accel=result.accel)
+    record.update(laps.as_dict(), setup=result.setup_s, boot=result.boot_s, poweroff=result.poweroff_s, accel=result.accel)
     record.update(after_guest_runs(results / runs[0].experiment.name, None, list(result.host_samples)))
     return result.exit_code
 

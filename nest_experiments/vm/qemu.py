@@ -71,6 +71,7 @@ class VMResult:
     wall_s: float
     host_samples: tuple[HostSample, ...] = ()  # the host's steal and qemu's CPU, once a second (vm.hostload)
     poweroff_s: float = 0.0  # from the guest command's end (synced) to qemu's exit
+    setup_s: float = 0.0  # before qemu starts: the image made or found, the accelerator probed or read from its cache
 
 
 @dataclass(frozen=True)
@@ -560,6 +561,7 @@ def run_in_vm(
     the guest's ``ksoftirqd`` threads at that ``SCHED_FIFO`` priority (0: not).
     ``on_started``: given the host's load sampler once qemu runs (its ``samples`` grow while it does).
     """
+    t_setup = time.monotonic()
     cwd = Path(cwd)
     awake = host_awake() if keep_host_awake is None else keep_host_awake
     fifo = softirq_priority() if softirq_fifo is None else softirq_fifo
@@ -600,6 +602,7 @@ def run_in_vm(
                         cmdline=guest_clock_params(acc))
         with _sigterm_raises():
             t0 = time.monotonic()
+            setup = t0 - t_setup
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, process_group=0,
                                     preexec_fn=_make_preexec(), close_fds=True)
@@ -634,7 +637,7 @@ def run_in_vm(
         done = reader.done_at if reader.done_at is not None else wall
         return VMResult(exit_code=code, accel=acc, guest_kernel=img.kernel_version,
                         boot_s=round(boot, 3), wall_s=round(wall, 3), host_samples=tuple(load.stop()),
-                        poweroff_s=round(wall - done, 3))
+                        poweroff_s=round(wall - done, 3), setup_s=round(setup, 3))
     finally:
         if load is not None:
             load.stop()

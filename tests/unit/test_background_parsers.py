@@ -15,7 +15,7 @@ import pytest
 
 from nest_experiments.apps import selectwait
 from nest_experiments.apps.cpucap import find_cpu_controller, parse_cpu_stat, quota_us
-from nest_experiments.apps.sipp import SCENARIO, g711_pcap, rtp_packets
+from nest_experiments.apps.sipp import SCENARIO, g711_pcap, planned_calls, rtp_packets
 from nest_experiments.config import HttperfApp, SippApp, parse_experiment
 from nest_experiments.errors import ConfigError, RunError
 from nest_experiments.parsers import httperf, sipp
@@ -322,3 +322,11 @@ def test_selectwait_is_built_once_into_the_cache_and_per_run_where_it_cannot_be(
     finally:
         state.remove()
     assert not lib.exists()  # removed with the run
+
+
+def test_sipp_calls_end_with_the_run_unless_a_duration_says_when_they_start() -> None:
+    # the default's VoIP: 1 call/s of 2 s from 1 s in a 65 s run: the last starts at 63 s and ends at 65 s
+    assert planned_calls(rate=1, call_length_s=2, start_s=1, run_s=65, length_s=None) == 63
+    assert planned_calls(rate=10, call_length_s=2, start_s=0, run_s=10, length_s=None) == 81  # 0, 0.1, ..., 8.0
+    assert planned_calls(rate=1, call_length_s=2, start_s=1, run_s=65, length_s=30) == 30  # started within 30 s
+    assert planned_calls(rate=1, call_length_s=20, start_s=0, run_s=10, length_s=None) == 1  # at least one
