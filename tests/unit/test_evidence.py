@@ -96,9 +96,9 @@ def test_the_readme_table_is_what_the_evidence_gives() -> None:
 
 def test_the_nest_paper_report_counts_its_saturated_sessions_and_cells() -> None:
     report = (EVIDENCE / "nest_paper" / evidence.REPORT).read_text()
-    assert "0 of 18 runs had a CPU-saturated 1 s window" in report
+    assert "0 of 24 runs had a CPU-saturated 1 s window" in report
     assert "| saturated runs | 0 |" in report
-    assert "| vm | fq_pie | 10ms | 3 | 0 |" in report and "| vm | pie | 5ms | 3 | 0 |" in report
+    assert "| vm | fq_pie | 10ms | 4 | 0 |" in report and "| vm | pie | 5ms | 4 | 0 |" in report
     assert "run --until-decided --budget 30min" in report  # the command that made it
 
 
