@@ -6,8 +6,9 @@
 ``--run`` runs the experiment (default: the built-in one, the NeST paper's
 reduced sweep) into a fresh results folder (``--results``, default a new
 folder under /var/tmp) and then reads it. Reading prints, per sweep command
-(``sweeps.jsonl``, runs.phases): the host's preparation, the VM image and accelerator check (a new clone builds the image and probes KVM, ~26 s here), the VM's boot, the
-guest's Python start, the warm-up, the runs, the time between runs, the
+(``sweeps.jsonl``, runs.phases): the host's preparation, the VM image and
+accelerator check (a new clone builds the image and probes KVM, ~26 s here),
+the VM's boot, the guest's Python start, the warm-up, the runs, the time between runs, the
 VM's power-off, the host's capture matching and load annotation, the plot;
 the whole command over the configured traffic time (the runs' ``duration``:
 the ratio issue 31 asks to bring to <= 1.3); and per run phase (manifests'
