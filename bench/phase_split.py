@@ -118,14 +118,16 @@ def print_runs(ms: list[dict[str, Any]]) -> None:
         vals = [m["phases"].get(p, 0.0) for m in ms]
         print(f"  {p:<18} {statistics.mean(vals):8.2f} {min(vals):8.2f} {max(vals):8.2f}  "
               f"{statistics.mean(vals) / mean_total:5.1%}")
-    for key, label in (("app_prepare_s", "apps' prepare (their servers started and ready)"),
+    for key, label in (("topology_s", "topology's steps"),
+                       ("app_prepare_s", "apps' prepare (their servers started and ready)"),
                        ("app_start_s", "apps' start (inside traffic)")):
         per_app: dict[str, list[float]] = defaultdict(list)
         for m in ms:
             for app, sec in (m.get(key) or {}).items():
                 per_app[app].append(sec)
         if per_app:
-            print(f"  {label}: " + ", ".join(f"{a} {statistics.mean(v):.2f} s" for a, v in sorted(per_app.items())))
+            items = per_app.items() if key == "topology_s" else sorted(per_app.items())  # the build's order
+            print(f"  {label}: " + ", ".join(f"{a} {statistics.mean(v):.2f} s" for a, v in items))
     warm = [len(m["warm_started"]) for m in ms if "warm_started" in m]
     print(f"  warm Python starts (net.warm): {sum(warm)} in {len(warm)} runs" if warm else
           "  warm Python starts (net.warm): not recorded (before them, or NEST_EXP_WARM=0)")
