@@ -13,7 +13,7 @@ VM's power-off, the host's capture matching and load annotation, the plot;
 the whole command over the configured traffic time (the runs' ``duration``:
 the ratio issue 31 asks to bring to <= 1.3); and per run phase (manifests'
 ``phases``) the mean, min and max over the runs, with each phase's share of
-a run, the apps' ``prepare`` and ``start`` times and how many of their
+a run, the topology's steps (``topology_s``), the apps' ``prepare`` and ``start`` times and how many of their
 Python programs started warm (net.warm; ``NEST_EXP_WARM=0`` in the
 environment runs them cold, the split before it). Last, the CPU guard's saturated 1 s
 windows (machine rule and per-process rule) over the runs, and where the CPU went (the apps, the runner's
@@ -104,6 +104,9 @@ def print_sweep(s: dict[str, Any]) -> None:
               f"{(s.get('runner.runs') or 0) / traffic:.2f}" if traffic else "  (no traffic)")
 
 
+TOPOLOGY_STEPS = ("nest", "nodes", "verify", "links", "firewalls")  # net.network.Network._build
+
+
 def print_runs(ms: list[dict[str, Any]]) -> None:
     if not ms:
         print("no completed run with phases")
@@ -118,14 +121,18 @@ def print_runs(ms: list[dict[str, Any]]) -> None:
         vals = [m["phases"].get(p, 0.0) for m in ms]
         print(f"  {p:<18} {statistics.mean(vals):8.2f} {min(vals):8.2f} {max(vals):8.2f}  "
               f"{statistics.mean(vals) / mean_total:5.1%}")
-    for key, label in (("app_prepare_s", "apps' prepare (their servers started and ready)"),
+    for key, label in (("topology_s", "topology's steps"),
+                       ("app_prepare_s", "apps' prepare (their servers started and ready)"),
                        ("app_start_s", "apps' start (inside traffic)")):
         per_app: dict[str, list[float]] = defaultdict(list)
         for m in ms:
             for app, sec in (m.get(key) or {}).items():
                 per_app[app].append(sec)
         if per_app:
-            print(f"  {label}: " + ", ".join(f"{a} {statistics.mean(v):.2f} s" for a, v in sorted(per_app.items())))
+            order = TOPOLOGY_STEPS if key == "topology_s" else sorted(per_app)  # the build's steps in its order
+            items = [(a, per_app[a]) for a in order if a in per_app] + sorted(
+                (a, v) for a, v in per_app.items() if a not in order)
+            print(f"  {label}: " + ", ".join(f"{a} {statistics.mean(v):.2f} s" for a, v in items))
     warm = [len(m["warm_started"]) for m in ms if "warm_started" in m]
     print(f"  warm Python starts (net.warm): {sum(warm)} in {len(warm)} runs" if warm else
           "  warm Python starts (net.warm): not recorded (before them, or NEST_EXP_WARM=0)")

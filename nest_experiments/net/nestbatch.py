@@ -11,9 +11,12 @@ meaning:
 
 1. the root namespace's commands (create namespaces, create veth pairs, move
    their ends into namespaces), in NeST's order, in one ``ip -batch -``;
-2. per namespace, in NeST's order: its sysctls, written in-process
+2. every namespace's sysctls, in NeST's order, written in-process
    (:func:`~nest_experiments.net.procs.sysctl_in`: a ``setns``, no process)
-   and read back, then its ``ip`` commands in one ``ip -n NS -batch -``.
+   and read back;
+3. per namespace, its ``ip`` commands in NeST's order in one ``ip -n NS
+   -batch -``, the namespaces' batches side by side (``together``: each is a
+   process that depends on no other namespace's).
 
 A namespace's commands only name that namespace's interfaces, which exist
 once step 1 ran, so running them after all of step 1 changes nothing; its
@@ -26,8 +29,9 @@ then runs as NeST would. Unlike NeST, a failed command stops the build
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,16 +110,24 @@ class Plan:
 
 RunBatch = Callable[[list[str], list[list[str]]], None]  # (prefix, commands): raises on a failed command
 Sysctl = Callable[[str, str, str], str]  # (ns, key, value) -> the value read back
+Together = Callable[[Sequence[Callable[[], object]]], None]  # runs jobs (side by side), raises the first failure
+
+
+def one_after_another(jobs: Sequence[Callable[[], object]]) -> None:
+    for job in jobs:
+        job()
 
 
 class Batcher:
     """Records NeST's commands (:meth:`exec_subprocess`, NeST's signature) and runs them in batches (:meth:`flush`).
     ``direct``: how a command runs that is not batched (NeST's own ``exec_subprocess``)."""
 
-    def __init__(self, *, direct: Callable[..., Any], run_batch: RunBatch, sysctl: Sysctl) -> None:
+    def __init__(self, *, direct: Callable[..., Any], run_batch: RunBatch, sysctl: Sysctl,
+                 together: Together = one_after_another) -> None:
         self._direct = direct
         self._run_batch = run_batch
         self._sysctl = sysctl
+        self._together = together
         self.plan = Plan()
         self.processes = 0  # processes the flushes started (for the tests and the bench)
         self.recorded = 0
@@ -144,25 +156,25 @@ class Batcher:
         if plan.root:
             self._run_batch(["ip"], plan.root)
             self.processes += 1
-        for ns, (sysctls, ips) in plan.per_ns.items():
+        for ns, (sysctls, _) in plan.per_ns.items():
             for key, value in sysctls:
                 got = self._sysctl(ns, key, value)
                 if got != value:
                     raise NetworkSetupError(f"{ns}: {key} is {got!r} after setting {value!r} (NeST's sysctl)")
-            if ips:
-                self._run_batch(["ip", "-n", ns], ips)
-                self.processes += 1
+        batches = [functools.partial(self._run_batch, ["ip", "-n", ns], ips) for ns, (_, ips) in plan.per_ns.items() if ips]
+        self._together(batches)
+        self.processes += len(batches)
 
 
 @contextmanager
-def batched(*, run_batch: RunBatch, sysctl: Sysctl) -> Iterator[Batcher]:
+def batched(*, run_batch: RunBatch, sysctl: Sysctl, together: Together = one_after_another) -> Iterator[Batcher]:
     """NeST's commands recorded while the body runs, then run in batches (not when the body raises: what was only
     recorded was never created, and the namespaces that were are torn down as always). Patches
     ``exec_subprocess`` in every loaded ``nest.engine`` module."""
     import nest.engine.exec as nest_exec
 
     original = nest_exec.exec_subprocess
-    batcher = Batcher(direct=original, run_batch=run_batch, sysctl=sysctl)
+    batcher = Batcher(direct=original, run_batch=run_batch, sysctl=sysctl, together=together)
     patched = [m for name, m in list(sys.modules.items())
                if name.startswith("nest.engine.") and getattr(m, "exec_subprocess", None) is original]
     for module in patched:

@@ -115,6 +115,12 @@ def parse_handle(text: str) -> int:
     return (int(major, 16) << 16) | (int(minor, 16) if minor else 0)
 
 
+def format_handle(handle: int) -> str:
+    """0x00010001 -> ``"1:1"``, 0x00020000 -> ``"2:"`` (as tc prints a class id or a qdisc handle)."""
+    major, minor = handle >> 16, handle & 0xFFFF
+    return f"{major:x}:{minor:x}" if minor else f"{major:x}:"
+
+
 def _attr(kind: int, value: bytes) -> bytes:
     length = _NLA.size + len(value)
     return _NLA.pack(length, kind) + value + b"\0" * (-length % 4)

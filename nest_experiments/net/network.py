@@ -17,9 +17,9 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
-from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, tcplan
+from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, rtnl, tcplan
 from nest_experiments.net.procs import (
     BatchError,
     RunState,
@@ -40,6 +40,7 @@ from nest_experiments.net.procs import (
     ns_exec,
     require_tool,
     run_batch,
+    side_by_side,
     sysctl_in,
 )
 from nest_experiments.net.sockets import ipv4_addresses
@@ -71,18 +72,6 @@ def nest_modules() -> dict[str, ModuleType]:
     return {"topology": nest.topology, "map": nest.topology_map}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Egress:
-    """A configured egress, for samplers: node, interface, namespace, plan."""
-
-    link: str
-    node: str
-    peer: str
-    dev: str
-    ns: str
-    plan: tcplan.EgressPlan
-
-
 class Network:
     """A realised topology. Use as a context manager."""
 
@@ -93,10 +82,11 @@ class Network:
         self.state = state
         self.cc = congestion_control
         self.firewalls = firewalls
-        self.egresses: list[Egress] = []
+        self.egresses: list[tcplan.Egress] = []
         self.firewall_plans: list[nftplan.FirewallPlan] = []
         self.shape_plans: list[fwshape.ShapePlan] = []
         self._offloads_done: set[tuple[str, str]] = set()
+        self.build_s: dict[str, float] = {}  # seconds of each step of the build (nest, nodes, verify, links, ...)
 
     # ------------------------------------------------------------ names
 
@@ -134,12 +124,13 @@ class Network:
         self.state.namespaces = [self.ns(n) for n in self.spec.nodes]
         self.state.root_ifnames = ifnames
         self.state.save()  # before creating anything: a later run can clean up after us
+        steps = {"nest": self._create_with_nest, "nodes": self._configure_nodes, "verify": self.verify_topology,
+                 "links": self._apply_links, "firewalls": self._apply_firewalls}
         self._allow_congestion_control()
-        self._create_with_nest()
-        self._configure_nodes()
-        self.verify_topology()
-        self._apply_links()
-        self._apply_firewalls()
+        for name, step in steps.items():
+            t = time.monotonic()
+            step()
+            self.build_s[name] = round(time.monotonic() - t, 3)
 
     def teardown(self) -> None:
         """Remove processes and namespaces; SIGINT/SIGTERM wait until it is done."""
@@ -167,7 +158,7 @@ class Network:
         instead of ~120, each ~0.3 s under TCG), then our static routes."""
         nt = nest_modules()["topology"]
         nodes = {}
-        with nestbatch.batched(run_batch=_nest_batch, sysctl=sysctl_in) as batch:
+        with nestbatch.batched(run_batch=_nest_batch, sysctl=sysctl_in, together=side_by_side) as batch:
             for name, role in self.spec.nodes.items():
                 nodes[name] = (nt.Router if role == "router" else nt.Node)(self.ns(name))
             for link in self.spec.links:
@@ -263,7 +254,7 @@ class Network:
             for node, dev in plan.no_offloads:
                 self.offloads_off(node, dev)
             run_batch(["ip", "-n", plan.ns], plan.link_commands(), what=f"ifb on {plan.router}")
-            self.apply_plans(plan.ns, [s.egress for s in plan.shapers])
+            self.apply_plans(plan.ns, [s.egress for s in plan.shapers], fresh=True)  # the ifbs just made
             _tc_batch(plan.ns, plan.filter_commands())
             problems = fwshape.compare_links(plan, json.loads(self._ip(plan.router, ["-j", "link", "show", "type", "ifb"])))
             problems += fwshape.compare_ingress(plan, self._tc_json(plan.ns, ["qdisc", "show"]))
@@ -315,9 +306,10 @@ class Network:
                 if egress.shaped:
                     plan = tcplan.plan_egress(self.ns(node), dev, egress)
                     by_ns.setdefault(plan.ns, []).append(plan)
-                    self.egresses.append(Egress(link=link.name, node=node, peer=peer, dev=dev, ns=self.ns(node), plan=plan))
-        for ns, plans in by_ns.items():
-            self.apply_plans(ns, plans)
+                    self.egresses.append(tcplan.Egress(link=link.name, node=node, peer=peer, dev=dev, ns=self.ns(node), plan=plan))
+        # each namespace's two processes (tc batch, read-back) side by side with the others'; the devices are the
+        # ones NeST just made: no root qdisc of ours to delete first
+        side_by_side([partial(self.apply_plans, ns, plans, fresh=True) for ns, plans in by_ns.items()])
 
     def offloads_off(self, node: str, dev: str) -> None:
         """TSO, GSO, GRO and UDP GSO off on ``node``'s ``dev`` (once: links, captures and shapers ask for the same
@@ -330,34 +322,36 @@ class Network:
     def apply_plan(self, plan: tcplan.EgressPlan) -> None:
         self.apply_plans(plan.ns, [plan])
 
-    def apply_plans(self, ns: str, plans: list[tcplan.EgressPlan]) -> None:
-        """Every plan of one namespace with two ``tc -batch`` processes, then one read-back.
+    def apply_plans(self, ns: str, plans: list[tcplan.EgressPlan], *, fresh: bool = False) -> None:
+        """Every plan of one namespace with one ``tc -batch`` process (two unless ``fresh``), then one read-back.
 
         Under the TCG VM a process costs a large fraction of a second: one
         ``tc`` per command made a 10-node topology take minutes to build.
-        The first batch deletes the root qdiscs (``-force``: a fresh device
-        has none to delete), the second adds everything and must succeed.
+        Unless the devices are ``fresh`` (made by this build: the kernel's
+        default root, which ``qdisc add ... root`` replaces), a first batch
+        deletes the root qdiscs (``-force``: a device may have none to delete);
+        the batch that adds everything must succeed.
         """
-        deletes = [plan.commands[0] for plan in plans]
-        adds = [argv for plan in plans for argv in plan.commands[1:]]
-        _tc_batch(ns, deletes, force=True)
-        _tc_batch(ns, adds)
+        if not fresh:
+            _tc_batch(ns, [plan.commands[0] for plan in plans], force=True)
+        _tc_batch(ns, [argv for plan in plans for argv in plan.commands[1:]])
         self.read_back(*plans)
 
     def read_back(self, *plans: tcplan.EgressPlan) -> None:
-        """Compare the kernel's qdiscs and HTB classes with ``plans`` (all of one namespace)."""
+        """Compare the kernel's qdiscs (``tc -j qdisc show``) and HTB classes (a netlink dump, in-process) with
+        ``plans`` (all of one namespace)."""
         ns = plans[0].ns
         shown = json.loads(check_run(["tc", "-n", ns, "-j", "qdisc", "show"], what="tc read-back"))
+        rates = rtnl.htb_rates(ns, [plan.dev for plan in plans if plan.htb_class])
         problems = []
         for plan in plans:
             problems += tcplan.compare_qdiscs(plan, [q for q in shown if q.get("dev") == plan.dev])
             if plan.htb_class:
-                text = check_run(["tc", "-n", ns, "class", "show", "dev", plan.dev], what="tc read-back")
-                problems += tcplan.compare_rate(plan, tcplan.parse_htb_classes(text))
+                problems += tcplan.compare_rate(plan, rates[plan.dev])
         if problems:
             raise NetworkSetupError("traffic control differs from the plan: " + "; ".join(problems))
 
-    def rate_egresses(self, link: str, direction: str) -> list[Egress]:
+    def rate_egresses(self, link: str, direction: str) -> list[tcplan.Egress]:
         """The shaped egresses of ``link`` whose rate a change in ``direction`` applies to, for
         :class:`~nest_experiments.net.rtnl.HtbRates` (the one way to change a rate mid-run).
 

@@ -1,4 +1,4 @@
-"""Netlink sockets inside the run's namespaces: HTB rate changes and qdisc dumps, no process per request.
+"""Netlink sockets inside the run's namespaces: HTB rate changes, class and qdisc dumps, no process per request.
 
 A socket is opened by this thread entering the namespace briefly
 (:func:`route_socket`) and stays in it, whichever thread uses it. The
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from nest_experiments.errors import ConfigError, NetworkSetupError, RunError
 from nest_experiments.net import netlink
@@ -26,8 +26,8 @@ from nest_experiments.net.netlink import (
     qdisc_dump_request,
     qdisc_message,
 )
-from nest_experiments.net.network import Egress
 from nest_experiments.net.procs import in_netns
+from nest_experiments.net.tcplan import Egress
 
 
 def route_socket(ns: str) -> tuple[socket.socket, dict[str, int]]:
@@ -94,30 +94,53 @@ class HtbRates:
         return found[0]
 
     def _exchange(self, egress: Egress, msg: bytes, *, dump: bool) -> list[netlink.HtbClass]:
-        sock, where = self._socks[egress.ns], f"{egress.node}/{egress.dev}"
-        out: list[netlink.HtbClass] = []
-        try:
-            sock.send(msg)
-            while True:
-                for kind, seq, payload in netlink_messages(sock.recv(1 << 16)):
-                    if seq != self._seq:
-                        continue
-                    if kind == NLMSG_ERROR:
-                        code = netlink_error(payload)
-                        if code:
-                            raise NetworkSetupError(f"HTB class change on {where} refused: {os.strerror(-code)}")
-                        return out  # the ack of a change
-                    if kind == NLMSG_DONE:
-                        return out
-                    if dump and kind == netlink.RTM_NEWTCLASS and (c := netlink.htb_class(payload)) is not None:
-                        out.append(c)
-        except (OSError, NetlinkError) as exc:
-            raise NetworkSetupError(f"HTB class on {where} over netlink: {exc}") from exc
+        return _exchange(self._socks[egress.ns], msg, self._seq, where=f"{egress.node}/{egress.dev}", dump=dump)
 
     def close(self) -> None:
         for sock in self._socks.values():
             sock.close()
         self._socks.clear()
+
+
+def _exchange(sock: socket.socket, msg: bytes, seq_sent: int, *, where: str, dump: bool) -> list[netlink.HtbClass]:
+    """Send a class request (``seq_sent``), read to its answer: the ack of a change (raises when refused) or the
+    dump's HTB classes."""
+    out: list[netlink.HtbClass] = []
+    try:
+        sock.send(msg)
+        while True:
+            for kind, seq, payload in netlink_messages(sock.recv(1 << 16)):
+                if seq != seq_sent:
+                    continue
+                if kind == NLMSG_ERROR:
+                    code = netlink_error(payload)
+                    if code:
+                        raise NetworkSetupError(f"HTB class {'dump' if dump else 'change'} on {where} refused: "
+                                                f"{os.strerror(-code)}")
+                    return out  # the ack of a change
+                if kind == NLMSG_DONE:
+                    return out
+                if dump and kind == netlink.RTM_NEWTCLASS and (c := netlink.htb_class(payload)) is not None:
+                    out.append(c)
+    except (OSError, NetlinkError) as exc:
+        raise NetworkSetupError(f"HTB class on {where} over netlink: {exc}") from exc
+
+
+def htb_rates(ns: str, devs: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per interface of ``devs`` in namespace ``ns``, its HTB classes' rates ({"1:1": bit/s}), as ``tc class show``
+    prints them, read in-process (one dump per interface on one socket; ``tc`` is a process, ~0.3 s under TCG)."""
+    sock, names = route_socket(ns)
+    try:
+        sock.settimeout(5.0)
+        out: dict[str, dict[str, int]] = {}
+        for seq, dev in enumerate(devs, start=1):
+            if dev not in names:
+                raise NetworkSetupError(f"no interface {dev} in {ns}")
+            classes = _exchange(sock, netlink.dump_request(index=names[dev], seq=seq), seq, where=f"{ns}/{dev}", dump=True)
+            out[dev] = {netlink.format_handle(c.classid): c.rate_bps for c in classes if c.index == names[dev]}
+        return out
+    finally:
+        sock.close()
 
 
 class QdiscDumper:

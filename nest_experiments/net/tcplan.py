@@ -2,8 +2,8 @@
 
 Nothing here runs anything. :mod:`nest_experiments.net` applies a plan with
 the exit status checked and compares the kernel's view (``tc -j qdisc show``,
-``tc class show``) with :func:`expected`, so that a qdisc the kernel silently
-did not install stops the run.
+the HTB classes from a netlink dump) with :func:`expected`, so that a qdisc the
+kernel silently did not install stops the run.
 
 Layout of one egress (the AQM leaf is the only queue that builds up):
 
@@ -80,6 +80,18 @@ def netem_args(e: EgressConfig) -> list[str]:
     if e.loss_pct:
         args += ["loss", f"{e.loss_pct:g}%"]
     return args
+
+
+@dataclass(frozen=True, kw_only=True)
+class Egress:
+    """A configured egress, for samplers: node, interface, namespace, plan."""
+
+    link: str
+    node: str
+    peer: str
+    dev: str
+    ns: str
+    plan: EgressPlan
 
 
 def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:

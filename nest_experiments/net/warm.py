@@ -5,9 +5,11 @@ Our Python apps (the DASH server and player, the object downloader) run as
 does anything: the default sweep's video app (our server and player, aioquic,
 cryptography, h2, numpy) spent 5.7-9.7 s of each 89 s run in ``app_prepare``,
 and the runner waits for it (bench/phase_split.py). A :class:`WarmPool` starts
-one process per module the run will need as soon as the run begins, so that
-its imports overlap the cleanup and the topology build; when an app spawns
-that module, it gets the warm process, which then
+one process per module the run will need before the run needs it (in a sweep
+as the run before ends its traffic, so that its imports overlap that run's
+collection and teardown; else as the run begins, overlapping the cleanup and
+the topology build); when an app spawns that module, it gets the warm
+process, which then
 
 - points its stdout and stderr at the app's logs and reads nothing more,
 - joins the node's network namespace (``setns``: ``ip netns exec``'s network

@@ -126,7 +126,8 @@ class Run:
     """One run of an experiment, into ``run_dir``."""
 
     def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None, warm: WarmPool | None = None,
+                 after_traffic: Callable[[], None] | None = None) -> None:
         self.spec = spec
         self.extra = dict(extra or {})  # more manifest fields (a cluster task's: where it ran)
         self.runs_before = runs_before  # runs this process (in the VM runtime: this VM) executed before this one
@@ -139,7 +140,11 @@ class Run:
         self.app_start_s: dict[str, float] = {}
         self.app_prepare_s: dict[str, float] = {}  # inside the app_prepare phase, per app
         self.app_done_t: dict[str, float] = {}  # the drain phase: when each app's finish returned
-        self.warm = WarmPool()  # the apps' Python processes, started as the run begins (net.warm)
+        # the apps' Python processes (net.warm): given, started while the run before collected (run_sweep), or
+        # started as this run begins
+        self.warm = warm if warm is not None else WarmPool()
+        self._warm_given = warm is not None
+        self.after_traffic = after_traffic  # called once the traffic's CPU is measured (run_sweep: the next run's pool)
 
     def clock(self) -> float:
         return time.monotonic() - self.t0
@@ -153,8 +158,8 @@ class Run:
         (self.run_dir / "config.toml").write_text(config_text(self.spec))
         self._init_manifest()
         try:
-            if warm_starts():
-                self.warm.start(m for a in self.exp.apps for m in _launcher(a.kind).warm_modules(a))
+            if warm_starts() and not self._warm_given:
+                self.warm.start(warm_modules(self.spec))
             cleaned = clean_dead_runs()
             if cleaned:
                 self.manifest["warnings"].append(f"cleaned up what dead runs left: {', '.join(cleaned)}")
@@ -215,6 +220,7 @@ class Run:
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
                      firewalls=self.exp.firewalls) as net:
             self.laps.lap("topology")
+            self.manifest["topology_s"] = dict(net.build_s)
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s) for a in self.exp.apps]
@@ -296,6 +302,7 @@ class Run:
         finally:
             self.laps.restart()  # after a failure the traffic's time is in no phase
             cpu.stop()
+            self._after_traffic()
             gc.unfreeze()
             trace_error = self._stop_trace(rates)  # raised below: the sampler and captures stop first
             sampler.stop(keep=True)
@@ -313,6 +320,16 @@ class Run:
             raise trace_error
         self._write_outputs()
         self.laps.lap("outputs")
+
+    def _after_traffic(self) -> None:
+        """The caller's hook (the next run's warm processes: their imports overlap this run's collection and
+        teardown, not the next run's topology build); a failure is a warning of this run, not its error."""
+        if self.after_traffic is None:
+            return
+        try:
+            self.after_traffic()
+        except OSError as exc:
+            self.manifest["warnings"].append(f"the next run's warm processes did not start: {exc}")
 
     def _stop_trace(self, rates: TracePlayer) -> NestExpError | None:
         """Stop the trace player; its summary into the manifest; its error returned, not raised."""
@@ -372,6 +389,11 @@ def warm_starts() -> bool:
     return os.environ.get("NEST_EXP_WARM", "1").strip().lower() not in ("0", "off", "no", "false")
 
 
+def warm_modules(spec: RunSpec) -> list[str]:
+    """The Python modules ``spec``'s apps run (each started warm: net.warm), in the apps' order."""
+    return [m for a in spec.experiment.apps for m in _launcher(a.kind).warm_modules(a)]
+
+
 def _launcher(kind: str) -> type[App]:
     cls: type[App] = APP_KINDS[kind].launcher_class()
     return cls
@@ -399,10 +421,12 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     namespace): a second one stops at once, before creating anything.
     ``warmup_s`` > 0: before the first run that is not skipped, that run's
     setting shortened to this length, thrown away (see vm.qemu.warmup_s).
+    Each run (and the warm-up) starts the next run's warm processes as its traffic ends (:class:`_WarmNext`).
     Where the time went is appended to the experiment's ``sweeps.jsonl`` (runs.phases), as ``sweep_id``.
     """
     outcomes: list[RunOutcome] = []
     progress = Progress(total=len(runs), out=out)
+    warm_next = _WarmNext(runs, results_root)
     # the guest has no host name ("(none)"): the VM runtime's runs say so
     here = "the VM runtime's guest" if runtime.current() == "vm" else f"this machine ({platform.node()})"
     t_start = time.monotonic()
@@ -410,7 +434,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     laps = Laps()
     try:
         with run_lock(), signals_as_exceptions():
-            for spec in runs:
+            for i, spec in enumerate(runs):
                 run_dir = results_root / spec.experiment.name / spec.name
                 if is_completed(run_dir, config_text(spec)):
                     progress.skip(spec.name)
@@ -418,12 +442,13 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                     continue
                 if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
                     laps.restart()
-                    warm_up(spec, warmup_s, out=out)
+                    warm_up(spec, warmup_s, out=out, after_traffic=warm_next.starter_for(spec))
                     runtime.note_warm()  # the next sweep in this guest process (a block) starts warm
                     laps.lap("warmup")
                 progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
                 laps.restart()
-                outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes)).execute()
+                outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes),
+                              warm=warm_next.take(spec), after_traffic=warm_next.starter(i)).execute()
                 laps.lap("runs")
                 record["traffic_s"] += spec.experiment.duration_s
                 outcomes.append(outcome)
@@ -432,6 +457,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                 if after_each:
                     after_each(outcome)
     finally:
+        warm_next.close()
         if runs and any(o.status != "skipped" for o in outcomes):
             wall = time.monotonic() - t_start
             spent = laps.as_dict()
@@ -442,6 +468,52 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     print(sweep_summary(outcomes, time.monotonic() - t_start, results_root / runs[0].experiment.name if runs else
                         results_root), file=out, flush=True)
     return outcomes
+
+
+class _WarmNext:
+    """The next run's warm processes (net.warm), started as this run's traffic ends: their imports (seconds of
+    CPU under TCG) then overlap this run's collection, teardown and the next cleanup, instead of the next run's
+    topology build. Only where the next run to execute is known (the next run of the sweep not completed yet);
+    with ``NEST_EXP_WARM=0`` nothing starts warm."""
+
+    def __init__(self, runs: list[RunSpec], results_root: Path) -> None:
+        self._runs = runs
+        self._root = results_root
+        self._pending: tuple[str, WarmPool] | None = None
+
+    def take(self, spec: RunSpec) -> WarmPool | None:
+        """The pool started for ``spec`` (None: the run starts its own)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        name, pool = pending
+        if name == spec.name:
+            return pool
+        pool.close()
+        return None
+
+    def starter(self, i: int) -> Callable[[], None] | None:
+        """What run ``i`` calls after its traffic: start the pool of the run that executes after it."""
+        later = self._runs[i + 1:]
+        nxt = next((s for s in later if not is_completed(self._root / s.experiment.name / s.name, config_text(s))), None)
+        return None if nxt is None else self.starter_for(nxt)
+
+    def starter_for(self, spec: RunSpec) -> Callable[[], None] | None:
+        """What a run calls after its traffic (the warm-up: before ``spec``) to start ``spec``'s pool."""
+        if not warm_starts() or not warm_modules(spec):
+            return None
+
+        def start() -> None:
+            pool = WarmPool()
+            self._pending = (spec.name, pool)
+            pool.start(warm_modules(spec))
+
+        return start
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending[1].close()
+            self._pending = None
 
 
 def _sweep_start_record(sweep_id: str | None) -> dict[str, Any]:
@@ -456,7 +528,8 @@ def _sweep_start_record(sweep_id: str | None) -> dict[str, Any]:
     return record
 
 
-def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOutcome:
+def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr,
+            after_traffic: Callable[[], None] | None = None) -> RunOutcome:
     """``spec``'s setting for ``seconds``, into a temp folder that is removed: every code path and file the
     sweep's runs use is then warm (see vm.qemu.warmup_s). Its outcome is printed, not recorded."""
     raw = copy.deepcopy(spec.experiment.raw)
@@ -466,7 +539,7 @@ def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr) -> RunOu
                    experiment=parse_experiment(raw))  # valid: only the duration changed, and it covers every start
     print(f"warm-up: {seconds:g} s of {spec.name}, not recorded", file=out, flush=True)
     with tempfile.TemporaryDirectory(prefix="nx-warmup-") as tmp:
-        outcome = Run(warm, Path(tmp) / warm.name).execute()
+        outcome = Run(warm, Path(tmp) / warm.name, after_traffic=after_traffic).execute()
     print(f"warm-up: {outcome.status} in {outcome.seconds:.1f} s{f': {outcome.reason}' if outcome.reason else ''}",
           file=out, flush=True)
     return outcome

@@ -28,8 +28,9 @@ from typing import Any, Protocol
 from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.net.netlink import HtbClass
-from nest_experiments.net.network import Egress, Network
+from nest_experiments.net.network import Network
 from nest_experiments.net.rtnl import HtbRates
+from nest_experiments.net.tcplan import Egress
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "t_scheduled", "link", "direction", "node", "rate_bps")

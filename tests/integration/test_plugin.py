@@ -39,6 +39,11 @@ def test_read_back_catches_a_qdisc_changed_behind_our_back(no_leftovers, nest_ne
     subprocess.run([*tc, "add", "dev", egress.dev, "parent", "1:1", "handle", "10:", "bfifo", "limit", "3000"], check=True)
     with pytest.raises(NetworkSetupError, match="expected qdisc pfifo, kernel has bfifo"):
         net.net.read_back(egress.plan)
+    # the HTB class's rate (read over netlink, in-process): tc changes it, the read-back sees tc's number
+    subprocess.run(["tc", "-n", net.ns("r"), "class", "change", "dev", egress.dev, "parent", "1:", "classid", "1:1",
+                    "htb", "rate", "9mbit", "ceil", "9mbit"], check=True)
+    with pytest.raises(NetworkSetupError, match="class 1:1: rate 9000000 bit/s, expected 10000000"):
+        net.net.read_back(egress.plan)
 
 
 def test_offloads_are_off_around_shaped_links(no_leftovers, nest_network) -> None:  # type: ignore[no-untyped-def]

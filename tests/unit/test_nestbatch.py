@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import pytest
 
 from nest_experiments.errors import NetworkSetupError
@@ -80,9 +82,17 @@ def batcher(rec: Recorder) -> Batcher:
     return Batcher(direct=rec.direct, run_batch=rec.run_batch, sysctl=rec.sysctl)
 
 
-def test_root_commands_first_then_per_namespace_sysctls_and_one_ip_batch_each() -> None:
+def test_root_commands_first_then_every_sysctl_then_one_ip_batch_per_namespace_side_by_side() -> None:
     rec = Recorder()
-    b = batcher(rec)
+    handed: list[int] = []
+
+    def together(jobs: Sequence[Callable[[], object]]) -> None:  # the namespaces' batches come in one call
+        handed.append(len(jobs))
+        rec.calls.append(("together", len(jobs)))
+        for job in jobs:
+            job()
+
+    b = Batcher(direct=rec.direct, run_batch=rec.run_batch, sysctl=rec.sysctl, together=together)
     for cmd in NEST_COMMANDS:
         assert b.exec_subprocess(cmd) == 0  # NeST's "exit status 0"
     assert rec.calls == []  # nothing ran yet
@@ -91,14 +101,16 @@ def test_root_commands_first_then_per_namespace_sysctls_and_one_ip_batch_each() 
     assert rec.calls == [
         ("ip", ["netns add x-a", "netns add x-r", "link add name r type veth peer name a",
                 "link set dev r netns x-a", "link set dev a netns x-r"]),
-        ("sysctl", ("x-a", "net.ipv6.conf.r.accept_dad", "0")),
-        ("ip -n x-a", ["link set dev lo up", "link set dev r up", "address add 10.0.0.1/24 dev r",
-                       "route replace default via 10.0.0.2"]),  # NeST's order, our routes after
+        ("sysctl", ("x-a", "net.ipv6.conf.r.accept_dad", "0")),  # DAD off before any address comes up
         ("sysctl", ("x-r", "net.ipv6.conf.all.forwarding", "1")),
         ("sysctl", ("x-r", "net.ipv4.ip_forward", "1")),
         ("sysctl", ("x-r", "net.ipv6.conf.a.accept_dad", "0")),
+        ("together", 2),
+        ("ip -n x-a", ["link set dev lo up", "link set dev r up", "address add 10.0.0.1/24 dev r",
+                       "route replace default via 10.0.0.2"]),  # NeST's order, our routes after
         ("ip -n x-r", ["link set dev lo up", "link set dev a up", "address add 10.0.0.2/24 dev a"]),
     ]
+    assert handed == [2]
     assert b.processes == 3 and b.recorded == len(NEST_COMMANDS)  # instead of 2 per `ip netns exec` command
 
 

@@ -37,3 +37,4 @@ def test_rates_beyond_32_bits_of_bytes_go_in_rate64() -> None:
 
 def test_handles_are_tcs_hexadecimal_major_minor() -> None:
     assert H.parse_handle("1:") == 0x10000 and H.parse_handle("a:1f") == 0xA001F
+    assert [H.format_handle(H.parse_handle(t)) for t in ("1:1", "2:", "a:1f")] == ["1:1", "2:", "a:1f"]

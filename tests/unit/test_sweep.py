@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
 import io
+import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -180,7 +183,7 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
     executed: list[tuple[str, float, Path]] = []
 
     class FakeRun:
-        def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0) -> None:
+        def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0, **_hooks: object) -> None:
             self.spec, self.run_dir = spec, run_dir
 
         def execute(self) -> outcome.RunOutcome:
@@ -205,6 +208,107 @@ def test_warm_up_runs_once_before_the_first_run_that_is_not_skipped(monkeypatch:
     executed.clear()
     runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO(), warmup_s=30)
     assert executed[0][:2] == (f"warmup-{runs[0].name}", 30.0)
+
+
+def test_each_run_starts_the_warm_processes_of_the_run_after_it_as_its_traffic_ends(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import contextlib
+
+    from nest_experiments.runs import outcome, runner
+
+    events: list[str] = []
+
+    class FakePool:
+        def __init__(self) -> None:
+            self.modules: list[str] = []
+            self.closed = False
+
+        def start(self, modules: list[str]) -> None:
+            self.modules = list(modules)
+            events.append(f"start {','.join(modules)}")
+
+        def close(self) -> None:
+            self.closed = True
+            events.append(f"close {','.join(self.modules)}")
+
+    given: dict[str, FakePool | None] = {}
+
+    class FakeRun:
+        def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0, warm: FakePool | None = None,
+                     after_traffic: Callable[[], None] | None = None) -> None:
+            self.spec, self.run_dir, self.after_traffic = spec, run_dir, after_traffic
+            given[spec.name] = warm
+
+        def execute(self) -> outcome.RunOutcome:
+            events.append(f"traffic {self.spec.name}")
+            if self.after_traffic is not None and not self.spec.name.endswith("fails"):
+                self.after_traffic()
+            events.append(f"collected {self.spec.name}")
+            return outcome.RunOutcome(self.spec.name, "completed", "", 0.0, self.run_dir)
+
+    runs = expand(BASE)
+    names = [r.name for r in runs]
+    monkeypatch.setattr(runner, "Run", FakeRun)
+    monkeypatch.setattr(runner, "WarmPool", FakePool)
+    monkeypatch.setattr(runner, "warm_modules", lambda spec: [f"mod-{spec.name}"])
+    monkeypatch.setattr(runner, "run_lock", contextlib.nullcontext)
+    monkeypatch.setattr(runner, "is_completed", lambda run_dir, _text: run_dir.name == names[1])
+    monkeypatch.delenv("NEST_EXP_WARM", raising=False)
+    runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO())
+    ran = [names[0], *names[2:]]
+    assert given[ran[0]] is None  # the first run starts its own
+    for before, after in itertools.pairwise(ran):  # the completed run is passed over
+        pool = given[after]
+        assert pool is not None and pool.modules == [f"mod-{after}"] and not pool.closed
+        assert events.index(f"start mod-{after}") == events.index(f"traffic {before}") + 1  # before its collection
+    assert not any(e.startswith("close") for e in events)  # every pool went to its run
+    assert sum(e.startswith("start") for e in events) == len(ran) - 1  # the last run starts none
+
+    events.clear()
+    given.clear()
+    monkeypatch.setattr(runner, "is_completed", lambda _dir, _text: False)
+    failing = [dataclasses.replace(r, name=f"{r.name}-fails") if i == 0 else r for i, r in enumerate(runs[:2])]
+    runner.run_sweep(failing, results_root=tmp_path, out=io.StringIO())  # a run that failed before its traffic ended
+    assert given[failing[1].name] is None and not any(e.startswith("start") for e in events)
+
+    events.clear()
+    given.clear()
+    runner.run_sweep(runs[:2], results_root=tmp_path, out=io.StringIO(), warmup_s=3)  # the warm-up starts the first's
+    assert events[:2] == [f"traffic warmup-{runs[0].name}", f"start mod-{runs[0].name}"]
+    first = given[runs[0].name]
+    assert first is not None and first.modules == [f"mod-{runs[0].name}"]
+
+    events.clear()
+    monkeypatch.setenv("NEST_EXP_WARM", "0")  # nothing starts warm
+    runner.run_sweep(runs, results_root=tmp_path, out=io.StringIO())
+    assert not any(e.startswith("start") for e in events)
+
+
+def test_a_pool_started_for_another_run_is_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.runs import runner
+
+    closed: list[str] = []
+
+    class FakePool:
+        def start(self, modules: list[str]) -> None:
+            self.modules = modules
+
+        def close(self) -> None:
+            closed.append(self.modules[0])
+
+    runs = expand(BASE)
+    monkeypatch.setattr(runner, "WarmPool", FakePool)
+    monkeypatch.setattr(runner, "warm_modules", lambda spec: [f"mod-{spec.name}"])
+    monkeypatch.setattr(runner, "is_completed", lambda _dir, _text: False)
+    monkeypatch.delenv("NEST_EXP_WARM", raising=False)
+    nxt = runner._WarmNext(runs, Path("/nonexistent"))
+    start = nxt.starter(0)
+    assert start is not None and nxt.starter(len(runs) - 1) is None
+    start()
+    assert nxt.take(runs[2]) is None and closed == [f"mod-{runs[1].name}"]  # not the run it was started for
+    start()
+    nxt.close()
+    assert closed == [f"mod-{runs[1].name}"] * 2
 
 
 def test_only_takes_run_names_as_check_lists_them_with_or_without_the_experiment() -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from nest_experiments.errors import NetworkSetupError, RunError
 from nest_experiments.net.netlink import HtbClass
-from nest_experiments.net.network import Egress
-from nest_experiments.net.tcplan import EgressPlan
+from nest_experiments.net.tcplan import Egress, EgressPlan
 from nest_experiments.rundir import read_csv
 from nest_experiments.runs.traceplay import Change, TracePlayer
 
