@@ -76,7 +76,7 @@ def test_firewall_default_poor_network_vs_64kbit_udp_shaper() -> None:
 
 def test_every_racing_file_gets_the_racing_study() -> None:
     names = {read_toml(f)["experiment"]["name"] for f in EXPERIMENTS.glob("racing*.toml")}
-    assert len(names) == 5 and names <= set(STUDIES["racing"].experiments)
+    assert len(names) == 6 and names <= set(STUDIES["racing"].experiments)
 
 
 def test_chromium_reference_plays_the_firewall_files_conditions_with_both_players_in_each_block() -> None:

@@ -38,7 +38,7 @@ from nest_experiments.rundir import RunFolder
 from nest_experiments.studies.racing import agreement as ag
 from nest_experiments.studies.racing import sessions as rs
 
-PATTERNS_EXP, FIREWALL_EXP, CHROMIUM_EXP, QUEUE_EXP, FIREFOX_EXP = rs.EXPERIMENTS
+PATTERNS_EXP, FIREWALL_EXP, CHROMIUM_EXP, QUEUE_EXP, LONG_EXP, FIREFOX_EXP = rs.EXPERIMENTS
 
 
 def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:

@@ -52,7 +52,8 @@ from nest_experiments.studies.base import Claim
 from nest_experiments.studies.racing import metrics as rm
 from nest_experiments.units import parse_time
 
-EXPERIMENTS = ("racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue", "racing_firefox")
+EXPERIMENTS = ("racing_patterns", "racing_firewall", "racing_chromium", "racing_chromium_queue", "racing_chromium_long",
+               "racing_firefox")
 REPORT_FILE = "racing.md"
 BROWSER = "chromium_browser"  # dash.js in Chromium over `race`: the browser's racing, from its NetLog
 FIREFOX_BROWSER = "firefox_browser"  # dash.js in Firefox ESR over `race`: the protocols from Resource Timing
