@@ -238,3 +238,31 @@ def test_a_delayed_main_job_and_a_received_connection_close() -> None:
     assert (delayed.protocol, delayed.value, resumed.event) == ("tcp", 0.45, "job_resumed")
     assert 0.44 < resumed.t - delayed.t < 0.46
     assert [r.detail for r in got if r.event == "close_frame"][0] == "received: QUIC_TOO_MANY_RTOS: 5 RTOs"
+
+
+# ---- Ten minutes at 1:1 time (docs/racing_chromium_mechanism.md §8.1): ``dvl_1to1_600s_chromium156.json``, the
+# NetLog of experiments/racing_chromium_long.toml's session (dash.js in Chromium 156, the DVL pattern at 1:1 time
+# and the 64 kbit/s UDP:8443 shaper, 605 s; a host run of 2026-11-27), cut as the shaper's above.
+
+
+def test_ten_minutes_at_one_to_one_time_one_idle_close_then_quic_again_and_nothing_marked_broken() -> None:
+    doc = json.loads((DATA / "dvl_1to1_600s_chromium156.json").read_text())
+    t0 = first_ms(doc) / 1000
+    got = netlog.racing_rows(doc, SHAPER_ORIGIN, to_run=lambda wall_s: wall_s - t0)
+    first, second = [r.conn_id for r in got if r.event == "job_started" and r.protocol == "quic"]
+    # the first race's session idled out while the page's script came over HTTP/2 through DVL (the player had not
+    # asked for anything yet): QUIC's 29 s idle timeout, the only connection error of the 605 s
+    [idle] = [r for r in got if r.event == "idle_close"]
+    assert idle.conn_id == first and idle.detail.endswith("Timeout:29s") and 75 < idle.t < 85
+    assert not [r for r in got if r.event in ("broken", "failed", "conn_closed", "stream_error", "job_delayed")]
+    # the player's first request (the MPD) raced again, QUIC won, and that session carried every later request
+    bound = [r for r in got if r.event == "bound"]
+    assert [r.protocol for r in bound[:2]] == ["tcp", "tcp"]  # the page and dash.js
+    assert {(r.protocol, r.conn_id) for r in bound[2:]} == {("quic", second)} and len(bound) >= 100
+    assert bound[2].detail == "/manifest.mpd" and bound[2].t > idle.t
+    [close] = [r for r in got if r.event == "close_frame"]
+    assert close.t > 600 and close.detail == "sent: QUIC_CONNECTION_CANCELLED: net error"  # the browser's exit
+    types = {v: k for k, v in doc["constants"]["logEventTypes"].items()}
+    found = [e["params"]["is_broken"] for e in doc["events"] if types[e["type"]] == "HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND"]
+    assert len(found) > 100 and not any(found)  # an idle close marks nothing (§1)
+    assert not [e for e in doc["events"] if types[e["type"]] == "HTTP_TRANSACTION_RESTART_AFTER_ERROR"]
