@@ -129,6 +129,8 @@ def _exchange(sock: socket.socket, msg: bytes, seq_sent: int, *, where: str, dum
 def htb_rates(ns: str, devs: Sequence[str]) -> dict[str, dict[str, int]]:
     """Per interface of ``devs`` in namespace ``ns``, its HTB classes' rates ({"1:1": bit/s}), as ``tc class show``
     prints them, read in-process (one dump per interface on one socket; ``tc`` is a process, ~0.3 s under TCG)."""
+    if not devs:
+        return {}  # no HTB class to read: no socket
     sock, names = route_socket(ns)
     try:
         sock.settimeout(5.0)
