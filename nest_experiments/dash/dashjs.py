@@ -221,9 +221,11 @@ def _decisions(ordered: Sequence[Event], manifest: Manifest, run_s: Callable[[fl
 
 
 def protocols(resources: Sequence[Event]) -> dict[str, int]:
-    """How many responses came over each protocol (Resource Timing's ``nextHopProtocol``)."""
+    """How many responses came over each protocol (Resource Timing's ``nextHopProtocol``); "cache" for a response
+    the browser's cache served (no protocol and ``transferSize`` 0: e.g. an init segment asked again when the ABR
+    returns to a level), "?" for one with no protocol that did come over the network."""
     counts: dict[str, int] = {}
     for r in resources:
-        name = str(r.get("protocol") or "?")
+        name = str(r.get("protocol") or ("cache" if r.get("transfer_size") == 0 else "?"))
         counts[name] = counts.get(name, 0) + 1
     return counts

@@ -126,6 +126,14 @@ def test_quality_requests_become_decisions() -> None:
     assert s.errors == ("boom",)
 
 
+def test_protocols_count_a_cache_hit_apart_from_the_network() -> None:
+    """A response from the browser's cache has no nextHopProtocol and transferSize 0 (CI's dash.js run asked
+    init_6.mp4 again when its ABR came back to level 6): "cache", not an unknown protocol."""
+    resources = [{"protocol": "http/1.1", "transfer_size": 1145}, {"protocol": "", "transfer_size": 0},
+                 {"protocol": "h3", "transfer_size": 33042}, {"protocol": "", "transfer_size": 300}]
+    assert dashjs.protocols(resources) == {"http/1.1": 1, "cache": 1, "h3": 1, "?": 1}
+
+
 def test_chromium_argv_never_reaches_out_and_forces_quic_for_our_origin() -> None:
     argv = browser.chromium_argv("chromium", profile=Path("/tmp/p"), transport="h3", server="10.0.1.2", port=8443,
                                  spki=["abc="], netlog=Path("/r/n.json"))
