@@ -126,7 +126,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
 ABANDON_RULES = ("none", "dashjs")
 PAGES = ("none", "dashjs")
 INITIAL_BITRATES = ("abr", "dashjs")
-SCHEDULES = ("buffer", "dashjs")  # dash.js: ScheduleController._getBufferTargetForAudio
+SCHEDULES = ("buffer", "dashjs")  # dash.player.SCHEDULES (dash.js: ScheduleController)
 FAST_SWITCHES = ("none", "dashjs")  # dash.js: StreamProcessor._prepareForFastQualitySwitch
 HTTP_CACHES = ("none", "browser")  # dash.httpcache.MODES
 
@@ -153,8 +153,9 @@ def _initial_bitrate(t: Table, player: str) -> str:
 
 def _schedule(t: Table, player: str) -> str:
     """``schedule`` of a dash app: when a stream asks for more. Our player: ``"buffer"`` (the default: every
-    stream up to max_buffer) or ``"dashjs"`` (audio only while its buffer is below video's + 1 s, or one audio
-    segment: dash.js's audio buffer target)."""
+    stream up to max_buffer, as soon as its buffer allows) or ``"dashjs"`` (dash.js's ScheduleController: audio
+    only while its buffer is below video's + 1 s, or one audio segment; video while its buffer + a segment is below
+    max_buffer; each stream checks when its own segment arrives, then every 500 ms: :class:`dash.player.PlayerConfig`)."""
     return _dashjs_behaviour(t, player, "schedule", SCHEDULES, "keeps audio at most 1 s ahead of video",
                              default_nest="buffer")
 

@@ -104,7 +104,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
                           max_buffer_s=args.max_buffer, abandon=AbandonRule() if args.abandon == "dashjs" else None,
                           threshold_s=args.threshold, clock=clock, max_duration_s=args.max_duration,
                           prelude=tuple(args.prelude), initial_bps=DASHJS_INITIAL_BPS if args.initial_bitrate == "dashjs" else None,
-                          audio_follows_video=args.schedule == "dashjs", fast_switch=args.fast_switch == "dashjs")
+                          schedule=args.schedule, fast_switch=args.fast_switch == "dashjs")
     finally:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(fetcher.close(), CLOSE_TIMEOUT_S)

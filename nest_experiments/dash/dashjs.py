@@ -221,9 +221,10 @@ def _decisions(ordered: Sequence[Event], manifest: Manifest, run_s: Callable[[fl
 
 
 def protocols(resources: Sequence[Event]) -> dict[str, int]:
-    """How many responses came over each protocol (Resource Timing's ``nextHopProtocol``); "cache" for a response
-    the browser's cache served (no protocol and ``transferSize`` 0: e.g. an init segment asked again when the ABR
-    returns to a level), "?" for one with no protocol that did come over the network."""
+    """How many responses came over each protocol (Resource Timing's ``nextHopProtocol``). A response from the
+    browser's cache (``transferSize`` 0) keeps the protocol stored with it, its ALPN (``h3`` in the racing runs),
+    and cleartext HTTP/1.1 has none: such a hit (e.g. an init segment asked again when the ABR returns to a level)
+    counts as "cache"; "?" is a response over the network with no protocol."""
     counts: dict[str, int] = {}
     for r in resources:
         name = str(r.get("protocol") or ("cache" if r.get("transfer_size") == 0 else "?"))

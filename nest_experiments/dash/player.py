@@ -27,7 +27,7 @@ ABANDON_LOAD state). A media request still open after dash.js's XHR timeout (20 
 its URL asked again 1 s later, at most 3 times. Each is a row among the decisions (``abandon``, ``timeout``)
 and a :class:`RequestAbandoned` event. Two more of dash.js's ways, each a :class:`PlayerConfig` field:
 ``initial_bps`` (a stream's first segment at the level of an initial bitrate, not the ABR's) and
-``audio_follows_video`` (audio's buffer target is video's buffer + 1 s, or one audio segment).
+``schedule = "dashjs"`` (dash.js's ScheduleController: when a stream asks for its next segment).
 
 :func:`play` fetches the MPD through a :class:`~nest_experiments.dash.fetch.Fetcher`
 and runs the session in real time.
@@ -65,6 +65,8 @@ from nest_experiments.errors import ConfigError, RunError
 
 EPS = 1e-9
 STREAMS = ("video", "audio")
+SCHEDULES = ("buffer", "dashjs")
+SCHEDULE_TIMEOUT_S = 0.5  # dash.js's streaming.scheduling.defaultTimeout (500 ms)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,9 +78,16 @@ class PlayerConfig:
     abandon: AbandonRule | None = None  # dash.js's AbandonRequestsRule (None: requests are never abandoned)
     # stream -> the bitrate whose level the stream's first segment takes (dash.js's initial bitrate); none: the ABR's
     initial_bps: Mapping[str, float] = field(default_factory=dict)
-    # dash.js's audio buffer target (ScheduleController._getBufferTargetForAudio): with video, audio is asked only
-    # while its buffer is below max(video's buffer + 1 s, an audio segment); False: every stream up to max_buffer_s
-    audio_follows_video: bool = False
+    # when a stream asks for its next segment. "buffer": while its buffer is below max_buffer_s, at the moment it
+    # is. "dashjs": dash.js 5.2.1's ScheduleController (dash.all.debug.js in dist/modern/esm):
+    # - audio beside video asks while its buffer is below max(video's buffer + 1 s, an audio segment)
+    #   (_getBufferTargetForAudio, line 49847);
+    # - any other stream while its buffer plus one segment is below max_buffer_s, unless max_buffer_s is not above a
+    #   segment (_shouldBuffer, 49779: ``bufferLevel + segmentDuration < bufferTarget``);
+    # - a stream checks when its own download has been appended (_onBytesAppended, 40074: startScheduleTimer(0)),
+    #   and again every SCHEDULE_TIMEOUT_S after a check that did not ask (_schedule, 49673:
+    #   scheduling.defaultTimeout); so audio waiting for video asks up to 0.5 s after video's segment arrived
+    schedule: str = "buffer"
     # dash.js's fast switch (StreamProcessor._prepareForFastQualitySwitch, 5.2.1 line 40314): on a level change,
     # when the segment under the playhead was downloaded at a lower bitrate than the new level's, the requests
     # start again from that segment and replace what is buffered (the buffer does not grow until they pass its end)
@@ -89,6 +98,8 @@ class PlayerConfig:
             raise ConfigError("player", "max_buffer_s and threshold_s must be > 0")
         if self.threshold_s > self.max_buffer_s:
             raise ConfigError("player.threshold_s", "must not exceed max_buffer_s")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError("player.schedule", f"unknown {self.schedule!r} ({' | '.join(SCHEDULES)})")
 
 
 # ----------------------------------------------------------------- actions
@@ -217,6 +228,7 @@ class _Stream:
     timeouts: dict[int, int] = field(default_factory=dict)  # segment index -> its requests that timed out
     not_before: float = 0.0  # a timed-out request is asked again only from then (dash.js's retry interval)
     hold: tuple[float, int] | None = None  # (until, level): after an abandonment the level stays (ABANDON_LOAD)
+    check_at: float = 0.0  # schedule "dashjs": when its schedule timer next checks whether to ask
 
     @property
     def complete(self) -> bool:
@@ -242,6 +254,8 @@ class PlayerSession:
         self.start_time = start_time
         self.duration_s = manifest.duration_s
         self.streams = self._make_streams(manifest, {"video": abr_video, "audio": abr_audio})
+        for stream in self.streams.values():
+            stream.check_at = start_time
         self.state = "startup"  # startup | playing | stalled | ended
         self.position_s = 0.0
         self.clock_s = start_time
@@ -302,16 +316,30 @@ class PlayerSession:
     def _may_request(self, stream: _Stream) -> bool:
         if stream.outstanding is not None or stream.complete or self.clock_s < stream.not_before - EPS:
             return False
-        return self.buffer_s(stream.name) < self._buffer_target(stream) - 1e-6
+        if self.clock_s < stream.check_at - EPS:  # dash.js's schedule timer has not fired yet
+            return False
+        if self.buffer_s(stream.name) < self._buffer_target(stream) - 1e-6:
+            return True
+        if self._dashjs_schedule:  # this check did not ask: the timer fires again SCHEDULE_TIMEOUT_S later
+            missed = int((self.clock_s - stream.check_at) / SCHEDULE_TIMEOUT_S + EPS) + 1
+            stream.check_at += missed * SCHEDULE_TIMEOUT_S
+        return False
+
+    @property
+    def _dashjs_schedule(self) -> bool:
+        return self.config.schedule == "dashjs"
 
     def _follows_video(self, stream: _Stream) -> bool:
-        return self.config.audio_follows_video and stream.name == "audio" and "video" in self.streams
+        return self._dashjs_schedule and stream.name == "audio" and "video" in self.streams
 
     def _buffer_target(self, stream: _Stream) -> float:
-        """How much of ``stream`` the player buffers before it asks for more (dash.js: ``bufferTarget``)."""
+        """How much of ``stream`` the player buffers before it asks for more (dash.js: ``bufferTarget``, less a
+        segment for a stream that does not follow another: ``_shouldBuffer``)."""
+        segment = self.manifest.segment_duration_s(stream.name)
         if self._follows_video(stream):
-            segment = self.manifest.segment_duration_s(stream.name)
             return min(self.config.max_buffer_s, max(self.buffer_s("video") + 1.0, segment))
+        if self._dashjs_schedule and self.config.max_buffer_s > segment:
+            return self.config.max_buffer_s - segment
         return self.config.max_buffer_s
 
     def _request(self, stream: _Stream, now: float) -> FetchAction:
@@ -431,16 +459,17 @@ class PlayerSession:
 
     def next_wakeup(self) -> float | None:
         """When the session changes state without a download finishing (None: never)."""
-        retries = [s.not_before for s in self.streams.values()
-                   if s.outstanding is None and not s.complete and s.not_before > self.clock_s]
+        idle = [s for s in self.streams.values() if s.outstanding is None and not s.complete]
+        times = [s.not_before for s in idle if s.not_before > self.clock_s]  # a retry or the ABR's delay
+        idle = [s for s in idle if s.not_before <= self.clock_s + EPS]
+        if self._dashjs_schedule:  # each stream's schedule timer, also while not playing
+            times += [max(s.check_at, self.clock_s + 1e-5) for s in idle]
         if self.state != "playing":
-            return min(retries, default=None)
-        times = [self.clock_s + min(self.buffer_s(s) for s in self.streams), *retries]
-        for stream in self.streams.values():
-            # audio following video waits for video's next segment (both drain alike while playing)
-            waiting = self.clock_s < stream.not_before - EPS  # a retry or the ABR's delay: its time is in retries
-            if stream.outstanding is None and not stream.complete and not waiting and not self._follows_video(stream):
-                excess = self.buffer_s(stream.name) - self.config.max_buffer_s
+            return min(times, default=None)
+        times.append(self.clock_s + min(self.buffer_s(s) for s in self.streams))
+        for stream in idle:
+            if not self._dashjs_schedule and not self._follows_video(stream):  # audio following video waits for video
+                excess = self.buffer_s(stream.name) - self._buffer_target(stream)
                 times.append(self.clock_s + max(excess, 0.0) + 1e-5)
         return min(times)
 
@@ -515,6 +544,7 @@ class PlayerSession:
             raise RunError(f"GET {result.path}: HTTP {result.status}")
         self.advance(now)
         stream.outstanding = None
+        stream.check_at = now  # dash.js: a stream checks again once its download is appended
         if action.kind == "init":
             stream.inits.add(action.level)
             stream.tracks[action.level] = parse_init(result.head)
@@ -623,7 +653,7 @@ async def play(
     threshold_s: float = 1.0,
     abandon: AbandonRule | None = None,
     initial_bps: Mapping[str, float] | None = None,
-    audio_follows_video: bool = False,
+    schedule: str = "buffer",
     fast_switch: bool = False,
     clock: Clock = time.monotonic,
     max_duration_s: float | None = None,
@@ -641,8 +671,7 @@ async def play(
     stops it too (end reason "terminated") and still returns the report.
     """
     config = PlayerConfig(max_buffer_s=max_buffer_s, threshold_s=threshold_s, abandon=abandon,
-                          initial_bps=dict(initial_bps or {}), audio_follows_video=audio_follows_video,
-                          fast_switch=fast_switch)
+                          initial_bps=dict(initial_bps or {}), schedule=schedule, fast_switch=fast_switch)
     t_begin = clock()  # the session's time counts from its first request, the prelude's if any (as a browser's)
     for path in prelude:  # e.g. the player's page and script, one after the other as a browser loads them
         got = await fetcher.fetch("mpd", path)

@@ -23,7 +23,14 @@ from nest_experiments.dash.abandon import (
 )
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
-from nest_experiments.dash.player import FetchAction, PlayerConfig, PlayerSession, RequestAbandoned, play
+from nest_experiments.dash.player import (
+    FetchAction,
+    PlayerConfig,
+    PlayerSession,
+    RequestAbandoned,
+    WaitAction,
+    play,
+)
 from nest_experiments.dash.records import ABANDON, abandoned
 
 LADDER = (300_000, 750_000, 1_200_000, 2_400_000)
@@ -205,20 +212,37 @@ def complete(s: PlayerSession, a: FetchAction, now: float) -> None:
 def test_schedule_dashjs_keeps_audio_at_most_a_second_ahead_of_video() -> None:
     manifest = manifest_for("abr_quic_tcp", duration_s=80.0)  # 4 s segments
     s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
-                      start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, audio_follows_video=True))
+                      start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, schedule="dashjs"))
     video = media_action(s, "video")  # video's segment 0 stays out: its buffer is 0
     complete(s, media_action(s, "audio"), 0.5)  # audio 4 s: its target is max(0 + 1, 4) = 4 s
     assert s.buffer_s("audio") == pytest.approx(4.0) and s.next_action(0.5).__class__.__name__ == "WaitAction"
-    assert s.next_wakeup() is None  # not playing yet: it waits for video's segment, not for a time
-    complete(s, video, 1.0)  # video 4 s (playback starts): audio may be 5 s ahead of the start now
-    asked = [s.next_action(1.0) for _ in range(2)]  # video's next segment, then audio's
-    assert [(a.stream, a.index) for a in asked if isinstance(a, FetchAction)] == [("video", 1), ("audio", 1)]
+    # dash.js's schedule timer: audio checks again every 500 ms from its own segment's arrival
+    assert s.next_wakeup() == pytest.approx(1.0)
+    assert isinstance(s.next_action(1.0), WaitAction) and s.next_wakeup() == pytest.approx(1.5)
+    complete(s, video, 1.2)  # video 4 s (playback starts): audio may be 5 s ahead of the start now
+    asked = s.next_action(1.2)  # video checks as its segment arrives; audio not before its timer fires, at 1.5
+    assert isinstance(asked, FetchAction) and (asked.stream, asked.index) == ("video", 1)
+    assert isinstance(s.next_action(1.2), WaitAction) and s.next_wakeup() == pytest.approx(1.5)
+    audio = s.next_action(1.5)
+    assert isinstance(audio, FetchAction) and (audio.stream, audio.index) == ("audio", 1)
     plain = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
                           start_time=0.0, config=PlayerConfig(max_buffer_s=30.0))
     media_action(plain, "video")
     complete(plain, media_action(plain, "audio"), 0.5)
     again = plain.next_action(0.5)  # every stream to max_buffer: audio runs on alone
     assert isinstance(again, FetchAction) and (again.stream, again.index) == ("audio", 1)
+
+
+def test_schedule_dashjs_asks_video_only_while_a_segment_fits_below_the_buffer_target() -> None:
+    # dash.js's _shouldBuffer: bufferLevel + segmentDuration < bufferTarget (30 s, 4 s segments): video stops at 28 s
+    # of buffer (24 + 4 < 30 asks, 28 + 4 does not), where our "buffer" schedule asks up to 32 s (28 < 30)
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)
+    for schedule, stops_at in (("dashjs", 28.0), ("buffer", 32.0)):
+        s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, threshold_s=30.0, schedule=schedule))
+        while isinstance(action := s.next_action(0.0), FetchAction):
+            complete(s, action, 0.0)
+        assert s.buffer_s("video") == pytest.approx(stops_at), schedule
 
 
 def test_audio_counts_what_its_segment_presents_so_a_short_aac_segment_asks_the_next_at_once() -> None:
@@ -229,7 +253,7 @@ def test_audio_counts_what_its_segment_presents_so_a_short_aac_segment_asks_the_
     init, first = init_segment(timescale=48000, media_time=1024), media_segment(decode_time=0, durations=[1024] * 188)
     for heads, asks_at_once in (((init, first), True), ((b"", b""), False)):
         s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
-                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, audio_follows_video=True))
+                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, schedule="dashjs"))
         media_action(s, "video")
         a = s.next_action(0.0)
         assert isinstance(a, FetchAction) and (a.stream, a.kind) == ("audio", "init")
@@ -360,7 +384,7 @@ def racing_session(*levels: int, fast_switch: bool = True) -> PlayerSession:
     manifest = manifest_for("youtube_racing", duration_s=60.0)  # 5 s segments, video 70..1300 kbit/s
     return PlayerSession(manifest, abr_video=Scripted(*levels), abr_audio=create_abr("fixed", level=0),
                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, fast_switch=fast_switch,
-                                                             audio_follows_video=True))
+                                                             schedule="dashjs"))
 
 
 def play_first(s: PlayerSession, t: float) -> None:
@@ -406,7 +430,7 @@ def test_fast_switch_walks_through_every_buffered_segment_and_only_then_grows_th
     assert (nxt.index, nxt.level) == (2, 1)
 
 
-def test_an_abr_delay_holds_the_request_back_without_polling() -> None:
+def test_an_abr_delay_holds_the_request_back_until_its_time() -> None:
     class Waits(Scripted):
         def choose(self, state: PlayerState) -> Decision:
             return Decision(level=0, delay_s=2.5 if state.next_index == 1 else 0.0)
@@ -415,7 +439,9 @@ def test_an_abr_delay_holds_the_request_back_without_polling() -> None:
     s.streams["video"].abr = Waits(0)
     play_first(s, 1.0)
     complete(s, media_action(s, "audio"), 1.0)  # audio's second segment (its target: video's 5 s + 1 s)
-    wait = s.next_action(1.0)
-    assert wait.__class__.__name__ == "WaitAction" and s.next_wakeup() == pytest.approx(3.5)
-    later = s.next_action(3.5)
-    assert isinstance(later, FetchAction) and (later.stream, later.index) == ("video", 1)
+    woken, action = [1.0], s.next_action(1.0)
+    while isinstance(action, WaitAction) and len(woken) < 10:
+        woken.append(s.next_wakeup())  # audio's schedule timer every 0.5 s; video's delay ends at 3.5
+        action = s.next_action(woken[-1])
+    assert woken == pytest.approx([1.0, 1.5, 2.0, 2.5, 3.0, 3.5])
+    assert isinstance(action, FetchAction) and (action.stream, action.index) == ("video", 1)
