@@ -16,8 +16,8 @@ without it a browser falls back to a heuristic lifetime, 10 % of the time since 
 headers, so nothing it fetches is stored (the config refuses the pair).
 
 A hit comes back at once (``t_request = t_first_byte = t_last_byte`` = now) with the stored response's
-``transport`` (the protocol that carried it, as Resource Timing's ``nextHopProtocol`` labels a cache hit) and
-``cached = True``.
+``transport`` (the protocol that carried it, as Resource Timing's ``nextHopProtocol`` labels a cache hit: its
+ALPN; Chromium reports none for cleartext HTTP/1.1, :func:`dash.dashjs.protocols`) and ``cached = True``.
 """
 
 from __future__ import annotations
