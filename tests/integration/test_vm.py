@@ -252,7 +252,11 @@ def test_until_decided_runs_every_block_in_one_vm(tmp_path: Path) -> None:
     manifests = [json.loads(p.read_text()) for p in sorted(folder.glob("*/manifest.json"))]
     assert sorted(m["repetition"] for m in manifests) == [1, 1, 2, 2]
     assert all(m["status"] == "completed" and m["runtime"] == "vm" for m in manifests)
-    assert all(m["host_qemu_cpus"] > 0.05 for m in manifests)  # each block annotated on the host
+    # each block annotated on the host: qemu's CPU over the run, and its busiest thread in a 1 s window (a vCPU
+    # while the run's apps start). Not qemu's mean: these runs are idle most of their 8 s (0.13 CPUs here, and
+    # under 0.05 on CI's machine once)
+    assert all(m["host_qemu_cpus"] >= 0 and 0 <= m["host_steal"] <= 1 for m in manifests)
+    assert all(m["cpu"]["qemu_thread_max"]["share"] > 0.05 for m in manifests)
     assert err.count("until decided: one VM for every block") == 1
     assert err.count(", not recorded") == 1  # one warm-up: the guest stayed warm for block 2
     assert err.count("--max-reps 2 reached") == 1
