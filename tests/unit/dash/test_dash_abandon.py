@@ -24,6 +24,7 @@ from nest_experiments.dash.abandon import (
 from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, create_abr
 from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
 from nest_experiments.dash.player import (
+    SCHEDULE_GAP_S,
     FetchAction,
     PlayerConfig,
     PlayerSession,
@@ -136,6 +137,8 @@ def media_action(s: PlayerSession, stream: str = "video") -> FetchAction:
     """Complete init requests until ``stream``'s next request is a media segment; return it."""
     while True:
         a = s.streams[stream].outstanding or s.next_action(s.clock_s)
+        if isinstance(a, WaitAction) and a.until is not None and a.until <= s.clock_s + SCHEDULE_GAP_S + 1e-9:
+            a = s.next_action(a.until)  # schedule "dashjs": the other stream's timer callback, just after
         assert isinstance(a, FetchAction)
         if a.stream == stream and a.kind == "media":
             return a
@@ -233,6 +236,31 @@ def test_schedule_dashjs_keeps_audio_at_most_a_second_ahead_of_video() -> None:
     assert isinstance(again, FetchAction) and (again.stream, again.index) == ("audio", 1)
 
 
+def test_schedule_dashjs_asks_two_streams_whose_timers_fire_together_one_callback_apart() -> None:
+    # dash.js checks each stream in its own timer callback: at the start both streams are due, video asks, audio
+    # asks SCHEDULE_GAP_S later (Chromium 156: 0.35-3.44 ms at the origin), never in the same instant; "buffer" asks
+    # both at once. Later, a stream due within the gap of another's request waits for it too
+    manifest = manifest_for("abr_quic_tcp", duration_s=80.0)
+    s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                      start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, schedule="dashjs"))
+    video = s.next_action(0.0)
+    assert isinstance(video, FetchAction) and (video.stream, video.kind) == ("video", "init")
+    wait = s.next_action(0.0)
+    assert isinstance(wait, WaitAction) and wait.until == pytest.approx(SCHEDULE_GAP_S) and 0 < SCHEDULE_GAP_S < 0.005
+    audio = s.next_action(SCHEDULE_GAP_S)
+    assert isinstance(audio, FetchAction) and (audio.stream, audio.kind) == ("audio", "init")
+    complete(s, video, 0.1)
+    complete(s, audio, 0.1 + SCHEDULE_GAP_S / 2)  # both due again within one callback of each other
+    first = s.next_action(0.1 + SCHEDULE_GAP_S / 2)
+    assert isinstance(first, FetchAction) and first.stream == "video"
+    assert isinstance(s.next_action(0.1 + SCHEDULE_GAP_S / 2), WaitAction)
+    later = s.next_action(0.1 + SCHEDULE_GAP_S * 1.5)
+    assert isinstance(later, FetchAction) and later.stream == "audio"
+    plain = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
+                          start_time=0.0, config=PlayerConfig(max_buffer_s=30.0))
+    assert [plain.next_action(0.0).stream, plain.next_action(0.0).stream] == ["video", "audio"]  # type: ignore[union-attr]
+
+
 def test_schedule_dashjs_asks_video_only_while_a_segment_fits_below_the_buffer_target() -> None:
     # dash.js's _shouldBuffer: bufferLevel + segmentDuration < bufferTarget (30 s, 4 s segments): video stops at 28 s
     # of buffer (24 + 4 < 30 asks, 28 + 4 does not), where our "buffer" schedule asks up to 32 s (28 < 30)
@@ -255,7 +283,7 @@ def test_audio_counts_what_its_segment_presents_so_a_short_aac_segment_asks_the_
         s = PlayerSession(manifest, abr_video=create_abr("fixed", level=0), abr_audio=create_abr("fixed", level=0),
                           start_time=0.0, config=PlayerConfig(max_buffer_s=30.0, schedule="dashjs"))
         media_action(s, "video")
-        a = s.next_action(0.0)
+        a = s.next_action(SCHEDULE_GAP_S)
         assert isinstance(a, FetchAction) and (a.stream, a.kind) == ("audio", "init")
         s.on_fetch_complete(FetchResult(path=a.path, status=200, bytes=len(heads[0]), t_request=0.0, t_first_byte=0.0,
                                         t_last_byte=0.1, transport="x", head=heads[0]), 0.1)
@@ -390,7 +418,7 @@ def racing_session(*levels: int, fast_switch: bool = True) -> PlayerSession:
 def play_first(s: PlayerSession, t: float) -> None:
     """Video's segment 0 and audio's arrive; playback starts at ``t``."""
     video = media_action(s, "video")
-    complete(s, media_action(s, "audio"), 0.0)
+    complete(s, media_action(s, "audio"), s.clock_s)  # audio asked SCHEDULE_GAP_S after video
     complete(s, video, t)
 
 
