@@ -253,8 +253,9 @@ def test_until_decided_runs_every_block_in_one_vm(tmp_path: Path) -> None:
     assert sorted(m["repetition"] for m in manifests) == [1, 1, 2, 2]
     assert all(m["status"] == "completed" and m["runtime"] == "vm" for m in manifests)
     # each block annotated on the host: qemu's CPU over the run, and its busiest thread in a 1 s window (a vCPU
-    # while the run's apps start). Not qemu's mean: these runs are idle most of their 8 s (0.13 CPUs here, and
-    # under 0.05 on CI's machine once)
+    # while the run's apps start). A loosened bound: qemu's mean CPU was asked to be > 0.05, now only >= 0; these
+    # runs idle most of their 8 s (0.13 CPUs here, under 0.05 once on CI's machine), so the > 0.05 moved to the
+    # busiest thread (0.49 here), which only the host's annotation writes
     assert all(m["host_qemu_cpus"] >= 0 and 0 <= m["host_steal"] <= 1 for m in manifests)
     assert all(m["cpu"]["qemu_thread_max"]["share"] > 0.05 for m in manifests)
     assert err.count("until decided: one VM for every block") == 1
