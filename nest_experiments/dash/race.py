@@ -263,6 +263,8 @@ class RaceFetcher(Fetcher):
         if port is not None and self.quic_port is None:
             self.quic_port = port
             self.racer.on_alt_svc(self.opts.clock(), result.alt_svc)
+            if self.racer.validating(self.opts.clock()):
+                self._job("quic")  # firefox: the alternative's validation, beside the requests (Racer.validating)
             self._start_probes()
 
     def _lost(self, conn: _Conn, reason: str) -> None:

@@ -32,8 +32,18 @@ Policies (``racing``):
     (a closed session that had worked *confirms* QUIC), only through (A) or
     (B) for the requests on it and the race after it.
 ``firefox``
-    Firefox's HTTP/3 with a backup connection: the TCP job after
-    ``backup_delay_s`` (100 ms); a QUIC failure (a failed QUIC job, a
+    Firefox's alt-svc validation, then HTTP/3 with a backup connection. An
+    ``h3`` alternative learnt from a response is used only once it is
+    validated: for an https origin, by a connection to it that completes
+    its handshake (AltSvcCache::UpdateAltServiceMapping starts that
+    connection when it sees the header, a speculative connect;
+    GetAltServiceMapping returns validated mappings only;
+    netwerk/protocol/http/AlternateServices.cpp). Until then requests go to
+    the origin's own route (the open HTTP/2 connection) and wait for
+    nothing: the transport opens the validating QUIC connection beside them
+    (:meth:`Racer.validating`). Once validated, a request with no QUIC
+    connection open starts one and the TCP job after ``backup_delay_s``
+    (100 ms); a QUIC failure (a failed QUIC job, a
     request failed on QUIC) puts the origin on the HTTP/3 excluded list
     until the player restarts (no back-off, no return). A request the player
     cancels is no failure: its stream is reset (``Http3Session::CloseStream``
@@ -446,10 +456,19 @@ class Racer:
         if mode == "quic_only":
             return Plan(quic=True, tcp_delay_s=None)
         if mode == "firefox":
+            if self.validating(now):  # not validated yet: the origin's route, the validation runs beside
+                return Plan(quic=False, tcp_delay_s=0.0)
             return Plan(quic=True, tcp_delay_s=self.params.backup_delay_s)
         if self.zero_rtt():
             return Plan(quic=True, tcp_delay_s=None)
         return Plan(quic=True, tcp_delay_s=0.0 if tcp_open else self.main_job_delay())
+
+    def validating(self, now: float) -> bool:
+        """``firefox``: the h3 alternative is known but not validated (no QUIC connection has completed its
+        handshake): requests take the origin's route while the transport opens a QUIC connection beside them
+        to validate it (AltSvcCache::UpdateAltServiceMapping's speculative connect). A validation that fails
+        excludes HTTP/3 (:meth:`on_job_failed`), so this ends either way."""
+        return self.policy == "firefox" and self.quic_usable(now) and not self.quic_worked
 
     def zero_rtt(self) -> bool:
         """``chromium``: a new QUIC session serves the request at once, before its handshake completes (0-RTT),

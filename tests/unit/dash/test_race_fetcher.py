@@ -168,6 +168,21 @@ def test_chromium_once_quic_worked_a_new_quic_session_serves_at_once_beside_an_o
     assert events(f).count(("job_started", "tcp")) == 1 and ("won", "quic") in events(f)
 
 
+def test_firefox_requests_keep_to_http2_while_quic_validates_then_quic_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Firefox validates an h3 alternative by connecting to it as the header comes in, and uses it once that
+    # connection is up (AlternateServices.cpp); meanwhile requests go over the open HTTP/2 connection at once.
+    # Requests at ~0, ~0.2, ~0.4, ~0.6 s; QUIC connects at ~0.3 s; the backup timer (0.5 s) is not waited for
+    install(monkeypatch, Script(quic_connect_s=[0.3]))
+    f = fetcher("firefox", backup_delay_s=0.5)
+    t0 = time.monotonic()
+    assert asyncio.run(fetch_all(f, 4, pause_s=0.2)) == ["tcp", "tcp", "h3", "h3"]
+    assert time.monotonic() - t0 < 1.1  # no request waited 0.5 s (4 x 0.2 s of pauses)
+    rows = {r.event + "/" + r.protocol: r.t for r in f.racer.rows}
+    assert 0 <= rows["job_started/quic"] - rows["alt_svc/tcp"] < 0.05  # the validation starts with the header
+    assert events(f) == [("job_started", "tcp"), ("connected", "tcp"), ("won", "tcp"), ("alt_svc", "tcp"),
+                         ("job_started", "quic"), ("connected", "quic"), ("won", "quic")]
+
+
 def test_chromium_slow_quic_loses_the_race_then_serves_once_connected(monkeypatch: pytest.MonkeyPatch) -> None:
     # request 2 starts the QUIC job at ~0.33 s (connected at ~0.83 s); request 3 at ~0.66 s, request 4 at ~0.99 s:
     # margins of >= 0.14 s either side, so that a loaded machine's late timers do not decide the race

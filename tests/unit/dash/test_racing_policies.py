@@ -26,6 +26,13 @@ def racer(policy: str, **params: float) -> Racer:
     return r
 
 
+def validated(policy: str) -> Racer:
+    """``racer`` whose QUIC connection came up (for ``firefox``: the alternative is validated)."""
+    r = racer(policy)
+    r.on_connected(0.0, "quic", "quic-1", 0.0)
+    return r
+
+
 def events(r: Racer, name: str) -> list[tuple[float, str]]:
     return [(row.t, row.detail) for row in r.rows if row.event == name]
 
@@ -269,8 +276,23 @@ def test_quic_watch_pings_after_15_s_of_silence_once_per_period() -> None:
     assert not w.ping_due(40.0, 39.0)
 
 
+def test_firefox_keeps_to_the_origins_route_until_a_quic_connection_validates_the_alternative() -> None:
+    # AltSvcCache::UpdateAltServiceMapping validates an https alternative by connecting to it (a speculative
+    # connect); GetAltServiceMapping hands out validated mappings only (netwerk/protocol/http/AlternateServices.cpp)
+    r = racer("firefox")
+    assert r.validating(0.1) and r.plan(0.1, tcp_open=True) == Plan(quic=False, tcp_delay_s=0.0)
+    assert r.plan(0.1) == Plan(quic=False, tcp_delay_s=0.0)  # no TCP connection open: a TCP job, nothing waits
+    r.on_connected(0.3, "quic", "quic-1", 0.25)
+    assert not r.validating(0.4) and r.plan(0.4, tcp_open=True) == Plan(quic=True, tcp_delay_s=0.1)
+    f = racer("firefox")  # a validation that fails excludes HTTP/3: nothing validates any more
+    f.on_job_failed(3.0, "quic", "quic-1", "handshake timeout")
+    assert not f.validating(3.1) and f.plan(3.1) == Plan(quic=False, tcp_delay_s=0.0)
+    assert not racer("chromium").validating(0.1) and not Racer(policy="firefox").validating(0.1)  # no alt-svc yet
+
+
 def test_firefox_backup_after_100ms_and_excluded_until_restart() -> None:
     r = racer("firefox")
+    r.on_connected(0.2, "quic", "quic-1", 0.1)  # validated; a request that finds no QUIC connection open:
     assert r.plan(0.5) == Plan(quic=True, tcp_delay_s=0.1)
     r.on_job_failed(1.0, "quic", "quic-1", "handshake timeout")
     assert events(r, "broken") == [(1.0, "excluded until restart: handshake timeout")]
@@ -281,11 +303,11 @@ def test_firefox_backup_after_100ms_and_excluded_until_restart() -> None:
 def test_firefox_a_cancelled_quic_request_keeps_quic_and_a_failed_one_excludes_it() -> None:
     # Firefox ESR 153 behind the 64 kbit/s UDP shaper kept HTTP/3 after dash.js abandoned a request (racing_firefox,
     # session 17): a cancel resets the stream (Http3Session::CloseStream), only Http3Session::Shutdown excludes
-    r = racer("firefox")
+    r = validated("firefox")
     r.on_stream_cancelled(1.0, "quic-1", "abandoned by the player")
     assert events(r, "stream_cancelled") == [(1.0, "abandoned by the player")] and not events(r, "broken")
     assert r.quic_usable(2.0) and r.plan(2.0).quic
-    f = racer("firefox")  # the peer closed the connection with an error code: Http3Session::Shutdown excludes
+    f = validated("firefox")  # the peer closed the connection with an error code: Http3Session::Shutdown excludes
     assert f.on_stream_error(1.0, "quic", "quic-1", "QUIC connection closed (code 1)", cause="error") is False
     assert not f.quic_usable(2.0) and events(f, "broken") == [(1.0, "excluded until restart: QUIC connection "
                                                                     "closed (code 1)")]
@@ -298,7 +320,7 @@ def test_firefox_a_cancelled_quic_request_keeps_quic_and_a_failed_one_excludes_i
     ("closed", True, False),
 ])
 def test_firefox_a_reset_stream_or_a_quiet_close_keeps_quic(cause: str, headers: bool, retry: bool) -> None:
-    f = racer("firefox")
+    f = validated("firefox")
     assert f.on_stream_error(1.0, "quic", "quic-1", "x", headers=headers, cause=cause) is retry
     assert not events(f, "broken") and f.quic_usable(2.0) and f.plan(2.0).quic
     f.on_tcp_retry_done(3.0, "quic-1", "x")  # the TCP retry of that one request marks nothing either
