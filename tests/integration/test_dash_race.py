@@ -128,8 +128,7 @@ def test_firefox_behind_a_udp_shaper_sends_the_shaper_no_more_than_it_can_carry(
     run_dir = _run(tmp_path, "firefox", shaper="64kbit", abandon="dashjs", h3_client="aioquic")
     rows = _csv(run_dir / "racing.csv")
     assert ("connected", "quic") in [(r["event"], r["protocol"]) for r in rows], rows
-    with (run_dir / "firewall.csv").open() as fh:
-        [up] = [r for r in csv.DictReader(line for line in fh if not line.startswith("#")) if r["direction"] == "to_port"]
+    [up] = [r for r in _csv(run_dir / "firewall.csv") if r["direction"] == "to_port"]
     assert int(up["matched_pkts"]) > 50 and int(up["dropped_pkts"]) == 0, up
 
 
