@@ -21,7 +21,7 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
   alone: the claim table, sessions per cell, saturated sessions, the command, the machine, the figures.
 
 :func:`readme_table` is the README's result table, generated from every evidence folder (one row per claim of
-each paper's study; a paper without a folder says so), and :func:`update_readme` writes it between
+each paper's study; a claim no folder judges says so and names its experiment), and :func:`update_readme` writes it between
 :data:`README_BEGIN` and :data:`README_END`.
 """
 
@@ -268,9 +268,9 @@ def evidence_folders(root: Path) -> list[Path]:
 
 def readme_table(root: Path) -> str:
     """The README's result table: per paper (each study with claims, in :data:`STUDIES` order), each claim of
-    each of its evidence folders: the paper's number, ours (effect and CI), n, verdict; a paper without an evidence
-    folder gets one row saying so."""
-    from nest_experiments.analysis.evidence_report import claim_row
+    each of its evidence folders: the paper's number, ours (effect and CI), n, verdict; then each of the paper's
+    claims no folder judges, saying so and naming the experiment that would (:func:`unjudged`)."""
+    from nest_experiments.analysis.evidence_report import claim_cells, claim_row
 
     by_study: dict[str, list[Path]] = {}
     for folder in evidence_folders(root):
@@ -282,23 +282,57 @@ def readme_table(root: Path) -> str:
             continue
         paper = study.paper or study.name
         folders = by_study.get(study.name, [])
-        if not folders:
-            lines.append(f"| {paper} | — | {NO_EVIDENCE} | | | | |")
-        for i, folder in enumerate(folders):
+        first = True
+        for folder in folders:
             link = f"[{folder.name}]({root.name}/{folder.name}/{REPORT})"
-            rows = pd.read_csv(folder / CLAIMS, keep_default_na=False, na_values=[""]).to_dict("records")
-            for j, row in enumerate(rows):  # the paper and the folder named on their first row only
-                head = [paper if i == j == 0 else "", link if j == 0 else ""]
-                lines.append("| " + " | ".join([*head, *claim_row(row)]) + " |")
+            for j, row in enumerate(_claim_rows(folder)):  # the paper and the folder named on their first row only
+                lines.append("| " + " | ".join([paper if first else "", link if j == 0 else "", *claim_row(row)]) + " |")
+                first = False
+        for claim, experiment in unjudged(study, folders):
+            cells = claim_cells({"id": claim.id, "statement": claim.statement, "figure": claim.figure,
+                                 "paper_value": claim.paper_value})
+            lines.append("| " + " | ".join([paper if first else "", "—", *cells, "—", "—",
+                                            f"{NO_EVIDENCE} (`{run_command(experiment)}`)"]) + " |")
+            first = False
     return "\n".join(lines) + "\n"
+
+
+def _claim_rows(folder: Path) -> list[dict[str, Any]]:
+    return pd.read_csv(folder / CLAIMS, keep_default_na=False, na_values=[""]).to_dict("records")
+
+
+def run_command(experiment: str) -> str:
+    """The command that judges ``experiment``'s claims: a shipped experiment by its name, else the default
+    configuration (the NeST paper's, which no file in ``experiments/`` holds)."""
+    from nest_experiments.resources import shipped_experiments
+
+    return f"run {experiment} --until-decided" if experiment in shipped_experiments() else "run --until-decided"
+
+
+def unjudged(study: Study, folders: Sequence[Path]) -> list[tuple[Any, str]]:
+    """``study``'s claims that none of its evidence ``folders`` judges, each with the first of its experiments
+    (the one a user would run to judge it)."""
+    judged = {str(row["id"]) for folder in folders for row in _claim_rows(folder)}
+    out = []
+    for experiment in study.experiments:
+        for claim in study.claims_for(experiment):
+            if claim.id not in judged:
+                judged.add(claim.id)
+                out.append((claim, experiment))
+    return out
 
 
 def readme_section(root: Path) -> str:
     """The README's generated section (between the markers, markers included)."""
     counts: Counter[str] = Counter()
-    for folder in evidence_folders(root):
+    folders = evidence_folders(root)
+    for folder in folders:
         counts.update(str(v) for v in pd.read_csv(folder / CLAIMS)["verdict"])
+    by_study = {s: [f for f in folders if read_manifest(f).study == s] for s in STUDIES}
+    missing = sum(len(unjudged(study, by_study[name])) for name, study in STUDIES.items() if study.paper_claims)
     total = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no claim judged yet"
+    if missing:
+        total += f"; {missing} claims with {NO_EVIDENCE}"
     return "\n".join([README_BEGIN, "", f"Verdicts over the committed evidence: {total}.", "",
                       readme_table(root).rstrip("\n"), "", README_END])
 

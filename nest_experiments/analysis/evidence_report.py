@@ -60,8 +60,13 @@ def _text(x: Any) -> str:
 
 def claim_row(row: Mapping[str, Any]) -> list[str]:
     """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, n, verdict."""
+    return [*claim_cells(row), _ours(row), _n(row), _verdict(row)]
+
+
+def claim_cells(row: Mapping[str, Any]) -> list[str]:
+    """A claim's first two cells: the claim (statement, figure, id) and the paper's number."""
     claim = f"{row['statement']} ({row['figure']}; `{row['id']}`)"
-    return [_cell(claim), _cell(_text(row.get("paper_value")) or "—"), _ours(row), _n(row), _verdict(row)]
+    return [_cell(claim), _cell(_text(row.get("paper_value")) or "—")]
 
 
 def _cell(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
 PROJECT = Path(__file__).resolve().parents[2]
 EVIDENCE = PROJECT / "evidence"
 FOLDERS = [p.name for p in evidence.evidence_folders(EVIDENCE)]
+ALL_CLAIMS = {c.id for s in STUDIES.values() for c in s.paper_claims}  # the five papers' (ids are unique)
 
 
 def test_the_project_has_evidence_folders() -> None:
@@ -151,10 +153,17 @@ def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(st
     assert main(["plot", str(out)]) == 0  # plot on the folder: the same claim table and report
     assert ((out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()) == before
     table = evidence.readme_table(tmp_path / "evidence")
-    assert table.count(evidence.NO_EVIDENCE) == len(SWEEPS) - 1  # the other papers say so
+    unjudged = ALL_CLAIMS - {str(r["id"]) for r in expected}  # every other claim of the five papers says so
+    assert table.count(evidence.NO_EVIDENCE) == len(unjudged) > 0
     assert table.count(f"[{study}](evidence/{study}/report.md)") == 1  # named once, on its first row
     assert all(f"; `{r['id']}`) |" in table for r in expected)  # one row per claim
-    assert len(table.splitlines()) == 2 + len(SWEEPS) - 1 + len(expected)
+    assert all(f"; `{c}`) |" in table for c in unjudged)
+    assert len(table.splitlines()) == 2 + len(unjudged) + len(expected)
+    commands = re.findall(rf"{evidence.NO_EVIDENCE} \(`run (\w+ )?--until-decided`\)", table)
+    assert len(commands) == len(unjudged)
+    for name in filter(None, commands):  # the shipped experiment a user runs to judge it (none: the default)
+        assert (PROJECT / "experiments" / f"{name.strip()}.toml").is_file()
+    assert ("`run --until-decided`" in table) == (study != "nest")  # the NeST paper's is the default config
 
 
 def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp_path: Path) -> None:
@@ -225,6 +234,7 @@ def test_readme_markers_missing_is_an_error_naming_them(tmp_path: Path) -> None:
     readme.write_text(f"# project\n\n{evidence.README_BEGIN}\nold\n{evidence.README_END}\n\nafter\n")
     assert evidence.update_readme(readme, tmp_path / "evidence") is True
     text = readme.read_text()
-    assert text.startswith("# project\n\n") and text.endswith("\n\nafter\n") and "old" not in text
-    assert text.count(evidence.NO_EVIDENCE) == len(SWEEPS)
+    assert text.startswith("# project\n\n") and text.endswith("\n\nafter\n") and "\nold\n" not in text
+    assert text.count(evidence.NO_EVIDENCE) == len(ALL_CLAIMS) + 1  # each claim's row, and the count above them
+    assert f"{len(ALL_CLAIMS)} claims with {evidence.NO_EVIDENCE}" in text
     assert evidence.update_readme(readme, tmp_path / "evidence") is False  # generated again: unchanged
