@@ -21,8 +21,8 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
   alone: the claim table, sessions per cell, saturated sessions, the command, the machine, the figures.
 
 :func:`readme_table` is the README's result table, generated from every evidence folder (one row per claim of
-each paper's study; a claim no folder judges says so and names its experiment), and :func:`update_readme` writes it between
-:data:`README_BEGIN` and :data:`README_END`.
+each paper's study; a claim no folder judges says so and names its experiment), and :func:`update_readme`
+writes it between :data:`README_BEGIN` and :data:`README_END`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 import pandas as pd
 
 from nest_experiments.analysis import decisions
-from nest_experiments.analysis.claims import Verdict
+from nest_experiments.analysis.claims import Claim, Verdict
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import RunFolder, experiment_name, run_dirs, write_atomic, write_csv, write_json
 from nest_experiments.studies import STUDIES, Study, study_for
@@ -272,9 +272,7 @@ def readme_table(root: Path) -> str:
     claims no folder judges, saying so and naming the experiment that would (:func:`unjudged`)."""
     from nest_experiments.analysis.evidence_report import claim_cells, claim_row
 
-    by_study: dict[str, list[Path]] = {}
-    for folder in evidence_folders(root):
-        by_study.setdefault(read_manifest(folder).study, []).append(folder)
+    by_study = _folders_by_study(root)
     lines = ["| paper | evidence | claim | paper's number | ours: effect [CI] | n | verdict |",
              "|---|---|---|---|---|---|---|"]
     for study in STUDIES.values():
@@ -297,6 +295,13 @@ def readme_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _folders_by_study(root: Path) -> dict[str, list[Path]]:
+    by_study: dict[str, list[Path]] = {}
+    for folder in evidence_folders(root):
+        by_study.setdefault(read_manifest(folder).study, []).append(folder)
+    return by_study
+
+
 def _claim_rows(folder: Path) -> list[dict[str, Any]]:
     return pd.read_csv(folder / CLAIMS, keep_default_na=False, na_values=[""]).to_dict("records")
 
@@ -309,7 +314,7 @@ def run_command(experiment: str) -> str:
     return f"run {experiment} --until-decided" if experiment in shipped_experiments() else "run --until-decided"
 
 
-def unjudged(study: Study, folders: Sequence[Path]) -> list[tuple[Any, str]]:
+def unjudged(study: Study, folders: Sequence[Path]) -> list[tuple[Claim, str]]:
     """``study``'s claims that none of its evidence ``folders`` judges, each with the first of its experiments
     (the one a user would run to judge it)."""
     judged = {str(row["id"]) for folder in folders for row in _claim_rows(folder)}
@@ -328,8 +333,8 @@ def readme_section(root: Path) -> str:
     folders = evidence_folders(root)
     for folder in folders:
         counts.update(str(v) for v in pd.read_csv(folder / CLAIMS)["verdict"])
-    by_study = {s: [f for f in folders if read_manifest(f).study == s] for s in STUDIES}
-    missing = sum(len(unjudged(study, by_study[name])) for name, study in STUDIES.items() if study.paper_claims)
+    by_study = _folders_by_study(root)
+    missing = sum(len(unjudged(s, by_study.get(s.name, []))) for s in STUDIES.values() if s.paper_claims)
     total = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no claim judged yet"
     if missing:
         total += f"; {missing} claims with {NO_EVIDENCE}"
