@@ -43,6 +43,9 @@ class App(abc.ABC):
         self._files: list[IO[bytes]] = []
         self.warnings: list[str] = []
         self.versions: dict[str, str] = {}
+        # why this app's traffic measured nothing valid (its client failed), set by finish(): the run then fails
+        # with it as its reason (DESIGN §4), after every app's outputs are written
+        self.failure: str | None = None
         # called with a process that has exited but is not reaped yet: its /proc entry still holds its CPU time,
         # children it reaped included (the runner's CPU monitor reads it there: collectors.cpu)
         self.on_exit: Callable[[int], None] = lambda pid: None

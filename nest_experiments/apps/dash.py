@@ -275,7 +275,7 @@ class Dash(App):
         self.access = self._access_rows()
         if code != 0:
             err = last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
-            self.warnings.append(f"apps.{c.name}: DASH client failed: {err}")
+            self.failure = f"apps.{c.name}: DASH client failed: {err}"
             return
         self.segments = read_rows(self.out_dir / "segments.csv", app=c.name)
         self.decisions = read_rows(self.out_dir / "abr_decisions.csv", app=c.name)

@@ -111,13 +111,13 @@ class Objects(App):
         c = self.cfg
         code = self.wait_proc(self.client, deadline, "object-download client")
         self.rows = read_rows(self.csv_path, app=c.name, missing_ok=True)
-        if code != 0:
-            self.warnings.append(f"apps.{c.name}: object-download client failed: "
-                                 f"{last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
         planned = len(objects.schedule(design(c)))
-        if len(self.rows) < planned:
+        if code != 0:
+            self.failure = (f"apps.{c.name}: object-download client failed ({len(self.rows)} of {planned} objects): "
+                            f"{last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
+        elif len(self.rows) < planned:
             self.warnings.append(f"apps.{c.name}: {len(self.rows)} of {planned} objects downloaded "
-                                 "(the run's duration ended first, or the client failed)")
+                                 "(the run's duration ended first)")
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
         return {"objects.csv": ((*objects.FIELDS, "app"), getattr(self, "rows", []))}

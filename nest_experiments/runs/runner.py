@@ -33,7 +33,7 @@ from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
 from nest_experiments.config.sweep import RunSpec, set_path
-from nest_experiments.errors import Interrupted, NestExpError
+from nest_experiments.errors import Interrupted, NestExpError, RunError
 from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
 from nest_experiments.net.network import Network
@@ -320,6 +320,9 @@ class Run:
             raise trace_error
         self._write_outputs()
         self.laps.lap("outputs")
+        failures = [app.failure for app in self.apps if app.failure]
+        if failures:  # its outputs stay for a look; as "failed" it is no session, and a resumed sweep runs it again
+            raise RunError("; ".join(failures))
 
     def _after_traffic(self) -> None:
         """The caller's hook (the next run's warm processes: their imports overlap this run's collection and

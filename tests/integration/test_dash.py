@@ -11,6 +11,7 @@ import csv
 import json
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,16 @@ def _execute(raw: dict[str, Any], tmp_path: Path, during: Any = None) -> Path:
         threading.Thread(target=during, args=(run,), daemon=True).start()
     outcome = run.execute()
     assert outcome.status == "completed", outcome.reason
-    dash = subprocess.run(["pgrep", "-af", r"nest_experiments\.dash\.(server|client)"], capture_output=True,
-                          text=True, check=False).stdout
-    assert dash == "", f"DASH processes left behind: {dash}"
+    _no_dash_processes()
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     assert manifest["warnings"] == [], manifest["warnings"]
     return outcome.run_dir
+
+
+def _no_dash_processes() -> None:
+    dash = subprocess.run(["pgrep", "-af", r"nest_experiments\.dash\.(server|client)"], capture_output=True,
+                          text=True, check=False).stdout
+    assert dash == "", f"DASH processes left behind: {dash}"
 
 
 def _segments(run_dir: Path) -> list[dict[str, str]]:
@@ -90,6 +95,34 @@ def test_dash_through_an_htb_bottleneck(no_leftovers: None, tmp_path: Path, tran
             access = list(csv.DictReader(fh))
         assert {r["transport"] for r in access} == {"h3"}
         assert len({r["conn_id"] for r in access}) == 1
+
+
+def test_a_player_that_dies_fails_the_run(no_leftovers: None, tmp_path: Path) -> None:
+    """DESIGN §4: a run whose player died measured no session: its status is "failed" with the reason (a resumed
+    sweep runs it again; the studies read completed runs only), what it wrote stays, nothing is left running."""
+    raw = _dumbbell("tcp")
+    raw["experiment"]["duration"] = "15s"
+    (spec,) = expand(raw)
+    run = Run(spec, tmp_path / spec.name)
+
+    def kill_player() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            client = getattr(run.apps[0], "client", None) if run.apps else None
+            if client is not None:
+                time.sleep(3.0)  # a few segments in
+                client.kill()
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_player, daemon=True).start()
+    outcome = run.execute()
+    assert outcome.status == "failed", outcome.reason
+    assert outcome.reason.startswith("apps.video: DASH client failed"), outcome.reason
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["reason"] == outcome.reason
+    assert (outcome.run_dir / "raw" / "video.client.err").exists()
+    _no_dash_processes()
 
 
 def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tmp_path: Path) -> None:
