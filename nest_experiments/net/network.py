@@ -319,9 +319,6 @@ class Network:
         self._offloads_done.add((node, dev))
         ethtool.offloads_off(self.ns(node), dev)  # in-process: the ioctl ethtool -K sends (net.ethtool)
 
-    def apply_plan(self, plan: tcplan.EgressPlan) -> None:
-        self.apply_plans(plan.ns, [plan])
-
     def apply_plans(self, ns: str, plans: list[tcplan.EgressPlan], *, fresh: bool = False) -> None:
         """Every plan of one namespace with one ``tc -batch`` process (two unless ``fresh``), then one read-back.
 
