@@ -19,6 +19,7 @@ import pytest
 
 from nest_experiments.config.sweep import expand
 from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.runs.outcome import RunOutcome
 from nest_experiments.runs.runner import Run
 from tests.integration.mptcp_paths import sample_paths
 
@@ -28,23 +29,25 @@ CLIP_S = 30
 BOTTLENECK_BPS = 3_000_000
 
 
-def _execute(raw: dict[str, Any], tmp_path: Path, during: Any = None) -> Path:
+def _outcome(raw: dict[str, Any], tmp_path: Path, during: Any = None) -> RunOutcome:
+    """Run ``raw`` (``during(run)`` in a thread beside it); no DASH process may outlive it."""
     (spec,) = expand(raw)
     run = Run(spec, tmp_path / spec.name)
     if during is not None:
         threading.Thread(target=during, args=(run,), daemon=True).start()
     outcome = run.execute()
-    assert outcome.status == "completed", outcome.reason
-    _no_dash_processes()
-    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
-    assert manifest["warnings"] == [], manifest["warnings"]
-    return outcome.run_dir
-
-
-def _no_dash_processes() -> None:
     dash = subprocess.run(["pgrep", "-af", r"nest_experiments\.dash\.(server|client)"], capture_output=True,
                           text=True, check=False).stdout
     assert dash == "", f"DASH processes left behind: {dash}"
+    return outcome
+
+
+def _execute(raw: dict[str, Any], tmp_path: Path, during: Any = None) -> Path:
+    outcome = _outcome(raw, tmp_path, during)
+    assert outcome.status == "completed", outcome.reason
+    manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
+    assert manifest["warnings"] == [], manifest["warnings"]
+    return outcome.run_dir
 
 
 def _segments(run_dir: Path) -> list[dict[str, str]]:
@@ -102,10 +105,8 @@ def test_a_player_that_dies_fails_the_run(no_leftovers: None, tmp_path: Path) ->
     sweep runs it again; the studies read completed runs only), what it wrote stays, nothing is left running."""
     raw = _dumbbell("tcp")
     raw["experiment"]["duration"] = "15s"
-    (spec,) = expand(raw)
-    run = Run(spec, tmp_path / spec.name)
 
-    def kill_player() -> None:
+    def kill_player(run: Run) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             client = getattr(run.apps[0], "client", None) if run.apps else None
@@ -115,14 +116,12 @@ def test_a_player_that_dies_fails_the_run(no_leftovers: None, tmp_path: Path) ->
                 return
             time.sleep(0.1)
 
-    threading.Thread(target=kill_player, daemon=True).start()
-    outcome = run.execute()
+    outcome = _outcome(raw, tmp_path, during=kill_player)
     assert outcome.status == "failed", outcome.reason
     assert outcome.reason.startswith("apps.video: DASH client failed"), outcome.reason
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["reason"] == outcome.reason
     assert (outcome.run_dir / "raw" / "video.client.err").exists()
-    _no_dash_processes()
 
 
 def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tmp_path: Path) -> None:
