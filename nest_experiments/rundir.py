@@ -79,9 +79,26 @@ def is_completed(run_dir: Path, config_text: str | None = None) -> bool:
     if config_text is None:
         return True
     try:
-        return (run_dir / CONFIG).read_text() == config_text
+        return same_run((run_dir / CONFIG).read_text(), config_text)
     except OSError:
         return False
+
+
+def same_run(config_a: str, config_b: str) -> bool:
+    """Whether two resolved ``config.toml`` texts run the same run: equal but for what sizes the sweep and not
+    the run (``experiment.repetitions``, the ``[paper]`` overrides), so that raising a file's repetitions keeps
+    its completed runs (``[run]`` names the repetition and its seed)."""
+    if config_a == config_b:
+        return True
+    try:
+        a, b = tomllib.loads(config_a), tomllib.loads(config_b)
+    except tomllib.TOMLDecodeError:
+        return False
+    for cfg in (a, b):
+        cfg.pop("paper", None)
+        if isinstance(cfg.get("experiment"), dict):
+            cfg["experiment"].pop("repetitions", None)
+    return a == b
 
 
 def dump_toml(data: Mapping[str, Any]) -> str:

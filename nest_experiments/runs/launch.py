@@ -102,6 +102,7 @@ def _until_decided(args: argparse.Namespace) -> int:
         return 0
     codes: list[int] = []
     folder = results / first[0].experiment.name
+    where = runtime.choose(args.runtime or first[0].experiment.runtime, first)  # the blocks' runtime (a cell key)
 
     def block_args(runs: list[RunSpec]) -> argparse.Namespace:
         return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
@@ -112,10 +113,9 @@ def _until_decided(args: argparse.Namespace) -> int:
             codes.append(run_block(runs))
             return codes[-1]
 
-        run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study)
+        run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study, runtime=where)
 
-    in_vm = (not getattr(args, "cluster", None) and os.geteuid() == 0
-             and runtime.choose(args.runtime or first[0].experiment.runtime, first) == "vm")
+    in_vm = not getattr(args, "cluster", None) and os.geteuid() == 0 and where == "vm"
     if in_vm:  # one VM for every block (runs.blocks_in_vm)
         _until_decided_in_vm(args, results, budget, first, block_args, drive)
     else:  # each block through this same command: host, or a cluster

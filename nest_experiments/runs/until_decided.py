@@ -66,9 +66,12 @@ def matches(cell: Mapping[str, Any], need: Mapping[str, Any]) -> bool:
 
 
 def plan_block(runs: Sequence[RunSpec], needs: Sequence[CellNeed],
-               cell_of: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> list[RunSpec]:
-    """The runs of a block that some undecided claim needs (a run counts when its cell is in a needed cell)."""
-    return [r for r in runs if any(matches(cell_of(r.experiment.raw), n.cell) for n in needs)]
+               cell_of: Callable[[Mapping[str, Any]], Mapping[str, Any]], runtime: str | None = None) -> list[RunSpec]:
+    """The runs of a block that some undecided claim needs (a run counts when its cell is in a needed cell).
+    ``runtime``: the one the blocks run on (``host`` | ``vm``), part of a run's cell as in the session table (a claim
+    across the RTT names it); None: unknown, and a need that names one matches no run."""
+    where = {"runtime": runtime} if runtime else {}
+    return [r for r in runs if any(matches({**where, **cell_of(r.experiment.raw)}, n.cell) for n in needs)]
 
 
 def undecided(verdicts: Sequence[Verdict]) -> list[Verdict]:
@@ -86,9 +89,9 @@ def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_
 
 def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, budget: Budget,
                       out: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
-                      study: Study | None = None) -> list[Verdict]:
+                      study: Study | None = None, runtime: str | None = None) -> list[Verdict]:
     """Blocks until decided (see the module docstring); returns the last look's verdicts. ``study``: the one whose
-    claims decide (default: the experiment's)."""
+    claims decide (default: the experiment's); ``runtime``: the one the blocks run on (:func:`plan_block`)."""
     first = block_runs(raw, 1)
     if not first:
         raise ConfigError("--until-decided", "the sweep has no runs")
@@ -116,7 +119,7 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
         if block >= budget.max_reps:
             print(f"until decided: --max-reps {budget.max_reps} reached", file=out, flush=True)
             break
-        runs = plan_block(block_runs(raw, block + 1), cells_needed(verdicts), study.cell_of)
+        runs = plan_block(block_runs(raw, block + 1), cells_needed(verdicts), study.cell_of, runtime)
         if not runs:
             print("until decided: the undecided claims name no cell this sweep runs", file=out, flush=True)
             break

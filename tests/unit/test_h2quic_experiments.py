@@ -58,13 +58,14 @@ def test_utilization_sets_the_bandwidth_to_the_pinned_representation_at_three_rt
 
 def test_adaptation_replays_the_h2eval_trajectory_per_protocol_and_rtt() -> None:
     runs = expand(read_toml(DIR / "h2quic_adaptation.toml"))
-    assert len(runs) == 3 * 3 * 2  # 2 blocks: 6 pairs per claim
+    assert len(runs) == 3 * 3 * 3  # 3 blocks: 9 pairs per claim (6 cannot decide a two-sided signed-rank test)
     for r in runs:
         link, app = r.experiment.link("bottleneck"), dash(r.experiment)
         assert link.forward.trace is not None and link.forward.trace.source.startswith("h2eval")
         assert (app.abr, app.ladder) == ("throughput", "bbb_h2quic_video")
     assert {r.experiment.runtime for r in runs} == {"vm"}
-    assert sum(r.experiment.duration_s + 40 for r in runs) + 100 <= 53 * 60  # the cost the file states
+    # the cost the file states: 135-137 s per 130 s run here, a VM boot and a 30 s warm-up (~40 s) per block
+    assert sum(r.experiment.duration_s + 6 for r in runs) + 3 * 60 <= 65 * 60
     paper = expand(apply_paper(read_toml(DIR / "h2quic_adaptation.toml")))
     assert len(paper) == 3 * 3 * 5 and {dash(r.experiment).clip_s for r in paper} == {300.0}
 

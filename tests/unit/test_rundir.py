@@ -56,3 +56,20 @@ def test_a_failed_run_folder_is_found_and_named_by_its_config(tmp_path: Path) ->
                                                    "versions": {}, "reason": "lost", "status": "failed"}
     assert experiment_name(sweep) == "mine"
     assert experiment_name(tmp_path / "empty") == "empty"  # no run config: the folder's name
+
+
+def test_a_completed_run_stays_completed_when_the_file_only_resizes_the_sweep(tmp_path: Path) -> None:
+    def text(repetitions: int = 2, duration: str = "130s", paper: str = "330s", seed: int = 1) -> str:
+        return rundir.dump_toml({"experiment": {"name": "x", "duration": duration, "repetitions": repetitions},
+                                 "paper": {"experiment.duration": paper},
+                                 "run": {"name": "a_r1", "repetition": 1, "seed": seed}})
+
+    run = tmp_path / "a_r1"
+    run.mkdir()
+    (run / rundir.CONFIG).write_text(text())
+    rundir.write_json(run / rundir.MANIFEST, {"status": "completed"})
+    assert rundir.is_completed(run, text())
+    assert rundir.is_completed(run, text(repetitions=3)) and rundir.is_completed(run, text(paper="600s"))
+    assert not rundir.is_completed(run, text(duration="60s"))  # a different run: resume runs it again
+    assert not rundir.is_completed(run, text(seed=2))
+    assert not rundir.same_run(text(), "[experiment\n")

@@ -13,11 +13,11 @@ import pytest
 
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.claims import Claim
+from nest_experiments.analysis.claims import CellNeed, Claim
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import RunFolder, dump_toml
-from nest_experiments.runs.until_decided import Budget, block_runs, matches, run_until_decided, study_of
+from nest_experiments.runs.until_decided import Budget, block_runs, matches, plan_block, run_until_decided, study_of
 from nest_experiments.studies.base import Study
 
 RAW = {
@@ -104,6 +104,15 @@ def test_block_runs_and_matches() -> None:
     assert len(runs) == 4 and {r.repetition for r in runs} == {3}
     assert matches({"aqm": "pie", "cc": "reno"}, {"aqm": "pie"})
     assert matches({"aqm": "pie"}, {"aqm": ("pie", "fq_pie")}) and not matches({"aqm": "pie"}, {"aqm": "fq_pie"})
+
+
+def test_a_need_that_names_the_runtime_plans_the_runs_of_that_runtime() -> None:
+    # h2quic's RTT claims name runtime = "vm" (the session table's runtime column, from the manifest): the next
+    # block's runs are in their cells when the blocks run in the VM; before, no run was ("name no cell")
+    runs, need = block_runs(RAW, 3), [CellNeed(cell={"runtime": "vm", "aqm": "pie"}, sessions=3, claims=("x",))]
+    assert sorted(r.name for r in plan_block(runs, need, cell_of, "vm")) == \
+        [f"kind-pie_tcp_congestion_control-{cc}_r3" for cc in ("cubic", "reno")]
+    assert plan_block(runs, need, cell_of, "host") == [] and plan_block(runs, need, cell_of) == []
 
 
 def test_an_experiment_without_claims_cannot_run_until_decided() -> None:
