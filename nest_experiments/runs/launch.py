@@ -102,7 +102,10 @@ def _until_decided(args: argparse.Namespace) -> int:
         return 0
     codes: list[int] = []
     folder = results / first[0].experiment.name
-    where = runtime.choose(args.runtime or first[0].experiment.runtime, first)  # the blocks' runtime (a cell key)
+    # the blocks' runtime (a cell key of the sessions): a cluster's workers choose their own, so there only a
+    # runtime the file or --runtime names
+    wanted = args.runtime or first[0].experiment.runtime
+    where = wanted if getattr(args, "cluster", None) else runtime.choose(wanted, first)
 
     def block_args(runs: list[RunSpec]) -> argparse.Namespace:
         return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
@@ -113,7 +116,8 @@ def _until_decided(args: argparse.Namespace) -> int:
             codes.append(run_block(runs))
             return codes[-1]
 
-        run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study, runtime=where)
+        run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study,
+                          runtime=where if where in ("host", "vm") else None)
 
     in_vm = not getattr(args, "cluster", None) and os.geteuid() == 0 and where == "vm"
     if in_vm:  # one VM for every block (runs.blocks_in_vm)
