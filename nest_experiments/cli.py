@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="run block after block until the study's claims are decided (or --budget / --max-reps)")
     run.add_argument("--budget", metavar="TIME", help="with --until-decided: wall time for the runs, e.g. 3h, 90min")
     run.add_argument("--max-reps", type=int, metavar="N", help="with --until-decided: at most N blocks (default 25)")
+    run.add_argument("--continue-from", type=Path, metavar="EVIDENCE",
+                     help="with --until-decided: go on from a committed evidence folder (evidence/<name>): its "
+                          "sessions count, its blocks are not run again")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run the sweep's runs as tasks on a Dask cluster: a scheduler's address (tcp://HOST:8786) "
                           "or local:N (N worker processes on this machine, sharing its CPU)")

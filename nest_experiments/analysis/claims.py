@@ -48,6 +48,8 @@ from nest_experiments.errors import ConfigError
 Value = str | int | float | bool
 SCALES = ("diff", "ratio")
 SATURATED = "saturated"
+BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
+MAX_LOOKS_AHEAD = 2**20  # _more_needed: how far ahead it looks for the look that decides
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,13 +226,16 @@ class Sample:
     # relative margin's base)
     n_saturated: int = 0
     note: str = ""
+    blocks: int = 0  # the blocks the claim's sessions came from (0: no block column)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
     """A claim judged at one look. ``effect`` and ``ci`` are on the claim's scale (a difference, or a ratio a / b);
     ``more_needed`` counts pairs (paired) or sessions per arm (unpaired) still to run, None when decided or when
-    the measured spread cannot say."""
+    the measured spread cannot say. In a sequential run they arrive block by block, at the rate so far, and each
+    look until then spends its alpha: the count is the fewest that decide at the look where they would all be in
+    (:func:`_more_needed`)."""
 
     claim: Claim
     verdict: str
@@ -263,8 +268,8 @@ def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | Non
     fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
     alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
     alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
-    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look)
-            for c in claims]
+    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look,
+                  alpha_total=None if look is None else alpha) for c in claims]
 
 
 def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
@@ -277,16 +282,18 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     rows = rows[~saturated]
     rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
     note = _empty_note(claim, sessions, rows_a, rows_b)
+    blocks = int(pd.concat([rows_a, rows_b])[BLOCK].nunique()) if BLOCK in rows.columns else 0
     values_a, values_b = _scaled(claim, rows_a), _scaled(claim, rows_b)
     if values_a is None or values_b is None:
         note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
-        return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note)
+        return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note, blocks)
     if claim.reference is not None:  # one sample: each session against the constant
         ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
         a = values_a.to_numpy()
-        return Sample(a, np.array([]), a - ref, (), claim.reference, n_saturated, note)
+        return Sample(a, np.array([]), a - ref, (), claim.reference, n_saturated, note, blocks)
     reference = float(rows_b[claim.metric].median()) if len(rows_b) else math.nan
-    base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note)
+    base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note,
+                  blocks=blocks)
     rows_a, rows_b = rows_a.loc[values_a.index].assign(_v=values_a), rows_b.loc[values_b.index].assign(_v=values_b)
     if claim.paired:
         return _paired(claim, base, rows_a, rows_b)
@@ -336,7 +343,7 @@ def _paired(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFra
     note = base.note
     if len(mean_a) > len(both) or len(mean_b) > len(both):
         note = note or f"{len(mean_a) - len(both)} keys of a, {len(mean_b) - len(both)} of b without a partner"
-    return Sample(base.a, base.b, diffs, (), base.reference, base.n_saturated, note)
+    return Sample(base.a, base.b, diffs, (), base.reference, base.n_saturated, note, base.blocks)
 
 
 def _stratified(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> Sample:
@@ -344,16 +351,17 @@ def _stratified(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.Dat
     by_a = {k: g["_v"].to_numpy() for k, g in rows_a.groupby(strata, dropna=False)}
     by_b = {k: g["_v"].to_numpy() for k, g in rows_b.groupby(strata, dropna=False)}
     groups = tuple((by_a[k], by_b[k]) for k in sorted(set(by_a) & set(by_b), key=str))
-    return Sample(base.a, base.b, None, groups, base.reference, base.n_saturated, base.note)
+    return Sample(base.a, base.b, None, groups, base.reference, base.n_saturated, base.note, base.blocks)
 
 
 # --- the verdict -------------------------------------------------------------------------------------------------
 
 
 def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: float = 0.8,
-          look: int | None = None) -> Verdict:
+          look: int | None = None, alpha_total: float | None = None) -> Verdict:
     """The verdict of ``claim`` on its sample at level ``alpha`` (this look's); ``alpha_next`` sizes the sessions
-    still needed (the next look's level)."""
+    still needed (the next look's level). ``alpha_total``: a sequential run's alpha, spent over the looks after
+    ``look`` while the sessions still needed arrive (:func:`_more_needed`)."""
     n_pairs = None if s.diffs is None else len(s.diffs)
     counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated,
                                   look=look)
@@ -363,7 +371,11 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
                        p=None, alpha=alpha, test=_test_name(claim), more_needed=None, note=s.note, **counts)
     bounds = _bounds(claim, s)
     d = seq.decide(test, claim.expect, alpha, bounds)
-    more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power)
+    spend = None
+    if look is not None and alpha_total is not None:  # the k-th look from now; this one spent nothing if too few
+        spent, total = look - (d.verdict == seq.TOO_FEW), alpha_total
+        spend = lambda k: seq.look_alpha(spent + k, total)  # noqa: E731
+    more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power, spend)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
     note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction" if d.futile else "",
                                  s.note) if x)
@@ -407,12 +419,37 @@ def _shown(claim: Claim, x: float) -> float:
 
 
 def _more_needed(claim: Claim, s: Sample, d: seq.Decision, bounds: tuple[float, float] | None, alpha_next: float,
-                 power: float) -> int | None:
+                 power: float, spend: Callable[[int], float] | None = None) -> int | None:
+    """Pairs (or sessions per arm) still to run. Fixed-size (``spend`` None): those that decide at ``alpha_next``.
+    Sequential: they arrive at the rate so far (per block) and the k-th look from now has ``spend(k)``, so the count
+    is what decides at the first look by which that many have arrived (the power formula at that look's alpha, never
+    below the fewest with which the exact test can reject there). With one pair per block the pairs still needed
+    take as many looks, each at a smaller alpha: more than the formula at the next look's alpha says."""
     n_now = len(s.diffs) if s.diffs is not None else min(len(s.a), len(s.b))
-    n = seq.sessions_for_power(distance=seq.decision_distance(d.effect, claim.expect, bounds), sd=spread(s),
-                               alpha_side=seq.side_alpha(claim.expect, alpha_next), power=power,
-                               paired=s.diffs is not None)
-    return None if n is None else max(1, n - n_now)
+    distance, sd = seq.decision_distance(d.effect, claim.expect, bounds), spread(s)
+
+    def needed(alpha_look: float) -> int | None:
+        return seq.sessions_for_power(distance=distance, sd=sd, alpha_side=seq.side_alpha(claim.expect, alpha_look),
+                                      power=power, paired=s.diffs is not None)
+
+    n = needed(alpha_next if spend is None else spend(1))
+    if n is None:
+        return None
+    if spend is None or s.blocks < 1 or n_now < 1:
+        return max(1, n - n_now)
+    rate = n_now / s.blocks
+
+    def short(k: int) -> bool:  # the sessions in at the k-th look from now do not decide there
+        want = needed(spend(k))
+        return want is None or n_now + k * rate < want
+
+    lo, k = 0, 1  # short(lo): now (0) did not decide. Once the sessions in decide at a look, they decide at every
+    while short(k) and k < MAX_LOOKS_AHEAD:  # later one (they grow by the rate per look, what decides with the
+        lo, k = k, 2 * k  # log of the looks): double, then bisect
+    while k - lo > 1:
+        mid = (lo + k) // 2
+        lo, k = (mid, k) if short(mid) else (lo, mid)
+    return max(1, (needed(spend(k)) or 0) - n_now)
 
 
 def spread(s: Sample) -> float:

@@ -20,10 +20,16 @@ A sweep run with ``--until-decided`` says so in :data:`SEQUENTIAL_FILE` (the
 rule, alpha, the looks); its verdicts are then the replay of its looks
 (:func:`.claims.replay`: alpha spent over the looks); any other sweep had its
 size fixed before it was judged, and is judged once at alpha.
+
+A sweep may go on from committed evidence (``run --until-decided --continue-from evidence/<name>``): the evidence
+folder is copied into the sweep folder as :data:`PRIOR_DIR`, and the session table is then its ``sessions.csv``
+followed by the sweep's own completed runs (both read as CSV, so a cell reads the same from either). A run folder
+named like a committed session is an error: the sweep would count that session twice.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -32,9 +38,12 @@ from typing import Any
 import pandas as pd
 
 from nest_experiments.analysis.claims import Claim, Value, Verdict, evaluate, replay
+from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import RunFolder, run_dirs, write_json
 
 SEQUENTIAL_FILE = "sequential.json"  # in the sweep folder: written by run --until-decided
+PRIOR_DIR = "prior"  # in the sweep folder: the evidence folder it goes on from (run --continue-from)
+PRIOR_SESSIONS = "sessions.csv"  # an evidence folder's session table (analysis.evidence.SESSIONS)
 CellFn = Callable[[Mapping[str, Any]], dict[str, Value]]
 MetricsFn = Callable[[RunFolder], Mapping[str, float | None]]
 
@@ -68,7 +77,32 @@ def session_table(folder: Path, *, cell_of: CellFn, metrics: MetricsFn) -> pd.Da
         rows.append({"run": run.name, "block": int(manifest.get("repetition") or 1),
                      "runtime": manifest.get("runtime"), **cell_of(run.config()),
                      "saturated": saturated_windows(manifest) > 0, **metrics(run)})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    prior = prior_sessions(folder)
+    if prior is None:
+        return table
+    twice = sorted(set(prior["run"]) & set(table["run"])) if rows else []
+    if twice:
+        raise NestExpError(f"{folder}: run folder {twice[0]} is also a session of {folder / PRIOR_DIR}'s "
+                           f"{PRIOR_SESSIONS} (the evidence this sweep goes on from): move the run folder away")
+    return pd.concat([prior, as_read(table)], ignore_index=True) if rows else prior
+
+
+def read_sessions(path: Path | io.StringIO) -> pd.DataFrame:
+    """A committed ``sessions.csv`` as the evaluator reads it: only empty fields are missing values (a cell named
+    "None" or "NA" stays a string)."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def as_read(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` as :func:`read_sessions` would read it back from its CSV (types and missing values alike)."""
+    return read_sessions(io.StringIO(table.to_csv(index=False)))
+
+
+def prior_sessions(folder: Path) -> pd.DataFrame | None:
+    """The committed sessions the sweep ``folder`` goes on from (:data:`PRIOR_DIR`), or None."""
+    path = folder / PRIOR_DIR / PRIOR_SESSIONS
+    return read_sessions(path) if path.is_file() else None
 
 
 def is_sequential(folder: Path) -> bool:

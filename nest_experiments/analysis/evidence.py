@@ -20,6 +20,12 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
 - ``report.md`` and ``figures/``: written by :func:`rebuild` (``plot evidence/<name>``) from the committed tables
   alone: the claim table, sessions per cell, saturated sessions, the command, the machine, the figures.
 
+A sweep that went on from an evidence folder (``run --until-decided --continue-from evidence/<name>``:
+:func:`adopt` copies it into the sweep folder, :data:`.decisions.PRIOR_DIR`) exports as one folder: the sessions,
+``runs.json`` and the tables are the committed ones followed by the new runs', ``evidence.json`` keeps the earlier
+commands (``earlier``), and the earlier sweep report moves to ``sweep_report/earlier/`` (without its HTML, which
+only the run folders could regenerate).
+
 :func:`readme_table` is the README's result table, generated from every evidence folder (one row per claim of
 each paper's study; a claim no folder judges says so and names its experiment), and :func:`update_readme`
 writes it between :data:`README_BEGIN` and :data:`README_END`.
@@ -41,6 +47,7 @@ import pandas as pd
 
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis.claims import Claim, Verdict
+from nest_experiments.analysis.decisions import read_sessions
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import RunFolder, experiment_name, run_dirs, write_atomic, write_csv, write_json
 from nest_experiments.studies import STUDIES, Study, study_for
@@ -72,6 +79,7 @@ class Manifest:
     machine: Mapping[str, Any]
     source: str = ""
     tables: Mapping[str, Any] | None = None
+    earlier: tuple[Mapping[str, Any], ...] = ()  # the sweeps this one went on from: command, source, runs
 
 
 def is_evidence(folder: Path) -> bool:
@@ -96,14 +104,44 @@ def read_manifest(folder: Path) -> Manifest:
     cells = doc.get("cells", [])
     if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
         raise NestExpError(f"{path}: 'cells' must be a list of the cell columns of {SESSIONS}")
+    earlier = doc.get("earlier", [])
+    if not isinstance(earlier, list) or not all(isinstance(e, dict) and isinstance(e.get("command"), str)
+                                                for e in earlier):
+        raise NestExpError(f"{path}: 'earlier' must be a list of {{\"command\": ..., \"source\": ..., \"runs\": ...}}")
     return Manifest(study=doc["study"], experiment=doc["experiment"], command=doc["command"], cells=tuple(cells),
-                    machine=doc.get("machine") or {}, source=str(doc.get("source", "")), tables=doc.get("tables"))
+                    machine=doc.get("machine") or {}, source=str(doc.get("source", "")), tables=doc.get("tables"),
+                    earlier=tuple(earlier))
 
 
-def read_sessions(path: Path) -> pd.DataFrame:
-    """``sessions.csv`` as the evaluator reads it: only empty fields are missing values (a cell named "None" or
-    "NA" stays a string)."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+def committed_sessions(folder: Path, experiment: str) -> pd.DataFrame:
+    """The sessions of the evidence folder ``folder``, which a sweep of ``experiment`` goes on from
+    (``--continue-from``); an error names what does not fit."""
+    manifest = read_manifest(folder)
+    if manifest.experiment != experiment:
+        raise NestExpError(f"--continue-from {folder}: its sessions are of experiment {manifest.experiment!r}, this "
+                           f"sweep runs {experiment!r}: give the evidence folder of {experiment}")
+    if not (folder / SESSIONS).is_file():
+        raise NestExpError(f"--continue-from {folder}: no {SESSIONS} (the evidence folder is incomplete)")
+    return read_sessions(folder / SESSIONS)
+
+
+def adopt(folder: Path, sweep: Path) -> None:
+    """Copy the evidence folder ``folder`` into the results sweep folder ``sweep`` as the sessions it goes on from
+    (:data:`.decisions.PRIOR_DIR`). Again with the same evidence (a resume): nothing to do. A sweep that already goes
+    on from other evidence, or has run folders of its own, is refused: their sessions would mix."""
+    prior = sweep / decisions.PRIOR_DIR
+    if is_evidence(prior):
+        if (prior / SESSIONS).read_bytes() == (folder / SESSIONS).read_bytes():
+            return
+        raise NestExpError(f"--continue-from {folder}: {sweep} goes on from other evidence already ({prior}): give "
+                           "another --results folder, or move that sweep folder away")
+    if run_dirs(sweep):
+        raise NestExpError(f"--continue-from {folder}: {sweep} holds runs of its own; a sweep goes on from evidence "
+                           "in a new folder: give another --results folder, or move that sweep folder away")
+    staging = sweep / f".{decisions.PRIOR_DIR}.copy"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(folder, staging)
+    staging.rename(prior)
 
 
 # ---------------------------------------------------------------- export
@@ -131,13 +169,20 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
         written.append(out / decisions.SEQUENTIAL_FILE)
     elif (out / decisions.SEQUENTIAL_FILE).exists():
         (out / decisions.SEQUENTIAL_FILE).unlink()
-    runs = [run_summary(RunFolder(d)) for d in run_dirs(sweep)]
+    prior = sweep / decisions.PRIOR_DIR
+    before = read_manifest(prior) if is_evidence(prior) else None
+    runs = [*(_read_runs(prior) if before else []), *(run_summary(RunFolder(d)) for d in run_dirs(sweep))]
     write_json(out / RUNS, {"runs": runs})
-    tables, table_files = _export_tables(sweep, out / TABLES_DIR, (*ALWAYS_TABLES, *study.evidence_tables))
-    written += [out / RUNS, *table_files, *_copy_sweep_report(sweep, out / SWEEP_REPORT_DIR)]
-    manifest = {"study": study.name, "experiment": experiment_name(sweep), "command": command.strip(),
-                "source": str(sweep), "cells": cell_columns(sessions), "machine": machine_summary(runs),
-                "tables": tables}
+    tables, table_files = _export_tables(sweep, out / TABLES_DIR, (*ALWAYS_TABLES, *study.evidence_tables),
+                                         prior=prior if before else None)
+    written += [out / RUNS, *table_files, *_copy_sweep_report(sweep, out / SWEEP_REPORT_DIR,
+                                                               earlier=prior / SWEEP_REPORT_DIR if before else None)]
+    manifest: dict[str, Any] = {"study": study.name, "experiment": experiment_name(sweep), "command": command.strip(),
+                                "source": str(sweep), "cells": cell_columns(sessions),
+                                "machine": machine_summary(runs), "tables": tables}
+    if before:
+        manifest["earlier"] = [*before.earlier, {"command": before.command, "source": before.source,
+                                                 "runs": int(before.machine.get("runs") or 0)}]
     write_json(out / MANIFEST, manifest)
     return [out / MANIFEST, *written, *rebuild(out)]
 
@@ -185,15 +230,22 @@ def machine_summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "first_start": starts[0] if starts else None, "last_end": ends[-1] if ends else None}
 
 
-def _export_tables(sweep: Path, out: Path, names: Sequence[str]) -> tuple[dict[str, Any], list[Path]]:
+def _export_tables(sweep: Path, out: Path, names: Sequence[str], *,
+                   prior: Path | None = None) -> tuple[dict[str, Any], list[Path]]:
+    """The tidy tables ``names`` of the sweep's run folders (after the committed rows of ``prior``'s, when the sweep
+    went on from evidence), gzip-compressed into ``out``."""
     from nest_experiments.analysis.results import load
 
     r = load(sweep)
+    committed = {name: prior / TABLES_DIR / f"{name}.csv.gz" for name in names} if prior else {}
+    frames = {name: r.runs if name == "runs" else r.metrics if name == "metrics" else r.table(name)
+              for name in dict.fromkeys(names)}  # read before ``out`` is written: it may be the evidence itself
     out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {}
     files = []
-    for name in dict.fromkeys(names):
-        frame = r.runs if name == "runs" else r.metrics if name == "metrics" else r.table(name)
+    for name, frame in frames.items():
+        if name in committed and committed[name].is_file():
+            frame = pd.concat([pd.read_csv(committed[name]), frame], ignore_index=True)
         path = out / f"{name}.csv.gz"
         data = gzip.compress(frame.to_csv(index=False).encode(), mtime=0)  # mtime 0: the same rows, the same bytes
         if len(data) > MAX_TABLE_BYTES:
@@ -206,18 +258,25 @@ def _export_tables(sweep: Path, out: Path, names: Sequence[str]) -> tuple[dict[s
     return record, files
 
 
-def _copy_sweep_report(sweep: Path, out: Path) -> list[Path]:
+def _copy_sweep_report(sweep: Path, out: Path, *, earlier: Path | None = None) -> list[Path]:
+    """The report ``plot`` wrote in the sweep folder, into ``out``; with ``earlier`` (the sweep report of the
+    evidence the sweep went on from) that one into ``out/earlier/``, its HTML left out."""
     from nest_experiments.analysis.report_md import REPORT_DIR
 
     src = sweep / REPORT_DIR
-    if not src.is_dir():
+    if earlier is not None:
+        shutil.rmtree(out, ignore_errors=True)  # generated: the new report and the earlier one, nothing else
+    elif not src.is_dir():
         return []
     out.mkdir(parents=True, exist_ok=True)
     copied = []
-    for f in sorted(src.iterdir()):
+    for f in sorted(src.iterdir()) if src.is_dir() else []:
         if f.is_file() and f.suffix in SWEEP_REPORT_FILES:
             shutil.copyfile(f, out / f.name)
             copied.append(out / f.name)
+    if earlier is not None and earlier.is_dir():
+        shutil.copytree(earlier, out / "earlier", ignore=lambda d, names: [n for n in names if n.endswith(".html")])
+        copied += sorted(p for p in (out / "earlier").rglob("*") if p.is_file())
     return copied
 
 

@@ -206,7 +206,14 @@ def render(folder: Path, manifest: Any, verdicts: Sequence[Verdict], sessions: p
              f"The {study.paper or study.name} study (`{study.name}`), experiment `{manifest.experiment}`. "
              f"Rebuilt by `python -m nest_experiments plot evidence/{folder.name}` from the committed tables alone "
              f"(`sessions.csv`{', `sequential.json`' if sequential else ''}, `runs.json`, `evidence.json`); do not "
-             "edit.", "", "The runs were made by:", "", f"    {manifest.command}", ""]
+             "edit.", ""]
+    if manifest.earlier:  # a sweep that went on from evidence (run --continue-from): each command, in order
+        before = sum(int(e.get("runs") or 0) for e in manifest.earlier)
+        parts += ["The runs were made by these commands, each going on from the sessions of those before it:", "",
+                  *(f"    {e['command']}   # {e.get('runs', '?')} runs" for e in manifest.earlier),
+                  f"    {manifest.command}   # {int(manifest.machine.get('runs') or 0) - before} runs", ""]
+    else:
+        parts += ["The runs were made by:", "", f"    {manifest.command}", ""]
     parts += _machine(manifest.machine) + _cells(sessions, manifest.cells) + _saturated(runs, sessions)
     parts += list(verdicts_section(verdicts, sequential=sequential))
     parts += _figures(folder, figures) + _files(folder, manifest)
@@ -294,5 +301,7 @@ def _files(folder: Path, manifest: Any) -> list[str]:
             lines.append(f"- `{name}`: {info};")
     if (folder / "sweep_report").is_dir():
         lines.append("- `sweep_report/`: the report `plot` wrote from the run folders (not regenerated here);")
+    if (folder / "sweep_report" / "earlier").is_dir():
+        lines.append("- `sweep_report/earlier/`: the sweep report of the runs this sweep went on from (no HTML);")
     lines[-1] = lines[-1].rstrip(";") + "."
     return [*lines, ""]

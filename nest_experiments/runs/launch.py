@@ -51,6 +51,9 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
 def run_command(args: argparse.Namespace) -> int:
     if getattr(args, "until_decided", False):
         return _until_decided(args)
+    if getattr(args, "continue_from", None):
+        raise NestExpError("--continue-from goes with --until-decided (it goes on from committed evidence until "
+                           "the claims are decided)")
     _, runs = load_runs(args)
     preflight(runs)  # this machine's players and tools, before anything is created (--check too)
     results = (args.results or _default_results()).resolve()
@@ -81,7 +84,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _until_decided(args: argparse.Namespace) -> int:
     """``--until-decided``: block after block (each through this same command, with ``--reps`` the block and
     ``--only`` its runs: host, VM or cluster alike) until the study's claims are decided (runs.until_decided)."""
-    from nest_experiments.runs.until_decided import Budget, block_runs, run_until_decided, study_of
+    from nest_experiments.runs.until_decided import Budget, block_runs, committed_runs, run_until_decided, study_of
 
     if args.reps is not None or args.only:
         raise NestExpError("--until-decided picks the blocks and runs itself: drop --reps / --only (use --max-reps)")
@@ -94,6 +97,13 @@ def _until_decided(args: argparse.Namespace) -> int:
     study = study_of(first[0].experiment.name)  # an experiment without claims stops here, before anything runs
     preflight(first)
     results = (args.results or _default_results()).resolve()
+    folder = results / first[0].experiment.name
+    if getattr(args, "continue_from", None):  # the evidence fits this sweep, before anything runs
+        from nest_experiments.analysis import evidence
+
+        committed_runs(raw, evidence.committed_sessions(args.continue_from, first[0].experiment.name))
+        if not args.check:
+            evidence.adopt(args.continue_from, folder)
     if args.check:
         for r in first:
             print(f"{r.experiment.name}/{r.name}")
@@ -101,7 +111,6 @@ def _until_decided(args: argparse.Namespace) -> int:
               f"({study.name})", file=sys.stderr)
         return 0
     codes: list[int] = []
-    folder = results / first[0].experiment.name
     # the blocks' runtime (a cell key of the sessions): a cluster's workers choose their own, so there only a
     # runtime the file or --runtime names
     wanted = args.runtime or first[0].experiment.runtime
@@ -109,7 +118,7 @@ def _until_decided(args: argparse.Namespace) -> int:
 
     def block_args(runs: list[RunSpec]) -> argparse.Namespace:
         return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
-                                     "only": [r.name for r in runs], "no_plot": True})
+                                     "only": [r.name for r in runs], "no_plot": True, "continue_from": None})
 
     def drive(run_block: Callable[[list[RunSpec]], int]) -> None:
         def counted(runs: list[RunSpec]) -> int:

@@ -14,6 +14,10 @@ same command again and the completed runs are skipped, the looks replayed
 from the sessions (the same sessions give the same decisions) and the next
 block planned as before. Each block runs through the same path as a plain
 ``run`` (host, VM or ``--cluster``).
+
+On a machine without the results folder, ``--continue-from evidence/<name>`` goes on from the committed evidence
+of an earlier sweep: its sessions count as the sweep's (:data:`.decisions.PRIOR_DIR`), its runs are not run again
+(:func:`committed_runs`), and the looks are replayed over them as on a resume.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+import pandas as pd
 
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, verdict_table
@@ -74,6 +80,22 @@ def plan_block(runs: Sequence[RunSpec], needs: Sequence[CellNeed],
     return [r for r in runs if any(matches({**where, **cell_of(r.experiment.raw)}, n.cell) for n in needs)]
 
 
+def committed_runs(raw: dict[str, Any], committed: pd.DataFrame | None) -> set[str]:
+    """The runs of the committed sessions a sweep goes on from (not run again); each must be a run of its block in
+    this sweep, or the evidence was made from another experiment file."""
+    if committed is None or committed.empty:
+        return set()
+    names: set[str] = set()
+    for block, group in committed.groupby("block"):
+        unknown = sorted(set(group["run"]) - {r.name for r in block_runs(raw, int(block))})
+        if unknown:
+            raise ConfigError("--continue-from", f"committed session {unknown[0]} (block {block}) is no run of this "
+                                                 "sweep: the evidence was made from another experiment file; run "
+                                                 "that file, or run this one without --continue-from")
+        names |= set(group["run"])
+    return names
+
+
 def undecided(verdicts: Sequence[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if v.verdict not in DECIDED]
 
@@ -100,12 +122,16 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
     claims = study.claims_for(name)
     if study.cell_of is None:
         raise ConfigError("--until-decided", f"study {study.name} maps no run to its claims' cells (cell_of)")
+    committed = committed_runs(raw, decisions.prior_sessions(folder))
     started, traffic_s, block = clock(), 0.0, 1
     runs = first
     while True:
-        print(f"until decided: block {block}: {len(runs)} run(s)", file=out, flush=True)
-        execute(runs)
-        traffic_s += sum(r.experiment.duration_s for r in runs)
+        todo = [r for r in runs if r.name not in committed]
+        print(f"until decided: block {block}: {len(todo)} run(s)"
+              + (f" ({len(runs) - len(todo)} committed before)" if len(todo) < len(runs) else ""), file=out, flush=True)
+        if todo:
+            execute(todo)
+        traffic_s += sum(r.experiment.duration_s for r in todo)
         sessions = study.sessions(folder)
         if not sessions.empty:  # the looks so far only: a resumed sweep's later blocks exist already
             sessions = sessions[sessions["block"] <= block]

@@ -22,6 +22,7 @@ from nest_experiments.analysis.claims import (
     evaluate,
     keep_decided,
     replay,
+    sample,
     verdict_table,
 )
 from nest_experiments.errors import ConfigError
@@ -408,3 +409,37 @@ def test_one_sample_directional_claim_against_a_constant() -> None:
                           "id": "below"})
     [v] = evaluate([c], one_sample_sessions(0.9))
     assert v.verdict == "agrees" and v.effect == pytest.approx(0.9 - 1.2, abs=0.05)
+
+
+def _one_pair_per_block(diffs: list[float], *, blocks: list[int] | None = None) -> pd.DataFrame:
+    blocks = blocks or list(range(1, len(diffs) + 1))
+    return pd.DataFrame([dict(block=k, seed=i, arm=arm, m=10.0 + i / 10 + (d if arm == "a" else 0.0), saturated=False)
+                         for i, (k, d) in enumerate(zip(blocks, diffs, strict=True)) for arm in ("a", "b")])
+
+
+def test_more_needed_in_a_sequential_run_counts_the_looks_the_pairs_take() -> None:
+    lower = Claim(id="c", statement="s", figure="f", metric="m", a={"arm": "a"}, b={"arm": "b"}, expect="a < b",
+                  pair_by=("block", "seed"))
+    # racing_patterns' RQvsT claims after 6 blocks: one pair per block, every pair one way. 6 pairs are too few at
+    # look 1 (exact p 2 x 2^-6 = 0.031 > 0.0304), a look that spends nothing: one more pair decides at look 1 still
+    # (before, the next look's alpha, 0.0076, asked for 3 more)
+    six = replay([lower], _one_pair_per_block([-1.0 - k / 100 for k in range(6)]))[0]
+    assert six.verdict == seq.TOO_FEW and six.look == 1 and six.more_needed == 1
+    seven = replay([lower], _one_pair_per_block([-1.0 - k / 100 for k in range(7)]))[0]
+    assert seven.verdict == seq.AGREES and seven.look == 1
+    # undecided at look 1: the pairs still needed arrive at the rate so far, each look at a smaller alpha, so the
+    # count is above what the next look's alpha alone asks for (the count before), and the more so the slower
+    diffs = [-1.0, -0.8, 0.6, -1.2, -0.6, 0.5, -0.9, 0.7, -0.5, -0.7]
+    per_block = evaluate([lower], _one_pair_per_block(diffs), look=1)[0]  # 1 pair per block
+    one_block = evaluate([lower], _one_pair_per_block(diffs, blocks=[1] * len(diffs)), look=1)[0]  # 10 per block
+    assert per_block.verdict == one_block.verdict == seq.UNDECIDED
+    s = sample(lower, _one_pair_per_block(diffs))
+    at_next = seq.sessions_for_power(distance=abs(per_block.effect or 0), sd=float(np.std(s.diffs, ddof=1)),
+                                     alpha_side=seq.look_alpha(2) / 2, power=0.8, paired=True)
+    assert at_next is not None and per_block.more_needed is not None and one_block.more_needed is not None
+    assert per_block.more_needed > one_block.more_needed > at_next - len(diffs) > 0
+    # the count decides where it says: at the look by which that many pairs have come (10 per block here)
+    blocks = -(-one_block.more_needed // 10)
+    assert seq.sessions_for_power(distance=abs(per_block.effect or 0), sd=float(np.std(s.diffs, ddof=1)),
+                                  alpha_side=seq.look_alpha(1 + blocks) / 2, power=0.8, paired=True) == \
+        len(diffs) + one_block.more_needed

@@ -23,7 +23,10 @@ import pytest
 from nest_experiments.analysis import decisions, evidence
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.cli import main
+from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
+from nest_experiments.resources import experiment_file, shipped_experiments
+from nest_experiments.runs.until_decided import committed_runs
 from nest_experiments.studies import STUDIES
 from tests.unit import test_abr_quic_study as abr
 from tests.unit import test_h2quic_study as h2q
@@ -89,6 +92,17 @@ def test_plot_on_a_copy_regenerates_the_claim_table_and_the_report(folder: str, 
     assert str(copy / evidence.REPORT) in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_a_committed_folder_is_gone_on_from_by_its_shipped_experiment(folder: str) -> None:
+    # `run X --until-decided --continue-from evidence/<folder>` on a fresh machine: every committed session is a
+    # run of its block in the file shipped today, so its blocks are not run again (else the command refuses)
+    manifest = evidence.read_manifest(EVIDENCE / folder)
+    experiment = manifest.experiment
+    raw = read_toml(experiment_file(Path(experiment))) if experiment in shipped_experiments() else load_default_raw()
+    committed = evidence.committed_sessions(EVIDENCE / folder, experiment)
+    assert committed_runs(raw, committed) == set(committed["run"])
+
+
 def test_the_readme_table_is_what_the_evidence_gives() -> None:
     section = evidence.current_section((PROJECT / "README.md").read_text())
     assert section is not None, "README.md has no evidence table markers"
@@ -114,8 +128,8 @@ def _nest(folder: Path) -> None:
     make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=3, cpu_saturated_windows=2))
 
 
-def _under_hood(folder: Path) -> None:
-    for block in range(1, 7):  # 6 pairs: the fewest a two-sided signed-rank test at 0.05 decides on
+def _under_hood(folder: Path, blocks: range = range(1, 7)) -> None:
+    for block in blocks:  # 6 pairs: the fewest a two-sided signed-rank test at 0.05 decides on
         uh._run(folder, f"transport-tcp_r{block}", "tcp", uh._rows("tcp", 0.010 + block / 1000), block=block)
         uh._run(folder, f"transport-h3_r{block}", "h3", uh._rows("h3", 0.004 + block / 1000), block=block)
 
@@ -181,6 +195,43 @@ def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp
     assert (out / "sweep_report" / "report.md").read_text() == "# the sweep's own report\n"
     assert not (out / "sweep_report" / "big.pcap").exists()
     assert evidence.read_manifest(out).machine["saturated_runs"] == 1
+
+
+def test_a_sweep_that_went_on_from_evidence_exports_as_one_folder(tmp_path: Path) -> None:
+    first, later, full, ev = (tmp_path / name for name in ("first", "later", "full", "ev"))
+    _under_hood(first, range(1, 4))
+    (first / "report").mkdir()
+    (first / "report" / "report.md").write_text("# blocks 1-3\n")
+    (first / "report" / "report.html").write_text("<p>regenerated only from the run folders</p>")
+    evidence.export(first, ev, command="run A")
+    evidence.adopt(ev, later)  # a fresh machine: `run --until-decided --continue-from ev`
+    evidence.adopt(ev, later)  # the same command again (a resume): nothing to do
+    _under_hood(later, range(4, 7))
+    (later / "report").mkdir()
+    (later / "report" / "report.md").write_text("# blocks 4-6\n")
+    evidence.export(later, ev, command="run B")  # the same evidence folder, now with both sweeps
+    _under_hood(full)  # blocks 1-6 in one folder: what the two must give together
+    evidence.export(full, tmp_path / "whole", command="run")
+    same_rows(read_claims(ev / evidence.CLAIMS), decisions.verdict_rows(STUDIES["under_hood"].verdicts(full)))
+    manifest, whole = evidence.read_manifest(ev), evidence.read_manifest(tmp_path / "whole")
+    assert manifest.command == "run B" and manifest.earlier == ({"command": "run A", "source": str(first), "runs": 6},)
+    assert manifest.machine["runs"] == 12 and len(json.loads((ev / evidence.RUNS).read_text())["runs"]) == 12
+    assert manifest.tables and whole.tables
+    for name in ("runs", "metrics", *STUDIES["under_hood"].evidence_tables):
+        assert manifest.tables[name]["rows"] == whole.tables[name]["rows"], name
+    assert manifest.tables["runs"]["rows"] == 12 and manifest.tables["objects"]["rows"] == 12 * 6
+    assert (ev / "sweep_report" / "report.md").read_text() == "# blocks 4-6\n"
+    assert (ev / "sweep_report" / "earlier" / "report.md").read_text() == "# blocks 1-3\n"
+    assert not list((ev / "sweep_report").rglob("*.html"))
+    report = (ev / evidence.REPORT).read_text()
+    assert "\n    run A   # 6 runs\n    run B   # 6 runs\n" in report and "`sweep_report/earlier/`" in report
+    assert main(["plot", str(ev)]) == 0 and (ev / evidence.REPORT).read_text() == report
+    with pytest.raises(NestExpError, match="goes on from other evidence already"):
+        evidence.adopt(ev, later)  # ev has 12 sessions now: not the 6 that sweep went on from
+    with pytest.raises(NestExpError, match="holds runs of its own"):
+        evidence.adopt(ev, full)
+    with pytest.raises(NestExpError, match="of experiment 'under_hood_objects', this sweep runs 'under_hood_dash'"):
+        evidence.committed_sessions(ev, "under_hood_dash")
 
 
 def test_export_refuses_what_is_not_a_paper_sweep_or_would_overwrite(tmp_path: Path) -> None:

@@ -15,11 +15,20 @@ from nest_experiments.analysis import decisions
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import CellNeed, Claim
 from nest_experiments.config.sweep import RunSpec
-from nest_experiments.errors import ConfigError
+from nest_experiments.errors import ConfigError, NestExpError
 from nest_experiments.rundir import RunFolder, dump_toml
-from nest_experiments.runs.until_decided import Budget, block_runs, matches, plan_block, run_until_decided, study_of
+from nest_experiments.runs.until_decided import (
+    Budget,
+    block_runs,
+    committed_runs,
+    matches,
+    plan_block,
+    run_until_decided,
+    study_of,
+)
 from nest_experiments.studies.base import Study
 
+EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
 RAW = {
     "experiment": {"name": "ud", "duration": "10s", "repetitions": 1},
     "links": {"bottleneck": {"qdisc": {"kind": "pie", "target": "5ms"}}},
@@ -120,7 +129,8 @@ def test_an_experiment_without_claims_cannot_run_until_decided() -> None:
         study_of("no_such_experiment")
 
 
-def test_the_command_line_checks_until_decided_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_checks_until_decided_before_anything_runs(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
     from nest_experiments.cli import main
 
     assert main(["run", "--until-decided", "--check", "--budget", "3h"]) == 0
@@ -131,3 +141,51 @@ def test_the_command_line_checks_until_decided_before_anything_runs(capsys: pyte
     assert "drop --reps" in capsys.readouterr().err
     assert main(["run", "--until-decided", "--check", "--budget", "3x"]) == 2
     assert "--budget" in capsys.readouterr().err
+    nest, objects = (str(EVIDENCE / name) for name in ("nest_paper", "under_hood_objects"))
+    assert main(["run", "--check", "--continue-from", nest]) == 1
+    assert "--continue-from goes with --until-decided" in capsys.readouterr().err
+    assert main(["run", "--until-decided", "--check", "--continue-from", objects]) == 1
+    assert "its sessions are of experiment 'under_hood_objects', this sweep runs 'nest_paper'" in capsys.readouterr().err
+    assert main(["run", "--until-decided", "--check", "--continue-from", nest, "--results", str(tmp_path)]) == 0
+    assert not list(tmp_path.iterdir())  # --check copies nothing
+
+
+def _commit(sweep: Path, into: Path) -> None:
+    """The sweep's sessions where a sweep going on from its evidence finds them (what evidence.adopt copies)."""
+    (into / decisions.PRIOR_DIR).mkdir(parents=True)
+    STUDY.sessions(sweep).to_csv(into / decisions.PRIOR_DIR / decisions.PRIOR_SESSIONS, index=False)
+
+
+def test_a_sweep_goes_on_from_committed_sessions_without_running_them_again(tmp_path: Path) -> None:
+    earlier, here = tmp_path / "earlier", tmp_path / "here"
+    run_until_decided(RAW, folder=earlier, execute=Runner(earlier), budget=Budget(max_reps=3), out=io.StringIO(),
+                      study=STUDY)
+    _commit(earlier, here)  # a fresh machine: the evidence of blocks 1-3, no run folder
+    runner, out = Runner(here), io.StringIO()
+    verdicts = run_until_decided(RAW, folder=here, execute=runner, budget=Budget(max_reps=5), out=out, study=STUDY)
+    assert [{name[-2:] for name in block} for block in runner.blocks] == [{"r4"}, {"r5"}]  # blocks 4 and 5 only
+    assert "until decided: block 1: 0 run(s) (4 committed before)" in out.getvalue()
+    looks = json.loads((here / decisions.SEQUENTIAL_FILE).read_text())["looks"]
+    assert [look["block"] for look in looks] == [1, 2, 3, 4, 5]
+    assert looks[:3] == json.loads((earlier / decisions.SEQUENTIAL_FILE).read_text())["looks"]  # replayed as made
+    sessions = STUDY.sessions(here)
+    assert len(sessions) == 12 + sum(len(b) for b in runner.blocks)
+    assert sorted(sessions["block"][:12]) == sorted([1, 2, 3] * 4)  # the committed sessions first
+    assert set(sessions["block"][12:]) == {4, 5}
+    assert decisions.judge_sweep(STUDY.paper_claims, sessions, sequential=True) == verdicts
+
+
+def test_committed_sessions_of_another_sweep_or_run_again_are_refused(tmp_path: Path) -> None:
+    earlier, here = tmp_path / "earlier", tmp_path / "here"
+    run_until_decided(RAW, folder=earlier, execute=Runner(earlier), budget=Budget(max_reps=2), out=io.StringIO(),
+                      study=STUDY)
+    other = {**RAW, "sweep": {**RAW["sweep"], "experiment.tcp_congestion_control": ["cubic", "bbr"]}}
+    with pytest.raises(ConfigError, match="--continue-from: committed session kind-fqpie_tcp_congestion_control-"
+                                          "reno_r1 .block 1. is no run of this sweep"):
+        committed_runs(other, STUDY.sessions(earlier))
+    assert committed_runs(RAW, STUDY.sessions(earlier)) == {r.name for k in (1, 2) for r in block_runs(RAW, k)}
+    _commit(earlier, here)
+    Runner(here)(block_runs(RAW, 1)[:1])  # a committed session run again in this folder: it would count twice
+    with pytest.raises(NestExpError, match=f"run folder {block_runs(RAW, 1)[0].name} is also a session of .*prior's "
+                                           "sessions.csv .the evidence this sweep goes on from.: move the run folder"):
+        STUDY.sessions(here)
