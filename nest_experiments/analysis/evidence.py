@@ -138,10 +138,13 @@ def adopt(folder: Path, sweep: Path) -> None:
     if run_dirs(sweep):
         raise NestExpError(f"--continue-from {folder}: {sweep} holds runs of its own; a sweep goes on from evidence "
                            "in a new folder: give another --results folder, or move that sweep folder away")
-    staging = sweep / f".{decisions.PRIOR_DIR}.copy"
+    staging = sweep / f".{decisions.PRIOR_DIR}.copy"  # a copy cut short (Ctrl-C, a full disk) leaves no prior/
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(folder, staging)
-    staging.rename(prior)
+    try:
+        shutil.copytree(folder, staging)
+        staging.rename(prior)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- export

@@ -166,7 +166,7 @@ def _player_knobs(sessions: Sequence[Session]) -> list[str]:
 def _head(sessions: Sequence[Session], folder: Path) -> list[str]:
     return [f"# QUIC/TCP connection racing: {folder.name}", "", *_player_knobs(sessions),
             "The paper of Chaudhary et al. (docs/papers.md) on this sweep "
-            "(`nest_experiments/studies/racing.py`; metrics in `racing_metrics.py`).", "",
+            "(`nest_experiments/studies/racing/`: claims in `claims.py`, metrics in `metrics.py`).", "",
             f"- {len(sessions)} session(s) over the `race` transport.",
             "- RQvsT = TCP bytes / all bytes of the session's segments; per 30 s window RQvsT(t) (bytes spread over "
             "each transfer), B(t) = (e(q_prev) - e(q)) x the seconds the dropped quality played in the window "
