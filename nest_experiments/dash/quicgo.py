@@ -94,20 +94,36 @@ class QuicGoFetcher(Fetcher):
         return cls(proc=proc, offset=offset, implementation=str(first["ready"]), connect_url=url)
 
     async def _read(self) -> None:
+        """Hand each result line to its request; when the child ends, fail the requests still waiting. A line
+        the child did not finish (killed while writing it: its last line has no newline) is not a result: the
+        requests waiting learn that the child is gone, instead of waiting for ever."""
         assert self.proc.stdout is not None
+        cut = ""
         while line := await self.proc.stdout.readline():
-            doc = json.loads(line)
+            try:
+                doc = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                doc = None
+            if not isinstance(doc, dict):
+                cut = f" after an unreadable line ({len(line)} bytes: {line[:60]!r})"
+                break
             entry = self._pending.pop(int(doc.get("id", -1)), None)
             if entry is not None and not entry[1].done():
                 entry[1].set_result(doc)
+        if cut:  # it may still be writing: stop it, or wait() would wait on a full pipe
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
         code = await self.proc.wait()
         for _path, fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(RunError(f"h3 {self.connect_url}: {BINARY} exited {code}"))
+                fut.set_exception(RunError(f"h3 {self.connect_url}: {BINARY} exited {code}{cut}"))
+        self._pending.clear()
 
     async def fetch(self, stream: str, path: str) -> FetchResult:
         if any(c.isspace() for c in path):
             raise RunError(f"h3 {self.connect_url}: a path with white space cannot be requested: {path!r}")
+        if self._reader.done():
+            raise RunError(f"h3 {self.connect_url}{path.lstrip('/')}: {BINARY} is gone")
         self._next += 1
         rid, fut = self._next, asyncio.get_running_loop().create_future()
         self._pending[rid] = (path, fut)

@@ -89,6 +89,36 @@ def test_a_failed_request_is_a_run_error_naming_the_url(stand_in: Path) -> None:
         asyncio.run(session())
 
 
+def test_a_result_line_cut_off_by_the_childs_death_fails_the_waiting_requests(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while writing a result (the warm-up of abr_quic_tcp, session 30: "Unterminated string starting at
+    column 115", the base64 body), the child leaves a line without its end: every request still waiting fails with
+    a RunError naming the child, none waits for ever, and a request after that fails at once."""
+    exe = tmp_path / "nest-h3get"
+    exe.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps({{'ready': 'test'}}), flush=True)\n"
+                   "sys.stdin.readline(); sys.stdin.readline()\n"
+                   "sys.stdout.write('{\"id\": 1, \"status\": 200, \"body\": \"AAAA'); sys.stdout.flush()\n"
+                   "raise SystemExit(-15)\n")  # as if killed by the SIGTERM of the run's deadline
+    exe.chmod(0o755)
+    monkeypatch.setenv(quicgo.ENV_BINARY, str(exe))
+
+    async def session() -> list[BaseException | FetchResult]:
+        fetcher = await _open_async(time.monotonic(), None)
+        try:
+            first = await asyncio.wait_for(asyncio.gather(fetcher.fetch("video", "/v/1.m4s"),
+                                                          fetcher.fetch("audio", "/a/1.m4s"),
+                                                          return_exceptions=True), 10.0)  # fmt: skip
+            later = await asyncio.gather(fetcher.fetch("video", "/v/2.m4s"), return_exceptions=True)
+            return [*first, *later]
+        finally:
+            await fetcher.close()
+
+    got = asyncio.run(session())
+    assert [type(r) for r in got] == [RunError] * 3
+    assert all("nest-h3get exited" in str(r) and "unreadable line" in str(r) and "body" in str(r) for r in got[:2])
+    assert "v/2.m4s: nest-h3get is gone" in str(got[2])
+
+
 def test_a_missing_binary_says_how_to_build_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(quicgo.ENV_BINARY, str(tmp_path / "absent"))
     with pytest.raises(MissingToolError, match=r"setup\.sh.*Go >= 1\.26.*qh3"):
