@@ -91,9 +91,12 @@ def test_a_failed_request_is_a_run_error_naming_the_url(stand_in: Path) -> None:
 
 def test_a_result_line_cut_off_by_the_childs_death_fails_the_waiting_requests(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Killed while writing a result (the warm-up of abr_quic_tcp, session 30: "Unterminated string starting at
-    column 115", the base64 body), the child leaves a line without its end: every request still waiting fails with
-    a RunError naming the child, none waits for ever, and a request after that fails at once."""
+    """A child that ends while writing a result leaves a line without its end (nest-h3get returns at the end of
+    its input while a response of a request in flight is being written: abr_quic_tcp, session 30, the warm-up
+    and `abr-bba_transport-h3_trace-hsdpa_r5`: "Unterminated string starting at: line 1 column 121", the base64
+    body, raised by ``close`` after the session had played to its end, so the player wrote nothing and the run
+    failed). Now every request still waiting fails with a RunError naming the child, none waits for ever, a
+    request after that fails at once, and ``close`` (the ``finally`` below) raises nothing."""
     exe = tmp_path / "nest-h3get"
     exe.write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps({{'ready': 'test'}}), flush=True)\n"
                    "sys.stdin.readline(); sys.stdin.readline()\n"
