@@ -138,7 +138,9 @@ def _paper_like(folder: Path, *, blocks: int = 3) -> None:
         for k in range(1, blocks + 1):
             for family in ("fcc", "hsdpa"):
                 make(folder, Synth(abr=abr, transport="tcp", family=family, repetition=k, levels=(4, 5, 6, 6)))
-                h3_levels = (2, 2, 2, 2) if abr == "mpc_fast" else (1, 3, 2, 4)
+                # MPC-Robust's h3 lower still: its QoE 0.6 against TCP's 6.0, beyond the 4.3 margin (with (1, 3, 2, 4)
+                # it is 1.8: 4.2 apart, inside the margin)
+                h3_levels = {"mpc_fast": (2, 2, 2, 2), "mpc_robust": (0, 1, 0, 2)}.get(abr, (1, 3, 2, 4))
                 make(folder, Synth(abr=abr, transport="h3", family=family, repetition=k, levels=h3_levels,
                                    stall_s=0.0 if abr == "mpc_robust" else 0.5 + 0.1 * k))
 
@@ -152,7 +154,7 @@ def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     assert found["variation_mpc_fast"].verdict == seq.AGREES  # h3 constant: varies less
     assert found["rebuffer_mpc_robust"].verdict == seq.AGREES  # no stall either way: inside the 1 s margin
     assert found["variation_bba"].verdict == seq.CONTRADICTS  # h3 varies less here, the letter says more
-    assert found["qoe_mpc_robust"].verdict == seq.CONTRADICTS  # TCP far better, beyond the 10 % margin
+    assert found["qoe_mpc_robust"].verdict == seq.CONTRADICTS  # TCP better by 5.4, beyond the 4.3 margin
     assert {found[c].verdict for c in found if c.endswith("_pensieve")} == {seq.NO_DATA}  # not in this sweep
     two = {v.claim.id: v for v in abr_quic.STUDY.verdicts(_blocks(tmp_path / "two", 1))}
     assert two["bitrate_bola"].verdict == seq.TOO_FEW and two["bitrate_bola"].n_pairs == 2  # one block: 2 traces
@@ -229,5 +231,5 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     assert "![average video bitrate](fig02_bitrate.png)" in md
     shared = (folder / "report" / "report.md").read_text()
     assert "## The paper's claims, judged" in shared and "| paper's claim | ours | agree? |" not in shared
-    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 10%)" in shared
+    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 4.3)" in shared
     assert "origin is Caddy" in shared
