@@ -50,6 +50,7 @@ SCALES = ("diff", "ratio")
 SATURATED = "saturated"
 BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
 MAX_LOOKS_AHEAD = 2**20  # _more_needed: how far ahead it looks for the look that decides
+LOOKS_SIMULATED = 64  # _more_needed: the looks ahead checked one by one for "too few" (spending nothing)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -421,10 +422,12 @@ def _shown(claim: Claim, x: float) -> float:
 def _more_needed(claim: Claim, s: Sample, d: seq.Decision, bounds: tuple[float, float] | None, alpha_next: float,
                  power: float, spend: Callable[[int], float] | None = None) -> int | None:
     """Pairs (or sessions per arm) still to run. Fixed-size (``spend`` None): those that decide at ``alpha_next``.
-    Sequential: they arrive at the rate so far (per block) and the k-th look from now has ``spend(k)``, so the count
-    is what decides at the first look by which that many have arrived (the power formula at that look's alpha, never
-    below the fewest with which the exact test can reject there). With one pair per block the pairs still needed
-    take as many looks, each at a smaller alpha: more than the formula at the next look's alpha says."""
+    Sequential: they arrive at the rate so far (per block), a look after each block; the k-th look from now that
+    spends alpha has ``spend(k)``, and a look whose sessions are too few for the exact test at that alpha spends
+    nothing (as in :func:`replay`). The count is what decides at the first look by which that many have arrived
+    (the power formula at that look's alpha, never below the fewest with which the exact test can reject there).
+    With one pair per block the pairs still needed take as many looks, each at a smaller alpha: more than the
+    formula at the next look's alpha says."""
     n_now = len(s.diffs) if s.diffs is not None else min(len(s.a), len(s.b))
     distance, sd = seq.decision_distance(d.effect, claim.expect, bounds), spread(s)
 
@@ -438,9 +441,22 @@ def _more_needed(claim: Claim, s: Sample, d: seq.Decision, bounds: tuple[float, 
     if spend is None or s.blocks < 1 or n_now < 1:
         return max(1, n - n_now)
     rate = n_now / s.blocks
+    paired = s.diffs is not None
+    # A look spends alpha only where its sessions could decide at all (not "too few", as in replay): block j from
+    # now is judged at the alpha of the (spent(j) + 1)-th spending look, spent(j) counted over the blocks before
+    # it; simulated for the first LOOKS_SIMULATED blocks, after which every look spends (by then the exact test's
+    # fewest grow by ~2 log2 per doubling of the looks, the sessions by the rate per look)
+    spent_before, spent = [], 0
+    for j in range(1, LOOKS_SIMULATED + 1):
+        spent_before.append(spent)
+        if n_now + j * rate >= seq.fewest_decisive(seq.side_alpha(claim.expect, spend(spent + 1)), paired=paired):
+            spent += 1
+
+    def alpha_at(k: int) -> float:  # the alpha of the k-th look (block) from now
+        return spend(1 + (spent_before[k - 1] if k <= LOOKS_SIMULATED else spent + k - 1 - LOOKS_SIMULATED))
 
     def short(k: int) -> bool:  # the sessions in at the k-th look from now do not decide there
-        want = needed(spend(k))
+        want = needed(alpha_at(k))
         return want is None or n_now + k * rate < want
 
     lo, k = 0, 1  # short(lo): now (0) did not decide. Once the sessions in decide at a look, they decide at every
@@ -449,7 +465,7 @@ def _more_needed(claim: Claim, s: Sample, d: seq.Decision, bounds: tuple[float, 
     while k - lo > 1:
         mid = (lo + k) // 2
         lo, k = (mid, k) if short(mid) else (lo, mid)
-    return max(1, (needed(spend(k)) or 0) - n_now)
+    return max(1, (needed(alpha_at(k)) or 0) - n_now)
 
 
 def spread(s: Sample) -> float:

@@ -427,6 +427,11 @@ def test_more_needed_in_a_sequential_run_counts_the_looks_the_pairs_take() -> No
     assert six.verdict == seq.TOO_FEW and six.look == 1 and six.more_needed == 1
     seven = replay([lower], _one_pair_per_block([-1.0 - k / 100 for k in range(7)]))[0]
     assert seven.verdict == seq.AGREES and seven.look == 1
+    # 5 pairs: block 6's look is too few as well (6 pairs, spending nothing), so block 7's look is look 1 still and
+    # decides with 7 pairs: 2 more (before, block 7 was counted as look 2, alpha 0.0076, which asks for 9 pairs,
+    # and the next looks smaller still: racing_patterns' committed table said +7 at 5 pairs)
+    five = replay([lower], _one_pair_per_block([-1.0 - k / 100 for k in range(5)]))[0]
+    assert five.verdict == seq.TOO_FEW and five.look == 1 and five.more_needed == 2
     # undecided at look 1: the pairs still needed arrive at the rate so far, each look at a smaller alpha, so the
     # count is above what the next look's alpha alone asks for (the count before), and the more so the slower
     diffs = [-1.0, -0.8, 0.6, -1.2, -0.6, 0.5, -0.9, 0.7, -0.5, -0.7]
