@@ -124,12 +124,19 @@ def test_firefox_behind_a_udp_shaper_sends_the_shaper_no_more_than_it_can_carry(
     RTT sample is ~1 ms and the rest of the server's handshake trickles in. qh3 2.1.0 then sent Handshake probes every
     ~8 ms without RFC 9002's back-off, each with the lost CRYPTO frames again, and the shaper dropped a seventh of
     the client's datagrams (racing_firefox: 107-128 of ~840; Firefox none). racing_firefox.toml runs our client on
-    aioquic, whose probes back off: nothing of ours is dropped upstream."""
+    aioquic, whose probes back off (38, 68, 140 ms apart here): the shaper drops next to nothing upstream.
+
+    Weakened in session 33 from ``dropped_pkts == 0``: the CI run of stop 49 dropped 1 of 174 (here 0 of 173-177 in
+    nine runs). Any QUIC client pads its Initials: two datagrams of 1228 B and one of 394 B leave in the first 13 ms
+    (2850 B, 356 ms at 64 kbit/s), and the backed-off probes and the ACKs of the handshake queue behind them; replayed
+    at the shaper's rate without HTB's burst, the captured upstream of one run here reaches 12 packets at 0.39 s, so
+    the 10-packet FIFO is one packet from full whether or not the client misbehaves. The flood this test guards
+    against is of another size: on qh3 2.1.0 the same run sent 294 datagrams and lost 100."""
     run_dir = _run(tmp_path, "firefox", shaper="64kbit", abandon="dashjs", h3_client="aioquic")
     rows = _csv(run_dir / "racing.csv")
     assert ("connected", "quic") in [(r["event"], r["protocol"]) for r in rows], rows
     [up] = [r for r in _csv(run_dir / "firewall.csv") if r["direction"] == "to_port"]
-    assert int(up["matched_pkts"]) > 50 and int(up["dropped_pkts"]) == 0, up
+    assert 50 < int(up["matched_pkts"]) < 240 and int(up["dropped_pkts"]) <= 2, up
 
 
 def test_tcp_only_carries_no_quic_byte(no_leftovers: None, tmp_path: Path) -> None:
