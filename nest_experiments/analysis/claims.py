@@ -484,24 +484,38 @@ def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "blo
 
     A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``. A claim's own look
     count (its alpha, :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not
-    "too few" or "no data": at those no data could reject, so they spend nothing of its alpha); a claim decided at
-    a look keeps that decision (:func:`keep_decided`). The same sessions give the same verdicts, so a
-    committed table of sessions regenerates the claim table."""
+    "too few" or "no data": at those no data could reject, so they spend nothing of its alpha) on sessions its
+    last counted look did not have (a block whose sessions of the claim's cells were all saturated, failed or
+    unpaired gives the same test again at a smaller alpha: it rejects only where the last look did, so it
+    spends nothing and the claim keeps that look's verdict); a claim decided at a look keeps that decision
+    (:func:`keep_decided`). The same sessions give the same verdicts, so a committed table of sessions
+    regenerates the claim table."""
     if block not in sessions.columns:
         raise ConfigError(block, f"the sessions have no {block!r} column: a sequential run's sessions say their block")
     looks = dict.fromkeys((c.id for c in claims), 1)
+    counted: dict[str, tuple[int | None, ...]] = {}  # the sessions each claim's last counted look judged
     current: dict[str, Verdict] = {}
     for k in sorted(sessions[block].dropna().unique()):
         upto = sessions[sessions[block] <= k]
         for c in claims:
             if c.id in current and current[c.id].verdict in seq.DECIDED:
                 continue
-            current[c.id] = evaluate([c], upto, look=looks[c.id], alpha=alpha, power=power)[0]
-            if current[c.id].verdict not in (seq.TOO_FEW, seq.NO_DATA):
+            v = evaluate([c], upto, look=looks[c.id], alpha=alpha, power=power)[0]
+            if counted.get(c.id) == judged_sessions(v):
+                continue
+            current[c.id] = v
+            if v.verdict not in (seq.TOO_FEW, seq.NO_DATA):
                 looks[c.id] += 1
+                counted[c.id] = judged_sessions(v)
     if not current:
         return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
     return [current[c.id] for c in claims]
+
+
+def judged_sessions(v: Verdict) -> tuple[int | None, ...]:
+    """What a verdict's test judged, as counts: its pairs (paired and one-sample claims), else the sessions per
+    arm. The sessions of a sequential run only grow look by look, so equal counts are the same sessions."""
+    return (v.n_pairs,) if v.n_pairs is not None else (v.n_a, v.n_b)
 
 
 def keep_decided(previous: Sequence[Verdict], current: Sequence[Verdict]) -> list[Verdict]:

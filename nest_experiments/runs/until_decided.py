@@ -8,8 +8,11 @@ recorded in the sweep's ``sequential.json``, and the next block holds only
 the sweep points whose cell an undecided claim needs
 (:func:`nest_experiments.analysis.claims.cells_needed`, matched through the
 study's ``cell_of``). It stops when no claim is undecided, at ``--max-reps``
-blocks, or when the next block would not fit in ``--budget`` (its estimate:
-the mean wall time of this invocation's runs so far). Resume-safe: run the
+blocks, when the next block would not fit in ``--budget`` (its estimate:
+the mean wall time of this invocation's runs so far), or when a block it ran
+gave no undecided claim a session (every run of the claims' cells saturated,
+failed or without its pair: the machine, not the claims, is the limit, and
+more blocks would spend the budget on nothing). Resume-safe: run the
 same command again and the completed runs are skipped, the looks replayed
 from the sessions (the same sessions give the same decisions) and the next
 block planned as before. Each block runs through the same path as a plain
@@ -32,7 +35,7 @@ from typing import Any, TextIO
 import pandas as pd
 
 from nest_experiments.analysis import decisions
-from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, verdict_table
+from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, judged_sessions, verdict_table
 from nest_experiments.analysis.sequential import DECIDED
 from nest_experiments.config.sweep import RunSpec, expand
 from nest_experiments.errors import ConfigError
@@ -109,6 +112,13 @@ def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_
     return spent_s + ratio * sum(r.experiment.duration_s for r in next_runs) <= budget.seconds
 
 
+def _lost(sessions: pd.DataFrame, block: int, runs: int) -> str:
+    """What happened to a block's runs: how many are saturated (out of the claims) or gave no session."""
+    mine = sessions[sessions["block"] == block] if not sessions.empty else sessions
+    saturated = int(mine["saturated"].fillna(False).astype(bool).sum()) if "saturated" in mine else 0
+    return f"{saturated} of its {runs} run(s) saturated, {max(runs - len(mine), 0)} without a session"
+
+
 def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, budget: Budget,
                       out: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
                       study: Study | None = None, runtime: str | None = None) -> list[Verdict]:
@@ -125,6 +135,7 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
     committed = committed_runs(raw, decisions.prior_sessions(folder))
     started, traffic_s, block = clock(), 0.0, 1
     runs = first
+    judged: dict[str, tuple[int | None, ...]] = {}  # what each claim's look after the last block judged
     while True:
         todo = [r for r in runs if r.name not in committed]
         print(f"until decided: block {block}: {len(todo)} run(s)"
@@ -142,6 +153,14 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
               f"decided", file=out, flush=True)
         if not open_claims:
             break
+        if todo and all(judged.get(v.claim.id) == judged_sessions(v) for v in open_claims):
+            print(f"until decided: block {block} gave no undecided claim a session it can use "
+                  f"({_lost(sessions, block, len(todo))}): more blocks would likely add nothing (the report's CPU table "
+                  "says what saturated, the run list what failed); stopping. Its runs are kept: run the command "
+                  "again to go on",
+                  file=out, flush=True)
+            break
+        judged = {v.claim.id: judged_sessions(v) for v in verdicts}
         if block >= budget.max_reps:
             print(f"until decided: --max-reps {budget.max_reps} reached", file=out, flush=True)
             break

@@ -352,6 +352,23 @@ def test_replay_keeps_the_first_decision_and_judges_each_look_on_the_blocks_so_f
     assert evaluate([paired_claim()], blocked(d, per_block=4), look=1)[0].verdict == seq.CONTRADICTS
 
 
+def test_replay_spends_no_alpha_on_a_block_that_added_no_session_to_the_claim() -> None:
+    """Blocks 3-5 of 4 pairs each, every session saturated (a slower machine): their looks would judge block 1-2's
+    pairs again at smaller alphas, rejecting only where the last look did; they spend nothing, so the claim keeps
+    that look's verdict and block 6's look is its next (before: look 5, alpha 0.0012 against 0.0076)."""
+    rng = np.random.default_rng(5)
+    sessions = blocked(rng.normal(0.4, 1, 24), per_block=4)
+    sessions.loc[sessions["block"].between(3, 5), "saturated"] = True
+    [two] = replay([paired_claim()], sessions[sessions["block"] <= 2])
+    [five] = replay([paired_claim()], sessions[sessions["block"] <= 5])
+    assert two.verdict == seq.UNDECIDED and two.look == 1 and five == two and five.n_pairs == 8
+    [six] = replay([paired_claim()], sessions)
+    assert six.n_pairs == 12 and six.look == 2 and six.alpha == pytest.approx(seq.look_alpha(2))
+    # a block that adds one pair counts as a look
+    sessions.loc[sessions["pair"] == 8, "saturated"] = False
+    assert replay([paired_claim()], sessions[sessions["block"] <= 3])[0].look == 2
+
+
 def test_replay_of_a_fixed_table_without_blocks_is_an_error_naming_the_column() -> None:
     with pytest.raises(ConfigError, match="block"):
         replay([paired_claim()], blocked(np.ones(8), 4).drop(columns="block"))

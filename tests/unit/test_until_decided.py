@@ -13,7 +13,7 @@ import pytest
 
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.claims import CellNeed, Claim
+from nest_experiments.analysis.claims import CellNeed, Claim, Verdict
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import ConfigError, NestExpError
 from nest_experiments.rundir import RunFolder, dump_toml
@@ -106,6 +106,43 @@ def test_it_stops_when_the_next_block_does_not_fit_the_budget(tmp_path: Path) ->
                       clock=lambda: float(next(ticks)), study=STUDY)
     assert "budget (80 s) has no room for block 2" in out.getvalue()
     assert len(json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"]) == 1
+
+
+class SaturatedFrom(Runner):
+    """As Runner, but from block ``first`` on every run had a CPU-saturated window (a machine slower than the study
+    was sized for)."""
+
+    def __init__(self, folder: Path, first: int) -> None:
+        super().__init__(folder)
+        self.first = first
+
+    def __call__(self, runs: list[RunSpec]) -> int:
+        code = super().__call__(runs)
+        for r in runs:
+            if r.repetition >= self.first:
+                path = self.folder / r.name / "manifest.json"
+                path.write_text(json.dumps({**json.loads(path.read_text()), "cpu_saturated_windows": 3}))
+        return code
+
+
+def test_it_stops_after_a_block_that_gave_no_undecided_claim_a_session(tmp_path: Path) -> None:
+    """Block 3's runs all saturated: no open claim's look can count, and more blocks would only spend the budget;
+    it stops after that block, and the claims are judged as after block 2 (block 3's look spends nothing)."""
+    runner, out = SaturatedFrom(tmp_path, first=3), io.StringIO()
+    verdicts = run_until_decided(RAW, folder=tmp_path, execute=runner, budget=Budget(max_reps=9), out=out,
+                                 study=STUDY)
+    assert len(runner.blocks) == 3
+    assert ("until decided: block 3 gave no undecided claim a session it can use (4 of its 4 run(s) saturated, "
+            "0 without a session)") in out.getvalue()
+    two = decisions.judge_sweep(STUDY.paper_claims, STUDY.sessions(tmp_path).query("block <= 2"), sequential=True)
+    def judged(vs: list[Verdict]) -> list[tuple[Any, ...]]:
+        return [(v.verdict, v.effect, v.n_pairs, v.look, v.alpha) for v in vs]
+
+    assert judged(verdicts) == judged(two) and [v.n_saturated_excluded for v in verdicts] == [4, 2]
+    # unsaturated from block 3 on, the same sweep goes on past it
+    other, out = tmp_path / "other", io.StringIO()
+    run_until_decided(RAW, folder=other, execute=Runner(other), budget=Budget(max_reps=4), out=out, study=STUDY)
+    assert "gave no undecided claim" not in out.getvalue() and "--max-reps 4 reached" in out.getvalue()
 
 
 def test_block_runs_and_matches() -> None:
