@@ -153,6 +153,9 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
               f"decided", file=out, flush=True)
         if not open_claims:
             break
+        if block >= budget.max_reps:  # first: the sweep ends here whatever this block gave
+            print(f"until decided: --max-reps {budget.max_reps} reached", file=out, flush=True)
+            break
         if todo and all(judged.get(v.claim.id) == judged_sessions(v) for v in open_claims):
             print(f"until decided: block {block} gave no undecided claim a session it can use "
                   f"({_lost(sessions, block, len(todo))}): more blocks would likely add nothing (the report's CPU table "
@@ -161,9 +164,6 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
                   file=out, flush=True)
             break
         judged = {v.claim.id: judged_sessions(v) for v in verdicts}
-        if block >= budget.max_reps:
-            print(f"until decided: --max-reps {budget.max_reps} reached", file=out, flush=True)
-            break
         runs = plan_block(block_runs(raw, block + 1), cells_needed(verdicts), study.cell_of, runtime)
         if not runs:
             print("until decided: the undecided claims name no cell this sweep runs", file=out, flush=True)

@@ -143,6 +143,11 @@ def test_it_stops_after_a_block_that_gave_no_undecided_claim_a_session(tmp_path:
     other, out = tmp_path / "other", io.StringIO()
     run_until_decided(RAW, folder=other, execute=Runner(other), budget=Budget(max_reps=4), out=out, study=STUDY)
     assert "gave no undecided claim" not in out.getvalue() and "--max-reps 4 reached" in out.getvalue()
+    # the last block allowed saturates too: the sweep ends for --max-reps (what a user raises to go on), not for it
+    last, out = tmp_path / "last", io.StringIO()
+    run_until_decided(RAW, folder=last, execute=SaturatedFrom(last, first=3), budget=Budget(max_reps=3), out=out,
+                      study=STUDY)
+    assert "gave no undecided claim" not in out.getvalue() and "--max-reps 3 reached" in out.getvalue()
 
 
 def test_block_runs_and_matches() -> None:
