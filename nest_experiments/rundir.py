@@ -46,6 +46,7 @@ ACCESS = "access.csv"
 RACING = "racing.csv"
 SUBFLOWS = "subflows.csv"
 QOE = "qoe.json"
+SWEEP_LOG = "sweeps.jsonl"  # in a sweep folder (not a run folder): one JSON line per sweep side (runs.phases)
 MPTCP = "mptcp.json"
 OBJECTS = "objects.csv"
 IPERF3 = "iperf3.csv"

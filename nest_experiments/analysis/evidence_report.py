@@ -23,6 +23,7 @@ from nest_experiments.analysis import decisions  # noqa: E402
 from nest_experiments.analysis import sequential as seq  # noqa: E402
 from nest_experiments.analysis.claims import Sample, Verdict, sample  # noqa: E402
 from nest_experiments.analysis.results import DASH_METRICS  # noqa: E402
+from nest_experiments.rundir import SWEEP_LOG  # noqa: E402
 from nest_experiments.studies import STUDIES  # noqa: E402
 
 UNITS = {m.key: m.unit for m in DASH_METRICS}
@@ -301,7 +302,12 @@ def _files(folder: Path, manifest: Any) -> list[str]:
             lines.append(f"- `{name}`: {info};")
     if (folder / "sweep_report").is_dir():
         lines.append("- `sweep_report/`: the report `plot` wrote from the run folders (not regenerated here);")
+    for name, why in (manifest.sweep_report or {}).items():
+        lines.append(f"- `sweep_report/{name}`: {why};")
     if (folder / "sweep_report" / "earlier").is_dir():
         lines.append("- `sweep_report/earlier/`: the sweep report of the runs this sweep went on from (no HTML);")
+    if (folder / SWEEP_LOG).is_file():
+        lines.append(f"- `{SWEEP_LOG}`: the wall time of each block of the sweep, one line per side (the runner; "
+                     "in the VM runtime also the host);")
     lines[-1] = lines[-1].rstrip(";") + "."
     return [*lines, ""]

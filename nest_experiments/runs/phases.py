@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SWEEP_LOG = "sweeps.jsonl"
+from nest_experiments.rundir import SWEEP_LOG as SWEEP_LOG  # the folder contract names it; used here and by tests
+
 SWEEP_ID_ENV = "NEST_EXP_SWEEP_ID"  # the host's sweep id, handed to the VM runtime's guest
 
 

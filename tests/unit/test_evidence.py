@@ -180,13 +180,26 @@ def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(st
     assert ("`run --until-decided`" in table) == (study != "nest")  # the NeST paper's is the default config
 
 
-def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp_path: Path) -> None:
+def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     sweep, out = tmp_path / "nest_paper", tmp_path / "ev"
     _nest(sweep)
     (sweep / "report").mkdir()
     (sweep / "report" / "report.md").write_text("# the sweep's own report\n")
     (sweep / "report" / "big.pcap").write_text("not copied")
+    (sweep / "report" / "report.html").write_text("<p>" + "x" * 2_000 + "</p>")  # its plots embedded
+    monkeypatch.setattr(evidence, "MAX_HTML_BYTES", 1_000)
     evidence.export(sweep, out, command="run")
+    assert not (out / "sweep_report" / "report.html").exists()  # over the cap: left out, and said where
+    why = evidence.read_manifest(out).sweep_report
+    assert why == {"report.html": f"left out: 0.0 MB (over 0.001 MB); `plot {sweep}` writes it again from the run "
+                                  "folders"}
+    assert f"- `sweep_report/report.html`: left out: 0.0 MB (over 0.001 MB); `plot {sweep}`" in (
+        out / evidence.REPORT).read_text()
+    monkeypatch.setattr(evidence, "MAX_HTML_BYTES", 1_000_000)  # under it: copied, nothing said
+    evidence.export(sweep, out, command="run")
+    assert (out / "sweep_report" / "report.html").is_file() and evidence.read_manifest(out).sweep_report is None
+    assert not (out / "sweeps.jsonl").exists()  # the sweep has no log: none made up
     report = (out / evidence.REPORT).read_text()
     assert "1 of 18 runs had a CPU-saturated 1 s window" in report
     assert "| kind-pie_target-5ms_r3 | completed | 2 |" in report
@@ -203,13 +216,19 @@ def test_a_sweep_that_went_on_from_evidence_exports_as_one_folder(tmp_path: Path
     (first / "report").mkdir()
     (first / "report" / "report.md").write_text("# blocks 1-3\n")
     (first / "report" / "report.html").write_text("<p>regenerated only from the run folders</p>")
+    (first / "sweeps.jsonl").write_text('{"block": 1}\n{"block": 2}\n{"block": 3}\n')
     evidence.export(first, ev, command="run A")
+    assert (ev / "sweeps.jsonl").read_text() == '{"block": 1}\n{"block": 2}\n{"block": 3}\n'
+    (ev / "README.md").write_text("# what the runs found, in prose\n")  # the folder's own, not generated
     evidence.adopt(ev, later)  # a fresh machine: `run --until-decided --continue-from ev`
     evidence.adopt(ev, later)  # the same command again (a resume): nothing to do
     _under_hood(later, range(4, 7))
     (later / "report").mkdir()
     (later / "report" / "report.md").write_text("# blocks 4-6\n")
+    (later / "sweeps.jsonl").write_text('{"block": 4}\n{"block": 5}\n\n{"block": 6}\n')
     evidence.export(later, ev, command="run B")  # the same evidence folder, now with both sweeps
+    # each block's wall time, the committed blocks' first: the whole sweep's, as one folder's would be
+    assert [json.loads(line)["block"] for line in (ev / "sweeps.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
     _under_hood(full)  # blocks 1-6 in one folder: what the two must give together
     evidence.export(full, tmp_path / "whole", command="run")
     same_rows(read_claims(ev / evidence.CLAIMS), decisions.verdict_rows(STUDIES["under_hood"].verdicts(full)))
@@ -225,6 +244,8 @@ def test_a_sweep_that_went_on_from_evidence_exports_as_one_folder(tmp_path: Path
     assert not list((ev / "sweep_report").rglob("*.html"))
     report = (ev / evidence.REPORT).read_text()
     assert "\n    run A   # 6 runs\n    run B   # 6 runs\n" in report and "`sweep_report/earlier/`" in report
+    assert "- `sweeps.jsonl`: the wall time of each block" in report
+    assert (ev / "README.md").read_text() == "# what the runs found, in prose\n"  # exported again: kept
     assert main(["plot", str(ev)]) == 0 and (ev / evidence.REPORT).read_text() == report
     with pytest.raises(NestExpError, match="goes on from other evidence already"):
         evidence.adopt(ev, later)  # ev has 12 sessions now: not the 6 that sweep went on from
