@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an experiment (default: the built-in one)")
     run.add_argument("experiment", nargs="?", type=Path,
                      help="experiment TOML file, or a shipped experiment's name (e.g. pie_dumbbell)")
-    run.add_argument("--runtime", choices=("auto", "host", "vm"), help="where to run (default: the file's, else auto)")
+    run.add_argument("--runtime", choices=("auto", "host", "router", "vm"), help="where to run (default: the file's, else auto)")
     run.add_argument("--reps", type=int, help="repetitions per sweep point (overrides the file)")
     run.add_argument("--paper", action="store_true",
                      help="the paper's full sweep: apply the experiment file's [paper] table (e.g. 25 repetitions)")

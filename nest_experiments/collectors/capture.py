@@ -68,6 +68,11 @@ class EgressTarget:
     ns: str
     dev: str
     ingress_devs: tuple[str, ...]
+    # the router runtime (net.routed): the queue is in the guest between a's TAP and b's, so packets are seen
+    # leaving it arriving at b (``-Q in`` on b's end of the link); "" = leaving ``dev`` (``-Q out``)
+    exit_node: str = ""
+    exit_ns: str = ""
+    exit_dev: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,15 +89,18 @@ class Tap:
         return f"{self.node}-{self.dev}-{self.direction}.pcap"
 
 
-def plan_targets(exp: Experiment, ns_of: Any) -> list[EgressTarget]:
-    """The egresses ``exp.qdelay_links`` asks for (config checked: a is a router, forward has a qdisc)."""
+def plan_targets(exp: Experiment, ns_of: Any, routed: Sequence[str] = ()) -> list[EgressTarget]:
+    """The egresses ``exp.qdelay_links`` asks for (config checked: a is a router, forward has a qdisc);
+    ``routed``: the links whose queue is in the router guest (measured to b's end of the link)."""
     spec = exp.topology
     out = []
     for name in exp.qdelay_links:
         link = spec.link(name)
         dev = link.ifname(link.a)
         others = tuple(lk.ifname(link.a) for lk in spec.links_of(link.a) if lk.ifname(link.a) != dev)
-        out.append(EgressTarget(link=name, node=link.a, ns=ns_of(link.a), dev=dev, ingress_devs=others))
+        exit_at = ({"exit_node": link.b, "exit_ns": ns_of(link.b), "exit_dev": link.ifname(link.b)}
+                   if name in routed else {})
+        out.append(EgressTarget(link=name, node=link.a, ns=ns_of(link.a), dev=dev, ingress_devs=others, **exit_at))
     return out
 
 
@@ -100,7 +108,12 @@ def plan_taps(targets: Sequence[EgressTarget]) -> list[Tap]:
     taps: dict[tuple[str, str, str], Tap] = {}
     for t in targets:
         for dev, direction in [(t.dev, "out"), *((d, "in") for d in t.ingress_devs)]:
+            if direction == "out" and t.exit_node:
+                continue  # the queue is past this device, in the router guest
             taps.setdefault((t.node, dev, direction), Tap(node=t.node, ns=t.ns, dev=dev, direction=direction))
+        if t.exit_node:
+            taps.setdefault((t.exit_node, t.exit_dev, "in"),
+                            Tap(node=t.exit_node, ns=t.exit_ns, dev=t.exit_dev, direction="in"))
     return list(taps.values())
 
 
@@ -217,7 +230,8 @@ class PacketCapture:
 
     @classmethod
     def for_run(cls, exp: Experiment, net: Any, run_dir: Path) -> PacketCapture:
-        return cls(run_dir, plan_targets(exp, net.ns), state=net.state, keep=exp.keep_captures,
+        return cls(run_dir, plan_targets(exp, net.ns, tuple(getattr(net, "routed", {}))), state=net.state,
+                   keep=exp.keep_captures,
                    offloads_off=net.offloads_off, spec=exp.topology)
 
     def start(self) -> None:
@@ -362,7 +376,9 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
     for target in meta["targets"]:
         node, dev = target["node"], target["dev"]
         ingress = [r for d in target["ingress_devs"] for r in read_records(cap / f"{node}-{d}-in.pcap", offset)]
-        m = qdelay.match_packets(ingress, read_records(cap / f"{node}-{dev}-out.pcap", offset))
+        exit_file = (f"{target['exit_node']}-{target['exit_dev']}-in.pcap" if target.get("exit_node")
+                     else f"{node}-{dev}-out.pcap")
+        m = qdelay.match_packets(ingress, read_records(cap / exit_file, offset))
         leaf = _leaf_rows(qrows, egresses.get((node, dev), {}), node, dev)
         times = sorted({float(r["t"]) for r in leaf})
         s = _summary(target, m, window, times, leaf, egresses.get((node, dev), {}))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nest_experiments.errors import RunError
+from nest_experiments.net.routed import Router
 from nest_experiments.net.rtnl import QdiscDumper
 from nest_experiments.parsers.tcstats import qdisc_row
 from nest_experiments.rundir import CsvSink
@@ -51,9 +52,14 @@ class QdiscSampler:
     """
 
     def __init__(self, path: Path, targets: Sequence[tuple[str, str, str, str]], *, interval_s: float,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], router: Router | None = None,
+                 guest_targets: Sequence[tuple[str, str, str, str]] = ()) -> None:
         self.path = path
         self.targets = list(targets)
+        # the router runtime: [(guest NIC, node, dev, link)] whose qdiscs are in its guest (net.routed), dumped there
+        self.router = router
+        self.guest_targets = list(guest_targets)
+        self.guest_cpu: list[tuple[float, list[int]]] = []  # (run clock, the guest's /proc/stat counters) per sample
         self.interval_s = interval_s
         self.clock = clock
         self._ready = threading.Event()
@@ -113,6 +119,8 @@ class QdiscSampler:
             self._index[(ns, dev)] = found
 
     def sample(self) -> None:
+        if self.guest_targets:
+            self._sample_guest()
         for ns, node, dev, link in self.targets:
             dumper = self._sockets[ns]
             messages = dumper.dump(self._index[(ns, dev)])
@@ -121,6 +129,22 @@ class QdiscSampler:
                 row = qdisc_row(msg.kind, msg.stats, msg.xstats)
                 row.update(t=t, node=node, dev=dev, link=link, handle=_handle(msg.handle), parent=_parent(msg.parent))
                 self.sink.write(row)
+
+    def _sample_guest(self) -> None:
+        """One dump of every guest target in one request; its times from the guest's clock to the run's."""
+        assert self.router is not None
+        answer = self.router.call("dump", devs=[g for g, _, _, _ in self.guest_targets])
+        now_host, now_run = time.monotonic(), self.clock()
+        where = {g: (node, dev, link) for g, node, dev, link in self.guest_targets}
+        for sample in answer["samples"]:
+            node, dev, link = where[sample["dev"]]
+            t = round(now_run - (now_host - self.router.host_time(float(sample["t"]))), 4)
+            for row in sample["rows"]:
+                row.update(t=t, node=node, dev=dev, link=link, handle=_handle(int(row["handle"])),
+                           parent=_parent(int(row["parent"])))
+                self.sink.write(row)
+        self.guest_cpu.append((round(now_run - (now_host - self.router.host_time(float(answer["t"]))), 4),
+                               [int(v) for v in answer["cpu"]]))
 
     def _loop(self) -> None:
         next_t = time.monotonic() + self.interval_s

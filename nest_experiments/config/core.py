@@ -21,7 +21,7 @@ from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_
 
 QDISC_FILE = resources.data(resources.QDISC_KINDS)
 DEFAULT_EXPERIMENT = Path(__file__).parents[1] / "default.toml"
-RUNTIMES = ("auto", "host", "vm")
+RUNTIMES = ("auto", "host", "router", "vm")
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "htcp", "vegas", "dctcp")
 DEFAULT_FIFO_LIMIT = 1000
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from nest_experiments.config import FirewallConfig, LinkConfig
 from nest_experiments.config import topology as topo
-from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NetworkSetupError
-from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, rtnl, tcplan
+from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NestExpError, NetworkSetupError
+from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, routed, rtnl, tcplan
 from nest_experiments.net.procs import (
     BatchError,
     RunState,
@@ -46,6 +46,7 @@ from nest_experiments.net.procs import (
 from nest_experiments.net.sockets import ipv4_addresses
 
 NEST_TC_DIR = Path("/usr/lib/tc")
+TAP_MTU = 1500  # as NeST's veths
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 
@@ -76,10 +77,21 @@ class Network:
     """A realised topology. Use as a context manager."""
 
     def __init__(self, spec: topo.TopologySpec, links: tuple[LinkConfig, ...] = (), *, state: RunState,
-                 congestion_control: str = "cubic", firewalls: tuple[FirewallConfig, ...] = ()) -> None:
+                 congestion_control: str = "cubic", firewalls: tuple[FirewallConfig, ...] = (),
+                 router: routed.Router | None = None) -> None:
         self.spec = spec
         self.links = links
         self.state = state
+        self.router = router  # the router runtime's guest: links needing qdiscs the host lacks go through it
+        self.routed: dict[str, routed.RoutedLink] = {}
+        if router is not None:
+            ends = {lk.name: (lk.a, lk.b) for lk in spec.links}
+            try:
+                planned = routed.plan_routed(links, router.missing, router.taps, ends)
+            except ValueError as exc:
+                raise NetworkSetupError(f"router runtime: {exc}") from None
+            self.routed = {r.link: r for r in planned}
+        self._taps_in: list[tuple[str, str, str]] = []  # (namespace, interface, TAP name): moved back at teardown
         self.cc = congestion_control
         self.firewalls = firewalls
         self.egresses: list[tcplan.Egress] = []
@@ -124,8 +136,8 @@ class Network:
         self.state.namespaces = [self.ns(n) for n in self.spec.nodes]
         self.state.root_ifnames = ifnames
         self.state.save()  # before creating anything: a later run can clean up after us
-        steps = {"nest": self._create_with_nest, "nodes": self._configure_nodes, "verify": self.verify_topology,
-                 "links": self._apply_links, "firewalls": self._apply_firewalls}
+        steps = {"nest": self._create_with_nest, "taps": self._attach_taps, "nodes": self._configure_nodes,
+                 "verify": self.verify_topology, "links": self._apply_links, "firewalls": self._apply_firewalls}
         self._allow_congestion_control()
         for name, step in steps.items():
             t = time.monotonic()
@@ -145,6 +157,7 @@ class Network:
 
     def _teardown(self) -> None:
         kill_namespace_processes(*self.state.namespaces)
+        self._detach_taps()
         delete_nft_tables(self.state.nft_tables)
         delete_namespaces(self.state.namespaces)
         if "map" in (mods := _loaded_nest()):
@@ -162,11 +175,51 @@ class Network:
             for name, role in self.spec.nodes.items():
                 nodes[name] = (nt.Router if role == "router" else nt.Node)(self.ns(name))
             for link in self.spec.links:
+                if link.name in self.routed:
+                    continue  # its ends are the router guest's TAPs (_attach_taps)
                 ia, ib = nt.connect(nodes[link.a], nodes[link.b], link.ifname(link.a), link.ifname(link.b))
                 ia.set_address(str(link.address(link.a, self.spec.base)))
                 ib.set_address(str(link.address(link.b, self.spec.base)))
-            for node, commands in self._route_commands().items():  # in each namespace's batch, after NeST's
-                batch.add_ip(self.ns(node), commands)
+            if not self.routed:
+                for node, commands in self._route_commands().items():  # in each namespace's batch, after NeST's
+                    batch.add_ip(self.ns(node), commands)
+
+    def _attach_taps(self) -> None:
+        """The routed links' TAPs into their nodes' namespaces (named, addressed, up, offloads off), then the
+        routes, which need every interface (net.routed). Each TAP moved is listed before the next step: teardown
+        moves it back to the root namespace, whatever fails after."""
+        if not self.routed:
+            return
+        for r in self.routed.values():
+            link = self.spec.link(r.link)
+            for node in (link.a, link.b):
+                ifname = link.ifname(node)
+                move, inside = routed.tap_in_commands(r, node, self.ns(node), ifname,
+                                                      str(link.address(node, self.spec.base)), TAP_MTU)
+                check_run(move, what=f"router runtime: TAP {r.tap(node)} into {node}")
+                self._taps_in.append((self.ns(node), ifname, r.tap(node)))
+                run_batch(["ip", "-n", self.ns(node)], inside, what=f"router runtime: TAP on {node}")
+                self.offloads_off(node, ifname)
+        for node, commands in self._route_commands().items():
+            run_batch(["ip", "-n", self.ns(node)], commands, what=f"routes on {node}")
+
+    def _detach_taps(self) -> None:
+        """Every TAP this run moved, back to the root namespace under its own name (before the namespaces go:
+        a TAP deleted with its namespace would leave qemu a dead device for the rest of the sweep); the guest's
+        qdiscs of this run removed. Best effort: a failure here must not hide the run's own error, and the
+        router checks its TAPs before the next run (vm.router)."""
+        for ns, ifname, tap in reversed(self._taps_in):
+            try:
+                run_batch(["ip", "-n", ns], routed.tap_out_commands(tap, ifname), what="router runtime: TAP back")
+            except NestExpError:
+                pass
+        self._taps_in.clear()
+        if self.router is not None and self.routed:
+            devs = [r.guest_dev(n) for r in self.routed.values() for n in (r.a, r.b)]
+            try:
+                self.router.call("tc", cmds=[["qdisc", "del", "dev", d, "root"] for d in devs], force=True)
+            except NestExpError:
+                pass
 
     def _route_commands(self) -> dict[str, list[list[str]]]:
         """Per node: the static routes, then source routing (a second default route per source address)."""
@@ -299,10 +352,18 @@ class Network:
         by_ns: dict[str, list[tcplan.EgressPlan]] = {}
         for node, dev in no_offloads(self.links, self.spec):
             self.offloads_off(node, dev)
+        guest: list[tcplan.EgressPlan] = []
         for link in self.links:
             spec_link = self.spec.link(link.name)
             for node, peer, egress in link.egresses():
                 dev = spec_link.ifname(node)
+                if link.name in self.routed:  # every shaped egress of a routed link is the guest's
+                    if egress.shaped:
+                        plan = tcplan.plan_egress(routed.GUEST_NS, self.routed[link.name].guest_dev(node), egress)
+                        guest.append(plan)
+                        self.egresses.append(tcplan.Egress(link=link.name, node=node, peer=peer, dev=dev,
+                                                           ns=self.ns(node), plan=plan, routed=True))
+                    continue
                 if egress.shaped:
                     plan = tcplan.plan_egress(self.ns(node), dev, egress)
                     by_ns.setdefault(plan.ns, []).append(plan)
@@ -310,6 +371,28 @@ class Network:
         # each namespace's two processes (tc batch, read-back) side by side with the others'; the devices are the
         # ones NeST just made: no root qdisc of ours to delete first
         side_by_side([partial(self.apply_plans, ns, plans, fresh=True) for ns, plans in by_ns.items()])
+        if guest:
+            self._apply_in_guest(guest)
+
+    def _apply_in_guest(self, plans: list[tcplan.EgressPlan]) -> None:
+        """The routed egresses' plans in the router guest: its NICs' root qdiscs deleted (a run before may have
+        left one), every command in one batch, then read back as on the host (``tc -j qdisc show``, the HTB
+        classes over netlink) and compared."""
+        assert self.router is not None
+        self.router.call("tc", cmds=[list(p.commands[0][3:]) for p in plans], force=True)
+        try:
+            self.router.call("tc", cmds=[list(c[3:]) for p in plans for c in p.commands[1:]])
+        except NetworkSetupError as exc:
+            raise _explain_tc(exc, next((c for p in plans for c in p.commands[1:]), ())) from None
+        shown = json.loads(self.router.call("show", args=["qdisc", "show"])["out"])
+        classes = self.router.call("classes", devs=[p.dev for p in plans if p.htb_class])["classes"]
+        problems = []
+        for plan in plans:
+            problems += tcplan.compare_qdiscs(plan, [q for q in shown if q.get("dev") == plan.dev])
+            if plan.htb_class:
+                problems += tcplan.compare_rate(plan, {c: f["rate_bps"] for c, f in classes.get(plan.dev, {}).items()})
+        if problems:
+            raise NetworkSetupError("traffic control in the router guest differs from the plan: " + "; ".join(problems))
 
     def offloads_off(self, node: str, dev: str) -> None:
         """TSO, GSO, GRO and UDP GSO off on ``node``'s ``dev`` (once: links, captures and shapers ask for the same

@@ -92,6 +92,7 @@ class Egress:
     dev: str
     ns: str
     plan: EgressPlan
+    routed: bool = False  # the plan is in the router guest, on its NIC ``plan.dev`` (net.routed)
 
 
 def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:

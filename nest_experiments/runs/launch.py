@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,8 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
     return raw, runs
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
+    """``run``; ``router``: the router runtime's guest, when a caller (``--until-decided``'s blocks) holds one."""
     if getattr(args, "until_decided", False):
         return _until_decided(args)
     if getattr(args, "continue_from", None):
@@ -65,13 +66,16 @@ def run_command(args: argparse.Namespace) -> int:
         return _run_on_cluster(args, runs, results)
     if os.geteuid() != 0:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
-    if runtime.choose(args.runtime or runs[0].experiment.runtime, runs) == "vm":
+    where = runtime.choose(args.runtime or runs[0].experiment.runtime, runs)
+    if where == "vm":
         return _run_in_vm(args, runs, results)
     from nest_experiments.runs.runner import run_sweep
 
     sweep_id = new_sweep_id()
     t0 = time.monotonic()
-    outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s(), sweep_id=sweep_id)
+    with _router(runs) if where == "router" and router is None else contextlib.nullcontext(router) as guest:
+        outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s(), sweep_id=sweep_id,
+                             router=guest)
     if not args.no_plot and runtime.current() != "vm":
         t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
@@ -79,6 +83,23 @@ def run_command(args: argparse.Namespace) -> int:
                             {"id": sweep_id, "side": "host", "plot": round(time.monotonic() - t_plot, 3),
                              "command_s": round(time.monotonic() - t0, 3)})
     return exit_code(outcomes)
+
+
+@contextlib.contextmanager
+def _router(runs: list[RunSpec]) -> Iterator[Any]:
+    """The router runtime's guest for ``runs`` (vm.router): booted once, shut down whatever happens."""
+    from nest_experiments.vm.router import RouterVM
+
+    missing, slots = runtime.router_plan(runs)
+    if slots == 0:
+        yield None  # nothing needs the guest: every link is the host's
+        return
+    print(f"router runtime: the apps on the host, {slots} link(s) per run through one guest for what this kernel "
+          f"lacks ({', '.join(sorted(missing))})", file=sys.stderr, flush=True)
+    with RouterVM(slots=slots, missing=missing) as guest:
+        print(f"router runtime: guest up in {guest.boot_s:.1f} s (clock offset known to "
+              f"{guest.offset_error_s * 1e3:.2f} ms)", file=sys.stderr, flush=True)
+        yield guest
 
 
 def _until_decided(args: argparse.Namespace) -> int:
@@ -126,11 +147,14 @@ def _until_decided(args: argparse.Namespace) -> int:
             return codes[-1]
 
         run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study,
-                          runtime=where if where in ("host", "vm") else None)
+                          runtime=where if where in ("host", "router", "vm") else None)
 
     in_vm = not getattr(args, "cluster", None) and os.geteuid() == 0 and where == "vm"
     if in_vm:  # one VM for every block (runs.blocks_in_vm)
         _until_decided_in_vm(args, results, budget, first, block_args, drive)
+    elif where == "router" and not getattr(args, "cluster", None):  # one router guest for every block
+        with _router(first) as guest:
+            drive(lambda runs: run_command(block_args(runs), router=guest))
     else:  # each block through this same command: host, or a cluster
         drive(lambda runs: run_command(block_args(runs)))
     if not args.no_plot:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import itertools
 import os
 import platform
 import shutil
@@ -38,8 +39,9 @@ from nest_experiments.net import nftplan
 from nest_experiments.net.kernel import IPROUTE2_VERSION
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
+from nest_experiments.net.routed import Router
 from nest_experiments.net.warm import WarmPool
-from nest_experiments.rundir import CPU, CPU_PROCS, SCHEMA_VERSION, is_completed, write_csv, write_json
+from nest_experiments.rundir import CPU, CPU_PROCS, SATURATED, SCHEMA_VERSION, is_completed, write_csv, write_json
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
 from nest_experiments.runs.phases import Laps, append_sweep_record, new_sweep_id, process_age_s, uptime_s
@@ -127,8 +129,9 @@ class Run:
 
     def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0,
                  extra: dict[str, Any] | None = None, warm: WarmPool | None = None,
-                 after_traffic: Callable[[], None] | None = None) -> None:
+                 after_traffic: Callable[[], None] | None = None, router: Router | None = None) -> None:
         self.spec = spec
+        self.router = router  # the router runtime's guest (vm.router), or None
         self.extra = dict(extra or {})  # more manifest fields (a cluster task's: where it ran)
         self.runs_before = runs_before  # runs this process (in the VM runtime: this VM) executed before this one
         self.exp: Experiment = spec.experiment
@@ -198,13 +201,16 @@ class Run:
             "schema_version": SCHEMA_VERSION, "status": "running", "experiment": self.exp.name,
             "run": self.spec.name, "repetition": self.spec.repetition, "point": dict(self.spec.point),
             "position": self.spec.position, "runs_before": self.runs_before,
-            "seed": self.spec.seed, "runtime": runtime.current(), "kernel": platform.release(),
+            "seed": self.spec.seed, "runtime": "router" if self.router is not None else runtime.current(),
+            "kernel": platform.release(),
             "started": now_iso(), "warnings": [], "versions": self._versions(),
             "tcp_congestion_control": self.exp.congestion_control, "duration_s": self.exp.duration_s,
             "clocksource": clocksource(), **self.extra,
         }
         if runtime.current() == "vm":
             self.manifest["vm"] = runtime.vm_settings()
+        if self.router is not None:
+            self.manifest["router"] = self.router.summary()
         write_json(self.run_dir / "manifest.json", self.manifest)
 
     def _versions(self) -> dict[str, str]:
@@ -218,7 +224,7 @@ class Run:
         self.manifest["prefix"] = state.prefix
         others = set(live_runs(other_than=state.prefix))
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
-                     firewalls=self.exp.firewalls) as net:
+                     firewalls=self.exp.firewalls, router=self.router) as net:
             self.laps.lap("topology")
             self.manifest["topology_s"] = dict(net.build_s)
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
@@ -268,8 +274,13 @@ class Run:
         except BaseException:
             capture.stop(t0=self.t0, keep=False)
             raise
-        targets = [(e.ns, e.node, e.dev, e.link) for e in net.egresses if e.link in self.exp.sample_links]
-        sampler = QdiscSampler(self.run_dir / "qdisc.csv", targets, interval_s=self.exp.sample_interval_s, clock=self.clock)
+        sampled = [e for e in net.egresses if e.link in self.exp.sample_links]
+        if self.router is not None:  # its clock offset again: one measurement per run
+            self.router.sync_clock()
+            self.manifest["router"] = self.router.summary()
+        sampler = QdiscSampler(self.run_dir / "qdisc.csv", [(e.ns, e.node, e.dev, e.link) for e in sampled if not e.routed],
+                               interval_s=self.exp.sample_interval_s, clock=self.clock, router=self.router,
+                               guest_targets=[(e.plan.dev, e.node, e.dev, e.link) for e in sampled if e.routed])
         deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime.current() == "vm")
         rates = TracePlayer.for_run(self.exp, net, self.run_dir, clock=self.clock, until_s=deadline)  # trace-driven links
         try:
@@ -309,6 +320,8 @@ class Run:
             capture.stop(t0=self.t0, keep="traffic_end_t" in self.manifest)  # pcaps only of finished traffic
             wire_capture.stop(keep="traffic_end_t" in self.manifest)
             self.manifest["warnings"] += wire_capture.warnings
+            if sampler.guest_cpu:
+                self.manifest["router"] = {**self.manifest.get("router", {}), **guest_busy(sampler.guest_cpu)}
             self.manifest.update(cpu.summary())
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())
@@ -375,6 +388,21 @@ class Run:
             write_csv(self.run_dir / name, fields, rows)
 
 
+def guest_busy(samples: list[tuple[float, list[int]]]) -> dict[str, Any]:
+    """The router guest's busy share (all its vCPUs) between consecutive qdisc samples: mean, max, and how many
+    intervals were at or above :data:`~nest_experiments.rundir.SATURATED` (its forwarding then lags)."""
+    shares = []
+    for (_, a), (_, b) in itertools.pairwise(samples):
+        total = sum(b) - sum(a)
+        idle = (b[3] + b[4]) - (a[3] + a[4])
+        if total > 0:
+            shares.append(1 - idle / total)
+    if not shares:
+        return {}
+    return {"guest_busy_mean": round(sum(shares) / len(shares), 4), "guest_busy_max": round(max(shares), 4),
+            "guest_saturated_intervals": sum(x >= SATURATED for x in shares), "guest_intervals": len(shares)}
+
+
 def quiet_gc() -> None:
     """Collect once, then move every object the runner holds into the collector's permanent generation
     (``gc.freeze``) until the traffic ends: the collector's full passes during the traffic then walk only
@@ -417,7 +445,7 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
 
 def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: TextIO = sys.stderr,
               after_each: Callable[[RunOutcome], None] | None = None, warmup_s: float = 0.0,
-              sweep_id: str | None = None) -> list[RunOutcome]:
+              sweep_id: str | None = None, router: Router | None = None) -> list[RunOutcome]:
     """Run every run not yet completed; print progress; go on after failures.
 
     One sweep at a time per machine (runs share interface names in the root
@@ -426,6 +454,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     setting shortened to this length, thrown away (see vm.qemu.warmup_s).
     Each run (and the warm-up) starts the next run's warm processes as its traffic ends (:class:`_WarmNext`).
     Where the time went is appended to the experiment's ``sweeps.jsonl`` (runs.phases), as ``sweep_id``.
+    ``router``: the router runtime's guest (vm.router), for every run (and the warm-up).
     """
     outcomes: list[RunOutcome] = []
     progress = Progress(total=len(runs), out=out)
@@ -445,13 +474,13 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
                     continue
                 if warmup_s > 0 and not any(o.status != "skipped" for o in outcomes):
                     laps.restart()
-                    warm_up(spec, warmup_s, out=out, after_traffic=warm_next.starter_for(spec))
+                    warm_up(spec, warmup_s, out=out, after_traffic=warm_next.starter_for(spec), router=router)
                     runtime.note_warm()  # the next sweep in this guest process (a block) starts warm
                     laps.lap("warmup")
                 progress.start(spec.name, duration_s=spec.experiment.duration_s, where=here)
                 laps.restart()
                 outcome = Run(spec, run_dir, runs_before=sum(o.status != "skipped" for o in outcomes),
-                              warm=warm_next.take(spec), after_traffic=warm_next.starter(i)).execute()
+                              warm=warm_next.take(spec), after_traffic=warm_next.starter(i), router=router).execute()
                 laps.lap("runs")
                 record["traffic_s"] += spec.experiment.duration_s
                 outcomes.append(outcome)
@@ -532,7 +561,7 @@ def _sweep_start_record(sweep_id: str | None) -> dict[str, Any]:
 
 
 def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr,
-            after_traffic: Callable[[], None] | None = None) -> RunOutcome:
+            after_traffic: Callable[[], None] | None = None, router: Router | None = None) -> RunOutcome:
     """``spec``'s setting for ``seconds``, into a temp folder that is removed: every code path and file the
     sweep's runs use is then warm (see vm.qemu.warmup_s). Its outcome is printed, not recorded."""
     raw = copy.deepcopy(spec.experiment.raw)
@@ -542,7 +571,7 @@ def warm_up(spec: RunSpec, seconds: float, *, out: TextIO = sys.stderr,
                    experiment=parse_experiment(raw))  # valid: only the duration changed, and it covers every start
     print(f"warm-up: {seconds:g} s of {spec.name}, not recorded", file=out, flush=True)
     with tempfile.TemporaryDirectory(prefix="nx-warmup-") as tmp:
-        outcome = Run(warm, Path(tmp) / warm.name, after_traffic=after_traffic).execute()
+        outcome = Run(warm, Path(tmp) / warm.name, after_traffic=after_traffic, router=router).execute()
     print(f"warm-up: {outcome.status} in {outcome.seconds:.1f} s{f': {outcome.reason}' if outcome.reason else ''}",
           file=out, flush=True)
     return outcome

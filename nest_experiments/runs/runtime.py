@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nest_experiments.config.sweep import RunSpec
-from nest_experiments.net.kernel import missing_on_host, require_host_features
+from nest_experiments.errors import KernelFeatureError
+from nest_experiments.net.kernel import FEATURES, missing_on_host, require_host_features
+from nest_experiments.net.routed import routed_count, unroutable
 
 if TYPE_CHECKING:
     from nest_experiments.vm.hostload import HostLoad
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 ENV = "NEST_EXP_RUNTIME"  # "vm" inside the VM runtime's guest
 VM_ENV_PREFIX = "NEST_EXP_VM_"  # the VM's settings, as the host chose them (vm.qemu.VMSettings.guest_env)
-RUNTIMES = ("auto", "host", "vm")
+RUNTIMES = ("auto", "host", "router", "vm")
 
 
 def current() -> str:
@@ -58,16 +60,33 @@ def guest_env(settings: Mapping[str, str], *, keep: Sequence[str] = ()) -> dict[
 
 
 def choose(wanted: str, runs: Sequence[RunSpec]) -> str:
-    """``"host"`` or ``"vm"`` for ``runs``: ``wanted`` (auto, host, vm), with auto picking the VM when the
-    host kernel lacks a feature a run needs; a wanted host lacking one raises. Inside the guest: the host."""
+    """``"host"``, ``"router"`` or ``"vm"`` for ``runs``: ``wanted`` (auto, host, router, vm). auto picks the
+    host when its kernel has every feature the runs need, the router runtime (apps on the host, the links that
+    need a missing qdisc through one guest: vm.router) when what it lacks are qdiscs the guest has, else the VM
+    runtime (the whole experiment in the guest). A wanted host or router that cannot serve the runs raises,
+    naming the key. Inside the VM runtime's guest: the host."""
     if current() == "vm":
         return "host"  # we are the guest
+    missing = {f: key for r in runs for f, key in missing_on_host(r.experiment).items()}
     if wanted == "auto":
-        return "vm" if any(missing_on_host(r.experiment) for r in runs) else "host"
+        if not missing:
+            return "host"
+        return "vm" if unroutable(missing) else "router"
     if wanted == "host":
         for r in runs:
             require_host_features(r.experiment)
+    if wanted == "router" and unroutable(missing):
+        feature, key = next(iter(unroutable(missing).items()))
+        raise KernelFeatureError(f"{key}: this kernel has no '{feature}' ({FEATURES[feature][1]}) and the router "
+                                 "runtime only adds qdiscs on links: use --runtime vm (the whole experiment in a VM)")
     return wanted
+
+
+def router_plan(runs: Sequence[RunSpec]) -> tuple[frozenset[str], int]:
+    """For the router runtime: the features the host lacks (what the guest provides) and the most links one run
+    sends through the guest (its slots)."""
+    missing = frozenset(f for r in runs for f in missing_on_host(r.experiment))
+    return missing, max((routed_count(r.experiment.links, missing) for r in runs), default=0)
 
 
 def missing_summary(runs: Sequence[RunSpec]) -> str:

@@ -19,6 +19,7 @@ must hold the last rate applied.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from nest_experiments.config import Experiment
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.net.netlink import HtbClass
 from nest_experiments.net.network import Network
+from nest_experiments.net.routed import GuestRates
 from nest_experiments.net.rtnl import HtbRates
 from nest_experiments.net.tcplan import Egress
 from nest_experiments.rundir import CsvSink
@@ -91,6 +93,9 @@ class TracePlayer:
     def for_run(cls, exp: Experiment, net: Network, run_dir: Path, *, clock: Callable[[], float],
                 until_s: float) -> TracePlayer:
         traced = [e for e in net.egresses if _egress_config(exp, e).trace is not None]
+        if any(e.routed for e in traced):  # the router runtime: those classes are in its guest
+            return cls(changes_for(exp, traced, until_s), run_dir / "rates.csv", clock=clock,
+                       rates=functools.partial(GuestRates, router=net.router))
         return cls(changes_for(exp, traced, until_s), run_dir / "rates.csv", clock=clock)
 
     def open(self) -> None:

@@ -54,6 +54,9 @@ MSIZE = 512 * 1024
 PRELOAD_MODULES: tuple[str, ...] = (
     "virtio_pci",
     "virtio_rng",
+    "virtio_net",  # the router runtime's NICs (vm.router)
+    "virtio_console",  # its control port
+    "bridge",
     "9pnet_virtio",
     "9p",
     "crc32c_generic",
@@ -120,6 +123,8 @@ INCLUDE_PATTERNS: tuple[str, ...] = (
     "kernel/drivers/net/veth.ko",
     "kernel/drivers/net/ifb.ko",
     "kernel/drivers/net/dummy.ko",
+    "kernel/drivers/net/virtio_net.ko",
+    "kernel/drivers/char/virtio_console.ko",
     "kernel/drivers/virtio/*.ko",
     "kernel/drivers/char/hw_random/virtio-rng.ko",
     "kernel/net/9p/9pnet.ko",

@@ -103,8 +103,10 @@ def qemu_argv(
     cpus: int = 2,
     qemu: str = QEMU,
     cmdline: Sequence[str] = (),
+    devices: Sequence[str] = (),
 ) -> list[str]:
-    """The qemu command line. ``shares`` are ``(mount tag, host path, read_only)``; ``cmdline``: more kernel parameters."""
+    """The qemu command line. ``shares`` are ``(mount tag, host path, read_only)``; ``cmdline``: more kernel
+    parameters; ``devices``: more qemu arguments (the router runtime's NICs and control port: vm.router)."""
     if accel not in ("kvm", "tcg"):
         raise VMError(f"unknown accelerator {accel!r} (use auto, kvm or tcg)")
     argv = [
@@ -122,7 +124,7 @@ def qemu_argv(
         if read_only:
             opts += ",readonly=on"
         argv += ["-virtfs", opts]
-    return argv
+    return argv + list(devices)
 
 
 def _mount_order(rw_dirs: Sequence[Path]) -> list[tuple[str, Path]]:
@@ -547,6 +549,7 @@ def run_in_vm(
     keep_host_awake: bool | None = None,
     softirq_fifo: int | None = None,
     on_started: Callable[[HostLoad], None] | None = None,
+    devices: Sequence[str] = (),
 ) -> VMResult:
     """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
 
@@ -560,6 +563,7 @@ def run_in_vm(
     while qemu runs. ``softirq_fifo`` (default :func:`softirq_priority`):
     the guest's ``ksoftirqd`` threads at that ``SCHED_FIFO`` priority (0: not).
     ``on_started``: given the host's load sampler once qemu runs (its ``samples`` grow while it does).
+    ``devices``: more qemu arguments (:func:`qemu_argv`).
     """
     t_setup = time.monotonic()
     cwd = Path(cwd)
@@ -599,7 +603,7 @@ def run_in_vm(
         shares: list[tuple[str, Path, bool]] = [("host", Path("/"), True), ("nestrun", run_dir, False)]
         shares += [(tag, path, False) for tag, path in mounts]
         cmd = qemu_argv(image=img, accel=acc, shares=shares, memory_mb=memory_mb, cpus=cpus,
-                        cmdline=guest_clock_params(acc))
+                        cmdline=guest_clock_params(acc), devices=devices)
         with _sigterm_raises():
             t0 = time.monotonic()
             setup = t0 - t_setup

@@ -1,0 +1,173 @@
+"""Links through the router guest (the router runtime, DESIGN §2b): which links, and their host side.
+
+The host kernel here has namespaces, veth, HTB and MPTCP but no ``pie``,
+``fq_pie`` or ``netem``. In the router runtime every namespace and every
+application runs on the host; a link whose egress needs a qdisc the host
+lacks is *routed*: instead of a veth pair its two ends are TAP devices held
+by one qemu guest (:mod:`nest_experiments.vm.router`), which bridges them and
+applies both egresses' plans (:mod:`~nest_experiments.net.tcplan`, the same
+plans as on a veth) on its own NICs (:mod:`~nest_experiments.net.router_agent`).
+
+Slot ``k`` of the guest is one link: NIC ``x<k>`` faces the link's a end
+(the TAP in a's namespace), ``y<k>`` its b end. A packet from a to b enters
+the guest on ``x<k>`` and leaves on ``y<k>``: a's egress (forward) is
+planned on ``y<k>``, b's (reverse) on ``x<k>``.
+
+The TAPs live in the host's root namespace between runs (qemu opened them
+there); a run moves each into its node's namespace under the link's
+interface name and, before its namespaces go, back to the root namespace
+under its own name (a TAP in a namespace that is deleted is deleted with it,
+and qemu's file descriptor would be dead for the rest of the sweep). When
+the runner dies, qemu dies with it (``PR_SET_PDEATHSIG``) and the kernel
+removes its TAPs: nothing is left in the root namespace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nest_experiments.config import EgressConfig, LinkConfig
+from nest_experiments.errors import ConfigError, NetworkSetupError
+from nest_experiments.net.netlink import HtbClass
+from nest_experiments.net.router_agent import GUEST_NS, nic_name
+from nest_experiments.net.rtnl import HtbRates
+from nest_experiments.net.tcplan import Egress
+
+#: What the router guest's kernel (Debian's, vm.image) has of the features an egress can need (net.kernel):
+#: a link needing only these goes through the guest when the host lacks one of them.
+ROUTABLE = frozenset({"htb", "pfifo", "bfifo", "netem", "pie", "fq_pie", "fq_codel", "codel"})
+
+__all__ = ["GUEST_NS", "ROUTABLE", "GuestRates", "Router", "RoutedLink", "egress_features", "plan_routed", "routed_count",
+           "unroutable"]
+
+
+def egress_features(e: EgressConfig) -> set[str]:
+    """The kernel features one egress needs (net.kernel's names)."""
+    out = set()
+    if e.rate_bps is not None:
+        out.add("htb")
+    if e.needs_netem:
+        out.add("netem")
+    if e.qdisc is not None:
+        out.add(e.qdisc.kind)
+    return out
+
+
+def unroutable(missing: Mapping[str, str]) -> dict[str, str]:
+    """Of what the host lacks (feature -> config key), what the router runtime cannot provide either."""
+    return {f: key for f, key in missing.items() if f not in ROUTABLE}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutedLink:
+    """One link through the guest: its slot and its two TAPs (their names in the root namespace)."""
+
+    link: str
+    slot: int
+    a: str
+    b: str
+    tap_a: str
+    tap_b: str
+
+    def guest_dev(self, node: str) -> str:
+        """The guest NIC whose egress carries ``node``'s direction of the link (towards its peer)."""
+        return nic_name(self.slot, "b" if node == self.a else "a")
+
+    def tap(self, node: str) -> str:
+        return self.tap_a if node == self.a else self.tap_b
+
+
+def plan_routed(links: Sequence[LinkConfig], missing: set[str] | frozenset[str], taps: Sequence[tuple[str, str]],
+                ends: Mapping[str, tuple[str, str]]) -> list[RoutedLink]:
+    """The links of which an egress needs a feature in ``missing``, each on the next free slot (``taps`` are
+    the slots' TAP names, ``ends`` each link's (a, b) nodes); more such links than slots raises ValueError."""
+    names = [link.name for link in links
+             if any(egress_features(e) & set(missing) for _, _, e in link.egresses())]
+    if len(names) > len(taps):
+        raise ValueError(f"{len(names)} links need the router guest ({', '.join(names)}) but it has {len(taps)} slots")
+    return [RoutedLink(link=name, slot=k, a=ends[name][0], b=ends[name][1], tap_a=taps[k][0], tap_b=taps[k][1])
+            for k, name in enumerate(names)]
+
+
+def routed_count(links: Sequence[LinkConfig], missing: set[str] | frozenset[str]) -> int:
+    """How many of ``links`` go through the router guest (its slots)."""
+    return sum(any(egress_features(e) & set(missing) for _, _, e in link.egresses()) for link in links)
+
+
+class Router(Protocol):
+    """What :class:`~nest_experiments.net.network.Network` and the collectors need of the router guest
+    (:class:`nest_experiments.vm.router.RouterVM`; a fake in unit tests)."""
+
+    @property
+    def missing(self) -> frozenset[str]: ...  # the features the host lacks: what the guest provides
+
+    @property
+    def taps(self) -> tuple[tuple[str, str], ...]: ...  # per slot, (a's TAP, b's TAP) in the root namespace
+
+    @property
+    def pid(self) -> int | None: ...  # qemu's (the CPU monitor watches it)
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]: ...  # one request to the agent (raises on error)
+
+    def host_time(self, t_guest: float) -> float: ...  # a guest monotonic time on the host's monotonic clock
+
+    def sync_clock(self) -> tuple[float, float]: ...  # measure the clock offset again: (offset, its error bound)
+
+    def summary(self) -> dict[str, Any]: ...  # for the manifest
+
+
+def tap_in_commands(r: RoutedLink, node: str, ns: str, ifname: str, address: str, mtu: int) -> tuple[list[str], list[list[str]]]:
+    """The move of ``node``'s TAP into ``ns`` (one ``ip`` in the root namespace) and, in ``ns``, its name, MTU,
+    address and state (one ``ip -n ns -batch``)."""
+    tap = r.tap(node)
+    move = ["ip", "link", "set", "dev", tap, "netns", ns]
+    inside = [["link", "set", "dev", tap, "name", ifname], ["link", "set", "dev", ifname, "mtu", str(mtu)],
+              ["addr", "add", address, "dev", ifname], ["link", "set", "dev", ifname, "up"]]
+    return move, inside
+
+
+def tap_out_commands(tap: str, ifname: str) -> list[list[str]]:
+    """Back to the root namespace (this process's) under the TAP's own name (an ``ip -n ns -batch``)."""
+    return [["link", "set", "dev", ifname, "down"], ["link", "set", "dev", ifname, "name", tap],
+            ["link", "set", "dev", tap, "netns", str(os.getpid())]]
+
+
+class GuestRates:
+    """HTB rate changes of egresses, the routed ones through the router guest's agent (one request per change,
+    acknowledged by the guest's kernel), the others over netlink on the host (:class:`~nest_experiments.net.rtnl.HtbRates`):
+    what :class:`nest_experiments.runs.traceplay.TracePlayer` needs of a rate setter."""
+
+    def __init__(self, egresses: list[Egress], router: Router | None) -> None:
+        self.router = router
+        host = [e for e in egresses if not e.routed]
+        if len(host) < len(egresses) and router is None:
+            raise NetworkSetupError("a routed egress without the router guest")
+        for e in egresses:
+            if e.plan.htb_class is None:
+                raise ConfigError(f"links.{e.link}", f"the egress at {e.node} has no rate (HTB class) to change")
+        self.host = HtbRates(host) if host else None
+
+    def set(self, egress: Egress, rate_bps: int) -> None:
+        if not egress.routed:
+            assert self.host is not None
+            self.host.set(egress, rate_bps)
+            return
+        assert self.router is not None and egress.plan.htb_class is not None
+        self.router.call("rate", dev=egress.plan.dev, classid=egress.plan.htb_class, rate_bps=rate_bps)
+
+    def read(self, egress: Egress) -> HtbClass:
+        if not egress.routed:
+            assert self.host is not None
+            return self.host.read(egress)
+        assert self.router is not None
+        classes = self.router.call("classes", devs=[egress.plan.dev])["classes"].get(egress.plan.dev, {})
+        if egress.plan.htb_class not in classes:
+            raise NetworkSetupError(f"{egress.node}/{egress.dev}: no HTB class {egress.plan.htb_class} in the router guest")
+        return HtbClass(**classes[egress.plan.htb_class])
+
+    def close(self) -> None:
+        if self.host is not None:
+            self.host.close()
