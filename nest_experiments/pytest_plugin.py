@@ -11,12 +11,12 @@ Fixtures
     :func:`~nest_experiments.config.topology.parse`) with our traffic-control
     adapter (``firewalls={"udp443": {"router": "r1", "port": 443, "rate": "64kbit"}}``:
     ``[firewalls.NAME]`` tables, named topologies only), and tears everything down when the test ends, passed or
-    failed. It needs root (else the test is skipped; under ``CI=true`` it fails). ``net.run(node, argv)`` runs a
+    failed. It needs root (else the test is skipped; in strict mode it fails). ``net.run(node, argv)`` runs a
     command in a node, ``net.popen(...)`` starts one, ``net.addr(node)`` is a node's address,
     ``net.qdiscs(link, node)`` and ``net.htb_rate_bps(link, node)`` read the kernel's traffic control on a node's
     end of a link back, ``net.read_back()`` checks every shaped egress against its plan.
-``require_features``
-    ``require_features("pie", "netem")``: skip (or, under ``CI=true``, fail)
+``nest_require_features``
+    ``nest_require_features("pie", "netem")``: skip (or, in strict mode, fail)
     when the kernel lacks them.
 
 Markers
@@ -24,7 +24,14 @@ Markers
 ``@pytest.mark.nest_integration``: the test builds real namespaces: skipped without root.
 ``@pytest.mark.nest_vm`` (or ``nest_vm("pie", ...)``: the features it needs; default pie, fq_pie and netem):
 skipped on a kernel without them, with the reason and the fix (``--nest-runtime vm``).
-Under ``CI=true`` each of these skips is a failure: a skipped test must not pass for a tested one.
+
+Strict mode
+-----------
+``NEST_EXP_STRICT=1`` makes each of these skips a failure: a skipped test must not pass for a tested one (this
+project's CI sets it, in ``.ci/run``). ``CI=true`` alone does not: every CI service sets it, also for other projects
+whose tests use this plugin and may skip. ``0`` (or unset) is the default; another value is a usage error.
+A test of yours that cannot run for a reason of its own (a tool missing) joins in with
+``nest_experiments.pytest_plugin.skip_or_fail(reason)``.
 
 Option
 ------
@@ -39,11 +46,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from nest_experiments.config import topology as topo
+from nest_experiments.errors import ConfigError
 from nest_experiments.net.procs import ns_exec
 from nest_experiments.runs import runtime
 
@@ -54,20 +62,29 @@ VM_FEATURES = ("pie", "fq_pie", "netem")
 VM_HINT = f"run pytest with {OPTION} vm"
 
 
-def in_ci() -> bool:
-    """CI=true: a test that cannot run here fails instead of being skipped."""
-    return os.environ.get("CI", "").lower() == "true"
+STRICT_ENV = "NEST_EXP_STRICT"
 
 
-def skip_or_fail(reason: str) -> None:
-    """Skip a test that cannot run here; under CI=true that is a failure."""
-    if in_ci():
-        pytest.fail(f"cannot run in CI: {reason}", pytrace=False)
+def strict() -> bool:
+    """Strict mode (``NEST_EXP_STRICT``: 1 or 0, also on/off, yes/no, true/false; unset: 0): a test that cannot
+    run here fails instead of being skipped. ``CI`` counts for nothing: every CI service sets it."""
+    value = os.environ.get(STRICT_ENV, "").strip().lower()
+    if value in ("1", "on", "yes", "true"):
+        return True
+    if value in ("", "0", "off", "no", "false"):
+        return False
+    raise ConfigError(STRICT_ENV, f"{value!r} is neither 1 nor 0 (strict mode: a test that cannot run fails)")
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip a test that cannot run here; in strict mode (``NEST_EXP_STRICT=1``) that is a failure."""
+    if strict():
+        pytest.fail(f"cannot run here ({STRICT_ENV}=1: a skip is a failure): {reason}", pytrace=False)
     pytest.skip(reason)
 
 
 def require_quicgo(client: str) -> None:
-    """For an ``h3_client``: quic-go's fetcher must be built (setup.sh does, with Go >= 1.26); else skip (CI: fail)."""
+    """For an ``h3_client``: quic-go's fetcher must be built (setup.sh does, with Go >= 1.26); else skip (strict: fail)."""
     if client == "quic-go":
         from nest_experiments.dash.quicgo import binary
         from nest_experiments.errors import MissingToolError
@@ -85,6 +102,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        strict()  # a mistyped NEST_EXP_STRICT stops the session before any test, not in the first that skips
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
     config.addinivalue_line("markers", f"{INTEGRATION}: builds real network namespaces (needs root)")
     config.addinivalue_line("markers", f"{VM}(*features): needs a kernel with these (default {', '.join(VM_FEATURES)}); "
                                        f"{OPTION} vm provides one")
@@ -94,7 +115,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if config.getoption(OPTION) != "vm" or runtime.current() == "vm":
         return None
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_without_runtime(list(config.invocation_params.args))]
-    result = runtime.enter_vm(argv, rw_dirs=[Path(config.rootpath)], timeout_s=3600, keep_env=("CI",))
+    result = runtime.enter_vm(argv, rw_dirs=[Path(config.rootpath)], timeout_s=3600, keep_env=("CI", STRICT_ENV))
     return result.exit_code
 
 
@@ -120,7 +141,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def missing_features(features: tuple[str, ...]) -> None:
-    """Skip (CI: fail) unless the kernel has every one of ``features``."""
+    """Skip (strict: fail) unless the kernel has every one of ``features``."""
     from nest_experiments.net.kernel import FEATURES, probe_feature
 
     unknown = [f for f in features if f not in FEATURES]
@@ -194,8 +215,8 @@ class TestNetwork:
 
 
 @pytest.fixture
-def require_features() -> Callable[..., None]:
-    """``require_features("pie", "netem")``: skip (CI: fail) unless the kernel has them."""
+def nest_require_features() -> Callable[..., None]:
+    """``nest_require_features("pie", "netem")``: skip (strict: fail) unless the kernel has them."""
     def check(*features: str) -> None:
         missing_features(features)
 

@@ -13,11 +13,17 @@ Layout of one egress (the AQM leaf is the only queue that builds up):
   queues because of the rate, so the leaf is still the only bottleneck queue
 * delay/loss only:  ``netem 1:`` (its own tfifo is the queue)
 * qdisc only:       the qdisc at the root
+
+Every parameter we set is read back: the leaf's from ``qdisc/kinds.toml``'s
+``readback`` keys, netem's (limit, delay, jitter, loss) from the nested
+objects iproute2 6.1 prints for it (:func:`_netem_readback`).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +88,17 @@ def netem_args(e: EgressConfig) -> list[str]:
     return args
 
 
+def _netem_options(e: EgressConfig) -> tuple[tuple[str, Any], ...]:
+    """What :func:`netem_args` sets, in :func:`_netem_readback`'s keys and units: limit (packets), delay and
+    jitter (us), loss (percent). The jitter only where tc is given one (with a delay): without a delay iproute2
+    prints no jitter, so a jitter set without a delay is one that cannot be read back."""
+    options: list[tuple[str, Any]] = [("limit", NETEM_LIMIT), ("delay", round(e.delay_s * 1e6))]
+    if e.delay_s or e.jitter_s:
+        options.append(("jitter", round(e.jitter_s * 1e6)))
+    options.append(("loss", float(e.loss_pct)))
+    return tuple(options)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Egress:
     """A configured egress, for samplers: node, interface, namespace, plan."""
@@ -102,7 +119,7 @@ def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
     parent, top = ["root"], "root"
     if e.needs_netem:
         cmds.append(tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem_args(e))
-        qdiscs.append(ExpectedQdisc(kind="netem", handle="1:", parent="root"))
+        qdiscs.append(ExpectedQdisc(kind="netem", handle="1:", parent="root", options=_netem_options(e)))
         parent, top = ["parent", "1:1"], "1:1"
     htb_class = None
     if e.rate_bps is not None:
@@ -140,8 +157,37 @@ def compare_qdiscs(plan: EgressPlan, shown: list[dict[str, Any]]) -> list[str]:
         parent = "root" if got.get("root") else got.get("parent")
         if parent != want.parent:
             problems.append(f"{where}: {want.kind} under {parent}, expected under {want.parent}")
-        problems += _compare_options(where, want, got.get("options", {}))
+        options = got.get("options", {})
+        readback = _READBACK.get(want.kind)
+        problems += _compare_options(where, want, readback(options) if readback else options)
     return problems
+
+
+def _netem_readback(options: dict[str, Any]) -> dict[str, Any]:
+    """netem's options as iproute2 6.1 prints them (``tc/q_netem.c``, ``netem_print_opt``), in the keys and units
+    of :func:`_netem_options`.
+
+    tc prints ``"limit"`` (packets) always; ``"delay": {"delay": s, "jitter": s, "correlation": 0..1}`` only when
+    the kernel's latency is non-zero (a jitter without a delay is then not printed at all: it stays unreported);
+    ``"loss-random": {"loss": 0..1, "correlation": 0..1}`` only when the loss is non-zero. So, with ``"limit"``
+    there, an absent object is a delay or loss of 0; without it tc printed no netem options and nothing is
+    inferred (every key unreported). Seconds (``%g``: 6 significant digits) -> microseconds, fraction -> percent.
+    """
+    if "limit" not in options:
+        return {}
+    out: dict[str, Any] = {"limit": options["limit"]}
+    delay = options.get("delay", {"delay": 0})
+    loss = options.get("loss-random", {"loss": 0})
+    for key in ("delay", "jitter"):
+        if isinstance(delay, dict) and isinstance(delay.get(key), (int, float)):
+            out[key] = round(delay[key] * 1e6)
+    if isinstance(loss, dict) and isinstance(loss.get("loss"), (int, float)):
+        out["loss"] = loss["loss"] * 100
+    return out
+
+
+# kinds whose `tc -j` options are not flat: their read-back into the plan's keys
+_READBACK: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"netem": _netem_readback}
 
 
 def _compare_options(where: str, want: ExpectedQdisc, options: dict[str, Any]) -> list[str]:
@@ -162,7 +208,7 @@ def _compare_options(where: str, want: ExpectedQdisc, options: dict[str, Any]) -
         if got is None:
             unreported.append(key)
         elif not _same(value, got):
-            problems.append(f"{where}: {want.kind} {key} is {got}, expected {value}")
+            problems.append(f"{where}: {want.kind} {key} is {_show(got)}, expected {_show(value)}")
     if unreported:
         problems.append(f"{where}: {want.kind} {', '.join(unreported)} cannot be read back: "
                         "`tc -j qdisc show` does not report them (iproute2 too old for this qdisc?)")
@@ -172,7 +218,14 @@ def _compare_options(where: str, want: ExpectedQdisc, options: dict[str, Any]) -
 def _same(value: Any, got: Any) -> bool:
     if isinstance(value, int) and isinstance(got, (int, float)):
         return abs(got - value) <= max(1, 0.02 * abs(value))  # kernels round times to their tick
+    if isinstance(value, float) and isinstance(got, (int, float)):
+        # netem's loss: a u32 share of 2**32 - 1, printed with %g (6 significant digits), read back in percent
+        return math.isclose(got, value, rel_tol=1e-5, abs_tol=1e-7)
     return bool(got == value)
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _on_off(flag: bool) -> str:

@@ -23,6 +23,7 @@ import pytest
 from nest_experiments.config import parse_experiment
 from nest_experiments.config.sweep import expand
 from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.pytest_plugin import skip_or_fail
 from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration
@@ -215,8 +216,9 @@ def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str,
     NeST paper's AV1 ladder over MPTCP.
 
     Debian bookworm has no gpac package; setup.sh installs bullseye's 1.0.1 (CI included). Without gpac the
-    test does not run and says exactly why; that is the only accepted reason, any other (mptcpize missing,
-    a GPAC that fails) is a failure. GPAC 1.0.x plays with grate (its bba0 stops after one segment)."""
+    test does not run and says exactly why, and in strict mode (``NEST_EXP_STRICT=1``: CI) that is a failure: a
+    machine setup left without GPAC is caught. Missing gpac is the only reason to skip, any other (mptcpize
+    missing, a GPAC that fails) is a failure. GPAC 1.0.x plays with grate (its bba0 stops after one segment)."""
     import shutil
 
     from nest_experiments.dash import gpac, players
@@ -224,7 +226,7 @@ def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str,
     why = players.missing("gpac", transport)
     if why is not None:
         assert why == players.GPAC_HINT and shutil.which("gpac") is None, why
-        pytest.skip(why)
+        skip_or_fail(why)
     legacy = gpac.gpac_version(gpac.find_gpac(), {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}).legacy
     abr, algo = ("grate", "grate") if legacy else ("bba", "bba0")  # bba0: BBA-0's twin, GPAC prints its decisions
     raw = _raw("gpac", transport)

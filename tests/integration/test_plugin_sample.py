@@ -10,6 +10,7 @@ import pytest
 
 import nest_experiments
 from nest_experiments.net.kernel import probe_feature
+from nest_experiments.pytest_plugin import STRICT_ENV
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration
@@ -50,7 +51,8 @@ def sample(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest
     """The sample project; its pytest imports the package this session tests (the clone's, or a worktree's)."""
     pytester.makepyfile(test_sample=SAMPLE)
     monkeypatch.setenv("PYTHONPATH", str(Path(nest_experiments.__file__).resolve().parents[1]))
-    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv(STRICT_ENV, raising=False)  # this project's CI sets it: the sample project's run does not
+    monkeypatch.setenv("CI", "true")  # what every CI service sets: not strict mode (and pytest's summary untruncated)
     return pytester
 
 
@@ -68,18 +70,18 @@ def test_a_sample_project_tests_its_own_topology(no_leftovers: None, sample: pyt
     result = sample.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers", "-rs", "-v")
     if probe_feature("pie").ok:
         result.assert_outcomes(passed=3)
-    else:  # this machine's kernel: no pie; outside CI the VM test is skipped, saying why and what to do
+    else:  # this machine's kernel: no pie; outside strict mode (CI=true alone) the VM test is skipped, saying why
         result.assert_outcomes(passed=2, skipped=1)
         result.stdout.fnmatch_lines(["SKIPPED * kernel lacks pie: run pytest with --nest-runtime vm"])
     result.stdout.fnmatch_lines(["*test_custom_topology_is_shaped_as_asked PASSED*"])
 
 
 @pytest.mark.skipif(probe_feature("pie").ok, reason="the kernel has pie: nothing to skip or fail")
-def test_under_ci_the_vm_case_errs_instead_of_skipping(no_leftovers: None, sample: pytest.Pytester,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CI", "true")
+def test_in_strict_mode_the_vm_case_errs_instead_of_skipping(no_leftovers: None, sample: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STRICT_ENV, "1")
     result = sample.runpytest_subprocess("-p", "no:cacheprovider", "-k", "pie")
     result.assert_outcomes(errors=1)  # failed in its setup, before its fixture built anything
-    result.stdout.fnmatch_lines(["ERROR *test_pie_on_the_gateway - Failed: cannot run in CI: kernel lacks pie: "
-                                 "run pytest with --nest-runtime vm"])
+    result.stdout.fnmatch_lines(["ERROR *test_pie_on_the_gateway - Failed: cannot run here (NEST_EXP_STRICT=1: a skip "
+                                 "is a failure): kernel lacks pie: run pytest with --nest-runtime vm"])
 

@@ -4,13 +4,13 @@ the verdicts coloured, a run's figures one click away. Screenshots are kept in t
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from nest_experiments.analysis.plot import plot_folder
+from nest_experiments.pytest_plugin import skip_or_fail
 from nest_experiments.studies.nest.claims import PAPER_CLAIMS
 from tests.integration.cdp_page import chromium
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
@@ -34,7 +34,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_html_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     if CHROMIUM is None:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("no chromium (setup.sh installs it)")
+        skip_or_fail("no chromium (setup.sh installs it)")
     sweep = report.parent.parent
     report_pngs = sorted(report.parent.glob("*.png"))
     run_pngs = sorted(set(sweep.glob("*/*.png")) - set(report_pngs))

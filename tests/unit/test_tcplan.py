@@ -108,3 +108,73 @@ def test_a_key_tc_does_not_report_is_named_not_skipped() -> None:
 def test_a_mismatch_names_the_key() -> None:
     plan = aqm_plan("fq_pie", target=0.005, flows=2048, ecn=True)
     assert compare_qdiscs(plan, shown("fq_pie_no_memory_limit.json")) == ["ns/r2 10:: fq_pie flows is 1024, expected 2048"]
+
+
+# ---------------------------------------------------------------- netem's parameters read back (tests/data/tc/netem_*)
+
+NETEM_PIE = EgressConfig(rate_bps=10**7, delay_s=0.02, jitter_s=0.005, loss_pct=1.0, qdisc=PIE)
+
+
+def with_netem(dump: list[dict[str, Any]], **options: Any) -> list[dict[str, Any]]:
+    """``dump`` with its netem's options changed (as if someone ran ``tc qdisc change`` behind our back)."""
+    return [{**q, "options": {**q["options"], **options}} if q["kind"] == "netem" else q for q in dump]
+
+
+def test_netem_plans_its_limit_delay_jitter_and_loss() -> None:
+    plan = plan_egress("ns", "r2", NETEM_PIE)
+    assert plan.qdiscs[0].options == (("limit", 100_000), ("delay", 20_000), ("jitter", 5_000), ("loss", 1.0))
+    loss_only = plan_egress("ns", "r2", EgressConfig(loss_pct=0.5)).qdiscs[0].options
+    assert loss_only == (("limit", 100_000), ("delay", 0), ("loss", 0.5))  # tc is given no delay, hence no jitter
+
+
+def test_a_netem_as_planned_reads_back_clean() -> None:
+    assert compare_qdiscs(plan_egress("ns", "r2", NETEM_PIE), shown("netem_htb_pie.json")) == []
+    assert compare_qdiscs(plan_egress("ns", "r2", EgressConfig(loss_pct=0.5)), shown("netem_loss_only.json")) == []
+
+
+def test_a_netem_delay_changed_behind_our_back_is_reported_by_device_and_name() -> None:
+    dump = with_netem(shown("netem_htb_pie.json"), delay={"delay": 0.03, "jitter": 0.005, "correlation": 0})
+    assert compare_qdiscs(plan_egress("ns", "r2", NETEM_PIE), dump) == ["ns/r2 1:: netem delay is 30000, expected 20000"]
+
+
+def test_a_netem_jitter_changed_behind_our_back_is_reported() -> None:
+    dump = with_netem(shown("netem_htb_pie.json"), delay={"delay": 0.02, "jitter": 0, "correlation": 0})
+    assert compare_qdiscs(plan_egress("ns", "r2", NETEM_PIE), dump) == ["ns/r2 1:: netem jitter is 0, expected 5000"]
+
+
+def test_a_netem_loss_changed_or_removed_behind_our_back_is_reported() -> None:
+    plan = plan_egress("ns", "r2", NETEM_PIE)
+    dump = with_netem(shown("netem_htb_pie.json"), **{"loss-random": {"loss": 0.05, "correlation": 0}})
+    assert compare_qdiscs(plan, dump) == ["ns/r2 1:: netem loss is 5, expected 1"]
+    gone = [{**q, "options": {k: v for k, v in q["options"].items() if k != "loss-random"}} for q in shown("netem_htb_pie.json")]
+    assert compare_qdiscs(plan, gone) == ["ns/r2 1:: netem loss is 0, expected 1"]  # tc prints no loss of 0
+
+
+def test_a_delay_added_to_a_loss_only_netem_is_reported() -> None:
+    dump = with_netem(shown("netem_loss_only.json"), delay={"delay": 0.1, "jitter": 0, "correlation": 0})
+    assert compare_qdiscs(plan_egress("ns", "r2", EgressConfig(loss_pct=0.5)), dump) == [
+        "ns/r2 1:: netem delay is 100000, expected 0"]
+
+
+def test_netem_times_within_the_kernels_tick_and_percent_printing_pass() -> None:
+    # 12345 us is 192890.625 ticks of 64 ns: iproute2 6.1 truncates to 192890 and prints 12344 us back; 0.7% is
+    # rint(0.007 * (2**32 - 1)) / (2**32 - 1), which %g prints as 0.007, read back as 0.7000000000000001 percent
+    plan = plan_egress("ns", "r2", EgressConfig(delay_s=0.012345, loss_pct=0.7))
+    dump = with_netem(shown("netem_loss_only.json"), delay={"delay": 0.012344, "jitter": 0, "correlation": 0},
+                      **{"loss-random": {"loss": 0.007, "correlation": 0}})
+    assert compare_qdiscs(plan, dump) == []
+    off = with_netem(dump, **{"loss-random": {"loss": 0.0071, "correlation": 0}})  # 0.71%: not printing, a change
+    assert compare_qdiscs(plan, off) == ["ns/r2 1:: netem loss is 0.71, expected 0.7"]
+
+
+def test_netem_options_tc_did_not_print_are_named_not_assumed() -> None:
+    bare = [{**q, "options": {}} for q in shown("netem_loss_only.json")]  # an iproute2 that prints no netem options
+    assert compare_qdiscs(plan_egress("ns", "r2", EgressConfig(loss_pct=0.5)), bare) == [
+        "ns/r2 1:: netem limit, delay, loss cannot be read back: `tc -j qdisc show` does not report them"
+        " (iproute2 too old for this qdisc?)"]
+    # a jitter without a delay: iproute2 6.1 prints neither, so the jitter is named, not taken for 0
+    jitter_only = plan_egress("ns", "r2", EgressConfig(jitter_s=0.005))
+    no_delay_no_loss = [{"kind": "netem", "handle": "1:", "root": True, "options": {"limit": 100000, "ecn": False, "gap": 0}}]
+    assert compare_qdiscs(jitter_only, no_delay_no_loss) == [
+        "ns/r2 1:: netem jitter cannot be read back: `tc -j qdisc show` does not report them"
+        " (iproute2 too old for this qdisc?)"]
