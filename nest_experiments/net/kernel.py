@@ -107,7 +107,8 @@ def require_host_features(exp: Experiment) -> None:
         module = FEATURES[feature][1]
         others = f" (also missing: {', '.join(list(missing)[1:])})" if len(missing) > 1 else ""
         raise KernelFeatureError(f"{key}: this kernel has no '{feature}' ({module}){others}; "
-                                 "use --runtime vm (or auto) to run in a VM with a stock kernel")
+                                 "use --runtime auto (the router runtime: the links that need it through a VM with a "
+                                 "stock kernel) or --runtime vm (the whole experiment in that VM)")
 
 
 def kernel_release() -> str:

@@ -40,8 +40,15 @@ def doctor(out: TextIO = sys.stdout, *, probe_vm: bool = True) -> int:
         out.write("experiments run on: the host (its kernel has every qdisc the experiments use)\n")
     elif vm_ok:
         unchecked = "" if probe_vm else " (not checked: doctor without --no-vm boots a guest to check it)"
-        out.write("experiments run on: the VM runtime (this kernel lacks "
-                  f"{', '.join(f for f in AQM if not features[f].ok)}); `run --runtime auto` picks it{unchecked}\n")
+        lacks = [f for f in DEFAULT_NEEDS if not features[f].ok]
+        if set(lacks) <= set(AQM):
+            out.write(f"experiments run on: the router runtime (this kernel lacks {', '.join(lacks)}, qdiscs only: "
+                      "the apps run on the host, the links that need them through one guest that only forwards); "
+                      "`run --runtime auto` picks it, `--runtime vm` runs the whole experiment in the guest instead"
+                      f"{unchecked}\n")
+        else:
+            out.write(f"experiments run on: the VM runtime (this kernel lacks {', '.join(lacks)}, more than qdiscs); "
+                      f"`run --runtime auto` picks it{unchecked}\n")
     else:
         out.write("experiments cannot run here: " + ("run as root" if not root else
                   "the kernel lacks the AQMs and the VM runtime does not work (see above)") + "\n")

@@ -81,5 +81,5 @@ def test_doctor_no_vm_trusts_qemu_without_booting_a_guest(monkeypatch: pytest.Mo
     assert doctor_mod.doctor(out, probe_vm=False) == 0
     text = out.getvalue()
     assert "VM runtime: qemu is installed (not probed: --no-vm)\n" in text
-    assert "experiments run on: the VM runtime (this kernel lacks pie, fq_pie, netem)" in text
+    assert "experiments run on: the router runtime (this kernel lacks pie, fq_pie, netem, qdiscs only" in text
     assert "not checked: doctor without --no-vm boots a guest" in text

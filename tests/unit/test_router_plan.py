@@ -1,0 +1,185 @@
+"""The router runtime's pure parts: which links go through the guest, its slots and qemu arguments, the clock
+offset, the guest's load, the captures of a routed link, and the collectors' requests to a fake guest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nest_experiments.collectors.capture import plan_taps, plan_targets
+from nest_experiments.collectors.qdisc import QdiscSampler
+from nest_experiments.config.sweep import expand
+from nest_experiments.errors import KernelFeatureError, VMError
+from nest_experiments.net import kernel, routed
+from nest_experiments.net.tcplan import Egress, plan_egress
+from nest_experiments.runs import runtime
+from nest_experiments.runs.runner import guest_busy
+from nest_experiments.vm.router import best_offset, plan_slots, qemu_devices
+
+RAW = {"experiment": {"name": "rt", "topology": "dumbbell", "duration": "5s", "qdelay_links": ["bottleneck"]},
+       "links": {"bottleneck": {"rate": "10mbit", "forward": {"qdisc": {"kind": "pie"}},
+                                "reverse": {"delay": "20ms"}}}}
+
+
+def _exp() -> Any:
+    return expand(RAW)[0].experiment
+
+
+def _plan(missing: set[str], slots: int = 2) -> list[routed.RoutedLink]:
+    exp = _exp()
+    taps = [(f"ta{k}", f"tb{k}") for k in range(slots)]
+    return routed.plan_routed(exp.links, missing, taps, {lk.name: (lk.a, lk.b) for lk in exp.topology.links})
+
+
+def test_a_link_goes_through_the_guest_when_an_egress_needs_what_the_host_lacks() -> None:
+    (r,) = _plan({"pie", "netem"})
+    assert (r.link, r.slot, r.a, r.b, r.tap_a, r.tap_b) == ("bottleneck", 0, "r1", "r2", "ta0", "tb0")
+    # a -> b enters the guest on x0 (a's side) and leaves on y0: a's egress is planned on y0, b's on x0
+    assert (r.guest_dev("r1"), r.guest_dev("r2")) == ("y0", "x0")
+    assert [x.link for x in _plan({"netem"})] == ["bottleneck"]  # the reverse egress alone is enough
+    assert _plan(set()) == [] and _plan({"fq_pie"}) == []  # nothing it needs is missing
+    with pytest.raises(ValueError, match="1 links need the router guest .* 0 slots"):
+        _plan({"pie"}, slots=0)
+    assert routed.routed_count(_exp().links, {"pie"}) == 1
+
+
+def test_features_per_egress_and_what_the_guest_cannot_add() -> None:
+    link = _exp().link("bottleneck")
+    assert routed.egress_features(link.forward) == {"htb", "pie"}
+    assert routed.egress_features(link.reverse) >= {"netem"}
+    assert routed.unroutable({"pie": "k1", "netem": "k2"}) == {}
+    assert routed.unroutable({"pie": "k1", "mptcp": "apps.v"}) == {"mptcp": "apps.v"}
+
+
+def test_auto_picks_the_router_for_missing_qdiscs_and_the_vm_for_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(runtime.ENV, raising=False)
+    runs = expand(RAW)
+    lacks: dict[str, str] = {"pie": "links.bottleneck.forward.qdisc.kind", "netem": "links.bottleneck.reverse.delay"}
+    monkeypatch.setattr(runtime, "missing_on_host", lambda exp: dict(lacks))
+    assert runtime.choose("auto", runs) == "router" and runtime.choose("router", runs) == "router"
+    assert runtime.router_plan(runs) == (frozenset({"pie", "netem"}), 1)
+    lacks["mptcp"] = "apps.video"
+    assert runtime.choose("auto", runs) == "vm"
+    with pytest.raises(KernelFeatureError, match=r"apps.video: this kernel has no 'mptcp' .* --runtime vm"):
+        runtime.choose("router", runs)
+    lacks.clear()
+    assert runtime.choose("auto", runs) == "host"
+
+
+def test_the_host_error_names_both_runtimes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel, "missing_on_host", lambda exp: {"pie": "links.bottleneck.forward.qdisc.kind"})
+    with pytest.raises(KernelFeatureError, match=r"^links.bottleneck.forward.qdisc.kind: this kernel has no 'pie' .*"
+                                                 r"--runtime auto \(the router runtime.*--runtime vm"):
+        kernel.require_host_features(_exp())
+
+
+def test_slots_and_qemu_arguments() -> None:
+    slots = plan_slots(2, "beef")
+    names = [n for s in slots for n in (s.tap_a, s.tap_b)]
+    assert names == ["nxr0abeef", "nxr0bbeef", "nxr1abeef", "nxr1bbeef"] and all(len(n) <= 15 for n in names)
+    assert len({m for s in slots for m in (s.mac_a, s.mac_b)}) == 4
+    argv = qemu_devices(slots, Path("/x/ctl.sock"))
+    nics = [argv[i + 1] for i, a in enumerate(argv) if a == "-device" and argv[i + 1].startswith("virtio-net-pci")]
+    assert len(nics) == 4 and all("guest_tso4=off" in n and "host_tso4=off" in n and "gso=off" in n for n in nics)
+    assert "tap,id=n0a,ifname=nxr0abeef,script=no,downscript=no,vhost=off" in argv
+    assert "socket,id=nestctl,path=/x/ctl.sock,server=on,wait=off" in argv
+    assert "virtserialport,chardev=nestctl,name=nest.ctl" in argv
+    with pytest.raises(VMError, match="1 to 8 links"):
+        plan_slots(9, "beef")
+
+
+def test_the_clock_offset_is_the_fastest_round_trip_s_midpoint() -> None:
+    rounds = [(10.0, 110.3, 10.4), (11.0, 111.0005, 11.001), (12.0, 112.9, 13.0)]
+    offset, error = best_offset(rounds)
+    assert offset == pytest.approx(100.0) and error == pytest.approx(0.0005)
+
+
+def test_the_guest_s_busy_share_between_samples() -> None:
+    # user nice system idle iowait irq softirq steal
+    samples = [(0.0, [0, 0, 0, 100, 0, 0, 0, 0]), (1.0, [10, 0, 10, 180, 0, 0, 0, 0]),
+               (2.0, [110, 0, 10, 180, 0, 0, 0, 0])]
+    assert guest_busy(samples) == {"guest_busy_mean": 0.6, "guest_busy_max": 1.0, "guest_saturated_intervals": 1,
+                                   "guest_intervals": 2}
+    assert guest_busy(samples[:1]) == {}
+
+
+def test_a_routed_link_is_captured_from_a_s_ingress_to_b_s_end() -> None:
+    exp = _exp()
+    (target,) = plan_targets(exp, lambda n: f"ns-{n}", routed=("bottleneck",))
+    assert (target.node, target.dev, target.exit_node, target.exit_dev) == ("r1", "r2", "r2", "r1")
+    taps = {(t.node, t.dev, t.direction) for t in plan_taps([target])}
+    assert ("r1", "r2", "out") not in taps and ("r2", "r1", "in") in taps
+    assert {("r1", d, "in") for d in target.ingress_devs} <= taps
+    (host,) = plan_targets(exp, lambda n: f"ns-{n}")
+    assert host.exit_node == "" and ("r1", "r2", "out") in {(t.node, t.dev, t.direction) for t in plan_taps([host])}
+
+
+class FakeRouter:
+    """What the collectors ask of the guest, answered from memory (guest clock = host clock + 100 s)."""
+
+    missing = frozenset({"pie"})
+    taps = (("ta0", "tb0"),)
+    pid = None
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        import time
+
+        self.calls.append((op, args))
+        if op == "dump":
+            now = time.monotonic() + 100.0
+            row = {"kind": "pie", "backlog_bytes": 1, "backlog_pkts": 1, "drops": 0, "overlimits": 0, "sent_pkts": 5,
+                   "sent_bytes": 500, "delay_ms": 4.5, "prob": "0", "handle": 0x100000, "parent": 0x10001}
+            return {"ok": True, "samples": [{"dev": "y0", "t": now - 0.25, "rows": [row]}],
+                    "cpu": [1, 0, 1, 10, 0, 0, 0, 0], "t": now}
+        if op == "classes":
+            return {"ok": True, "classes": {"y0": {"1:1": {"index": 3, "classid": 0x10001, "rate_bps": 8000,
+                                                           "ceil_bps": 8000, "buffer_ticks": 1, "cbuffer_ticks": 1,
+                                                           "quantum": 1}}}}
+        return {"ok": True}
+
+    def host_time(self, t_guest: float) -> float:
+        return t_guest - 100.0
+
+    def sync_clock(self) -> tuple[float, float]:
+        return 100.0, 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+def test_the_sampler_puts_the_guest_s_dumps_on_the_run_clock(tmp_path: Path) -> None:
+    import time
+
+    t0 = time.monotonic()
+    router = FakeRouter()
+    sampler = QdiscSampler(tmp_path / "qdisc.csv", [], interval_s=10.0, clock=lambda: time.monotonic() - t0 + 50.0,
+                           router=router, guest_targets=[("y0", "r1", "r2", "bottleneck")])
+    sampler.start()
+    sampler.stop()
+    rows = (tmp_path / "qdisc.csv").read_text().splitlines()
+    assert rows[0].startswith("t,node,dev,link,kind,handle,parent")
+    first = rows[1].split(",")
+    assert first[1:7] == ["r1", "r2", "bottleneck", "pie", "10:", "1:1"]  # the host's names, not the guest's NIC
+    assert 49.0 < float(first[0]) < 50.5  # dumped 0.25 s before the answer, on the run clock (starts at 50)
+    assert router.calls[0] == ("dump", {"devs": ["y0"]}) and len(sampler.guest_cpu) == 2
+
+
+def test_trace_rates_of_a_routed_egress_go_to_the_guest() -> None:
+    router = FakeRouter()
+    plan = plan_egress(routed.GUEST_NS, "y0", _exp().link("bottleneck").forward)
+    egress = Egress(link="bottleneck", node="r1", peer="r2", dev="r2", ns="nx-r1", plan=plan, routed=True)
+    rates = routed.GuestRates([egress], router)
+    rates.set(egress, 8000)
+    assert router.calls[-1] == ("rate", {"dev": "y0", "classid": "1:1", "rate_bps": 8000})
+    got = rates.read(egress)
+    assert (got.rate_bps, got.ceil_bps) == (8000, 8000)
+    rates.close()
+    from nest_experiments.errors import NetworkSetupError
+
+    with pytest.raises(NetworkSetupError, match="without the router guest"):
+        routed.GuestRates([egress], None)
