@@ -25,6 +25,8 @@ removes its TAPs: nothing is left in the root namespace.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 from nest_experiments.config import EgressConfig, LinkConfig
 from nest_experiments.errors import ConfigError, NetworkSetupError
 from nest_experiments.net.netlink import HtbClass
+from nest_experiments.net.procs import RunState, check_run, new_prefix, ns_exec, run_batch
 from nest_experiments.net.router_agent import GUEST_NS, nic_name
 from nest_experiments.net.rtnl import HtbRates
 from nest_experiments.net.tcplan import Egress
@@ -171,3 +174,65 @@ class GuestRates:
     def close(self) -> None:
         if self.host is not None:
             self.host.close()
+
+
+# ---------------------------------------------------------------- the guest path's own latency
+
+
+CALIBRATION_PINGS = 300
+CALIBRATION_INTERVAL_S = 0.01
+_RTT = re.compile(r"time=(\d+(?:\.\d+)?) ms")
+
+
+def parse_ping_rtts(text: str) -> list[float]:
+    """Each reply's RTT (ms) of ``ping``'s output."""
+    return [float(m.group(1)) for m in _RTT.finditer(text)]
+
+
+def rtt_figures(rtts: Sequence[float], sent: int) -> dict[str, Any]:
+    """min / p50 / p99 / max (ms) and the share lost of a calibration's RTTs."""
+    if not rtts:
+        return {"sent": sent, "received": 0}
+    s = sorted(rtts)
+
+    def q(p: float) -> float:
+        return round(s[min(len(s) - 1, int(p * len(s)))], 3)
+
+    return {"sent": sent, "received": len(s), "min_ms": round(s[0], 3), "p50_ms": q(0.5), "p99_ms": q(0.99),
+            "max_ms": round(s[-1], 3), "mean_ms": round(sum(s) / len(s), 3)}
+
+
+def calibrate(router: Router, *, pings: int = CALIBRATION_PINGS) -> dict[str, Any]:
+    """The guest path's round trip with nothing queued, every slot at once (as a run uses them): per slot, two
+    throw-away namespaces holding its TAPs, ``ping -i 0.01`` from a's end to b's through the guest's bridge (both
+    directions cross it: one way is about half). The TAPs go back to the root namespace and the namespaces are
+    removed whatever happens (listed in a run state first, so that a later run removes them after a kill -9)."""
+    state = RunState(prefix=new_prefix())
+    names = [(f"{state.prefix}-c{k}a", f"{state.prefix}-c{k}b") for k in range(len(router.taps))]
+    state.namespaces = [n for pair in names for n in pair]
+    state.save()
+    moved: list[tuple[str, str]] = []
+    try:
+        for k, ((ta, tb), (na, nb)) in enumerate(zip(router.taps, names, strict=True)):
+            for ns, tap, host in ((na, ta, 1), (nb, tb, 2)):
+                check_run(["ip", "netns", "add", ns], what="router calibration")
+                check_run(["ip", "link", "set", "dev", tap, "netns", ns], what="router calibration")
+                moved.append((ns, tap))
+                run_batch(["ip", "-n", ns], [["addr", "add", f"10.254.{k}.{host}/24", "dev", tap],
+                                             ["link", "set", "dev", tap, "up"], ["link", "set", "dev", "lo", "up"]],
+                          what="router calibration")
+        procs = [subprocess.Popen(ns_exec(na, ["ping", "-n", "-i", str(CALIBRATION_INTERVAL_S), "-c", str(pings),
+                                               "-W", "1", f"10.254.{k}.2"]), stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+                 for k, (na, _) in enumerate(names)]
+        outputs = [p.communicate(timeout=pings * 0.1 + 30)[0] for p in procs]
+    finally:
+        for ns, tap in moved:
+            run_batch(["ip", "-n", ns], [["link", "set", "dev", tap, "down"],
+                                         ["link", "set", "dev", tap, "netns", str(os.getpid())]],
+                      what="router calibration", force=True)
+        state.remove()
+    per_slot = [rtt_figures(parse_ping_rtts(out), pings) for out in outputs]
+    return {"pings_per_slot": pings, "interval_s": CALIBRATION_INTERVAL_S,
+            "all": rtt_figures([r for out in outputs for r in parse_ping_rtts(out)], pings * len(outputs)),
+            "slots": per_slot}

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from nest_experiments import __version__, resources
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
-from nest_experiments.collectors.cpu import PROCESS_FIELDS, CpuMonitor
+from nest_experiments.collectors.cpu import PROCESS_FIELDS, CpuMonitor, process_cpu_s
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
@@ -302,6 +302,7 @@ class Run:
         sampler.start()
         rates.start()
         cpu.start()
+        qemu_cpu0 = process_cpu_s(self.router.pid) if self.router is not None and self.router.pid else None
         try:
             self._schedule()
             self.laps.lap("traffic")
@@ -322,6 +323,10 @@ class Run:
             self.manifest["warnings"] += wire_capture.warnings
             if sampler.guest_cpu:
                 self.manifest["router"] = {**self.manifest.get("router", {}), **guest_busy(sampler.guest_cpu)}
+            if qemu_cpu0 is not None and self.router is not None and self.router.pid:
+                used = process_cpu_s(self.router.pid)  # qemu on the host: its vCPU, I/O and TAP threads
+                if used is not None:
+                    self.manifest["router"]["qemu_cpu_share"] = round((used - qemu_cpu0) / max(self.clock(), 1e-3), 4)
             self.manifest.update(cpu.summary())
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nest_experiments.errors import NestExpError, NetworkSetupError, VMError
+from nest_experiments.net.routed import calibrate
 from nest_experiments.net.router_agent import PORT_NAME
 from nest_experiments.vm.hostload import HostLoad
 from nest_experiments.vm.image import cache_dir
@@ -107,6 +108,7 @@ class RouterVM:
         self.offset_s = 0.0
         self.offset_error_s = float("nan")
         self.boot_s = 0.0
+        self.path: dict[str, Any] = {}  # the guest path's round trip, calibrated at the start (net.routed.calibrate)
         self._dir: Path | None = None
         self._sock: socket.socket | None = None
         self._buf = b""
@@ -186,6 +188,7 @@ class RouterVM:
         self._connect(sock_path, started, t0)
         self.boot_s = round(time.monotonic() - t0, 3)
         self.sync_clock()
+        self.path = calibrate(self)
 
     def _failed(self, what: str) -> VMError:
         if self._error is not None:
@@ -275,4 +278,4 @@ class RouterVM:
         """For the manifest: the guest's boot, its clock offset and the qemu process."""
         return {"slots": len(self.slots), "boot_s": self.boot_s, "clock_offset_s": round(self.offset_s, 6),
                 "clock_offset_error_s": round(self.offset_error_s, 6), "qemu_pid": self.pid,
-                "memory_mb": self.memory_mb, "vcpus": self.cpus}
+                "memory_mb": self.memory_mb, "vcpus": self.cpus, "path_rtt": self.path}
