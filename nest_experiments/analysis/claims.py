@@ -273,11 +273,19 @@ def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | Non
                   alpha_total=None if look is None else alpha) for c in claims]
 
 
+def left_out(sessions: pd.DataFrame) -> pd.Series:
+    """The sessions every claim leaves out: the CPU-saturated ones (``saturated`` True; unknown, NaN, counts as not
+    saturated; a table without the column has none)."""
+    if SATURATED not in sessions.columns:
+        return pd.Series(False, index=sessions.index, dtype=bool)
+    return sessions[SATURATED].eq(True)
+
+
 def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     """The claim's sessions from the per-session table: its conditions, its arms, saturated ones out."""
     _check_columns(claim, sessions)
     rows = sessions[_matches(sessions, claim.conditions)]
-    saturated = rows[SATURATED].eq(True)  # unknown (NaN) counts as not saturated
+    saturated = left_out(rows)
     in_arms = _matches(rows, claim.a) if claim.one_sample else _matches(rows, claim.a) | _matches(rows, claim.b)
     n_saturated = int((saturated & in_arms).sum())  # a one-sample claim's empty b would match every session
     rows = rows[~saturated]

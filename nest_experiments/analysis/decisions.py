@@ -32,12 +32,13 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from nest_experiments.analysis.claims import Claim, Value, Verdict, evaluate, replay
+from nest_experiments.analysis.claims import Claim, Value, Verdict, evaluate, left_out, replay
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import RunFolder, run_dirs, write_json
 
@@ -66,6 +67,57 @@ def saturated_windows(manifest: Mapping[str, Any]) -> int:
     return int(manifest.get("cpu_saturated_windows") or 0)
 
 
+def is_saturated(manifest: Mapping[str, Any]) -> bool:
+    """Whether a run's session is CPU-saturated (the session table's ``saturated``, which every claim leaves out):
+    one saturated 1 s window of its traffic (:func:`saturated_windows`) is enough."""
+    return saturated_windows(manifest) > 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Saturation:
+    """How many of a sweep's sessions are CPU-saturated, and what that leaves its claims (``claims``: how many the
+    sweep judges; 0 for an experiment without claims)."""
+
+    sessions: int
+    saturated: int
+    claims: int
+
+    @property
+    def judged(self) -> int:
+        """The sessions the claims are judged on: the unsaturated ones."""
+        return self.sessions - self.saturated
+
+    def headline(self) -> str:
+        """One line for the end of ``run`` and the first line of a report, e.g. "12 of 12 sessions CPU-saturated: no
+        claim judged (...)", "3 of 12 sessions CPU-saturated: claims judged on 9 sessions (...)", "0 of 12 sessions
+        CPU-saturated: every session counts"."""
+        if self.sessions == 0:
+            return "no completed session" + (": no claim judged" if self.claims else "")
+        head = f"{self.saturated} of {self.sessions} sessions CPU-saturated"
+        if self.saturated == 0:
+            return f"{head}: every session counts"
+        why = "shaped by this machine's CPU, not the network"
+        if not self.claims:
+            return (f"{head}: their windows were {why} (this experiment has no claims to leave them out of: the "
+                    "report's tables include them)")
+        if self.judged == 0:
+            return f"{head}: no claim judged (their windows were {why})"
+        return (f"{head}: claims judged on {self.judged} session{'s' if self.judged != 1 else ''} (the "
+                f"{self.saturated} left out: their windows were {why})")
+
+
+def saturation(sessions: pd.DataFrame, *, claims: int) -> Saturation:
+    """:class:`Saturation` of a per-session table (a sweep's :func:`session_table` or an evidence folder's
+    ``sessions.csv``), by the claims' own rule (:func:`.claims.left_out`)."""
+    return Saturation(sessions=len(sessions), saturated=int(left_out(sessions).sum()), claims=claims)
+
+
+def sweep_saturation(folder: Path, *, claims: int) -> Saturation:
+    """:class:`Saturation` of the sweep in ``folder``: the rows of its :func:`session_table` (the sessions the
+    claims are judged on, a prior's committed ones too), without the study's cells or metrics."""
+    return saturation(session_table(folder, cell_of=lambda _: {}, metrics=lambda _: {}), claims=claims)
+
+
 def session_table(folder: Path, *, cell_of: CellFn, metrics: MetricsFn) -> pd.DataFrame:
     """One row per completed run of the sweep ``folder`` (see the module docstring)."""
     rows = []
@@ -76,7 +128,7 @@ def session_table(folder: Path, *, cell_of: CellFn, metrics: MetricsFn) -> pd.Da
             continue
         rows.append({"run": run.name, "block": int(manifest.get("repetition") or 1),
                      "runtime": manifest.get("runtime"), **cell_of(run.config()),
-                     "saturated": saturated_windows(manifest) > 0, **metrics(run)})
+                     "saturated": is_saturated(manifest), **metrics(run)})
     table = pd.DataFrame(rows)
     prior = prior_sessions(folder)
     if prior is None:

@@ -198,12 +198,14 @@ def _margin_band(margin: float, relative: bool, ratio: bool, reference: float) -
 
 def render(folder: Path, manifest: Any, verdicts: Sequence[Verdict], sessions: pd.DataFrame,
            runs: Sequence[Mapping[str, Any]], figures: Sequence[Path]) -> str:
-    """The evidence folder's ``report.md`` (deterministic: no paths outside the folder, no clock)."""
-    from nest_experiments.analysis.report_md import verdicts_section
+    """The evidence folder's ``report.md`` (deterministic: no paths outside the folder, no clock); its first line
+    after the title says how many sessions were CPU-saturated and what that leaves the claims."""
+    from nest_experiments.analysis.report_md import saturation_paragraph, verdicts_section
 
     study = STUDIES[manifest.study]
     sequential = (folder / decisions.SEQUENTIAL_FILE).exists()
-    parts = [f"# Evidence: {folder.name}", "",
+    saturation = decisions.saturation(sessions, claims=len(verdicts))
+    parts = [f"# Evidence: {folder.name}", "", saturation_paragraph(saturation, where="CPU-saturated sessions"), "",
              f"The {study.paper or study.name} study (`{study.name}`), experiment `{manifest.experiment}`. "
              f"Rebuilt by `python -m nest_experiments plot evidence/{folder.name}` from the committed tables alone "
              f"(`sessions.csv`{', `sequential.json`' if sequential else ''}, `runs.json`, `evidence.json`); do not "

@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from nest_experiments.analysis import decisions
 from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes, CellKey, Context
 from nest_experiments.analysis.results import (  # noqa: F401  (re-exported: the studies and report modules import them here)
     BIN_S,
@@ -96,6 +97,7 @@ class RunResult:
     notes: tuple[str, ...] = ()  # missing files and other gaps in the data
     warnings: tuple[str, ...] = ()
     cpu: dict[str, Any] = field(default_factory=dict)
+    saturated_windows: int = 0  # CPU-saturated 1 s windows of its traffic, every rule (decisions.saturated_windows)
     window: tuple[float, float] | None = None  # the steady window (results.steady_window), completed runs
 
     @property
@@ -133,13 +135,21 @@ def load_run(run_dir: Path, checks: RunChecks = no_checks, axes: Axes = AQM_AT_T
     base = RunResult(name=run_dir.name, path=run_dir, status=status, reason=str(m.get("reason", "")),
                      repetition=int(m.get("repetition", 0) or 0), point=flatten(m.get("point") or {}),
                      warnings=tuple(str(w) for w in m.get("warnings") or ()),
-                     cpu={k: v for k, v in m.items() if k.startswith(("cpu_", "host_"))})
+                     cpu={k: v for k, v in m.items() if k.startswith(("cpu_", "host_"))},
+                     saturated_windows=_saturated_windows(m))
     if status != "completed":
         return base
     try:
         return _completed_run(run_dir, base, checks, axes)
     except (OSError, ValueError, KeyError, TypeError, pd.errors.ParserError) as exc:
         return replace(base, status="completed, unreadable", reason=f"{type(exc).__name__}: {exc}")
+
+
+def _saturated_windows(manifest: dict[str, Any]) -> int:
+    try:
+        return decisions.saturated_windows(manifest)
+    except (TypeError, ValueError):  # a manifest's cpu record of the wrong shape: the run list says what it holds
+        return 0
 
 
 def _completed_run(run_dir: Path, base: RunResult, checks: RunChecks, axes: Axes) -> RunResult:

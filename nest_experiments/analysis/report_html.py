@@ -276,6 +276,15 @@ def run_pngs(run_dir: Path) -> list[Path]:
 # ---------------------------------------------------------------- the page
 
 
+def _after_headline(content: str, nav: str) -> str:
+    """``nav`` after the title and the paragraph right below it (report.md's first: how many sessions were
+    CPU-saturated and what that leaves the claims), so that the page opens with that line too."""
+    head = re.search(r"<h1[^>]*>.*?</h1>(\s*<p>.*?</p>)?", content, flags=re.S)
+    if head is None:
+        return nav + content
+    return content[:head.end()] + "\n" + nav + content[head.end():]
+
+
 def write_report_html(folder: Path, report_dir: Path, *, study_files: Sequence[Path] = (),
                       figures: Callable[[Path], Sequence[Path]] = run_pngs) -> Path:
     """``report_dir/report.html`` from ``report_dir``'s report.md and claims.csv, the run folders of ``folder``
@@ -301,7 +310,7 @@ def write_report_html(folder: Path, report_dir: Path, *, study_files: Sequence[P
     content = "\n".join(parts)
     nav = "<nav><ul>" + "".join(f'<li><a href="#{i}">{t}</a></li>'
                                 for i, t in re.findall(r'<h2 id="([^"]+)">(.*?)</h2>', content)) + "</ul></nav>"
-    content = content.replace("</h1>", "</h1>\n" + nav, 1) if "</h1>" in content else nav + content
+    content = _after_headline(content, nav)
     page = "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "

@@ -26,6 +26,7 @@ REPORT_DIR = "report"
 REPORT_MD = "report.md"
 SUMMARY_CSV = "summary.csv"
 CLAIMS_CSV = "claims.csv"
+WARNINGS_HEADING = "CPU saturation and other warnings"  # the section that lists the CPU-saturated runs
 
 
 def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bool = True,
@@ -46,7 +47,7 @@ def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bo
         rows_out = decisions.verdict_rows(verdicts)
         write_csv(out / CLAIMS_CSV, list(rows_out[0]), rows_out)
         written.append(out / CLAIMS_CSV)
-    text = render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study,
+    text = render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study, saturation=study.saturation(folder),
                   verdicts_md=verdicts_section(verdicts, sequential=decisions.is_sequential(folder)))
     write_atomic(out / REPORT_MD, text)
     return [*written, *pngs.values()]
@@ -105,8 +106,13 @@ def _p_cell(row: Row, pair: tuple[str, str]) -> str:
 
 
 def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figures: dict[str, Path],
-           study: Study, *, verdicts_md: Sequence[str] = ()) -> str:
-    parts = _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
+           study: Study, *, saturation: decisions.Saturation | None = None, verdicts_md: Sequence[str] = ()) -> str:
+    """report.md; its first line after the title says how many sessions were CPU-saturated and what that leaves the
+    claims (``saturation``, the study's :meth:`~nest_experiments.studies.Study.saturation`; computed when None)."""
+    if saturation is None:
+        saturation = study.saturation(sweep.folder)
+    parts = [f"# Sweep report: {sweep.folder.name}", "", saturation_paragraph(saturation), ""]
+    parts += _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
     parts += _figures(sweep, figures, study) + _sanity(sweep, checks, study) + _excluded(sweep) + _warnings(sweep)
     parts += _gaps(sweep)
     return "\n".join(parts).rstrip() + "\n"
@@ -116,8 +122,7 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
     keys = sorted({k for r in sweep.runs for k in r.point})
     c, a = sweep.axes.compared, sweep.axes.at
     c_keys, a_keys = c.keys(keys), a.keys(keys)
-    lines = [f"# Sweep report: {sweep.folder.name}", "",
-             f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
+    lines = [f"Made by `python -m nest_experiments plot {sweep.folder}` from {len(sweep.runs)} run folder(s): "
              f"{len(sweep.completed)} completed, {len(sweep.excluded)} excluded (not completed; listed below).", "",
              f"- Study: {study.title} (`nest_experiments.studies.{study.name}`).",
              f"- Swept keys: {', '.join(f'`{k}`' for k in keys) or 'none'}.",
@@ -135,6 +140,13 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
              "queue delays are means over each run's steady window (from traffic start + 2 s to traffic end - 1 s).",
              ""]
     return lines
+
+
+def saturation_paragraph(saturation: decisions.Saturation, *, where: str = WARNINGS_HEADING) -> str:
+    """A report's first paragraph: :meth:`.decisions.Saturation.headline` in bold (the line that ends ``run``) and,
+    when some session was saturated, the section (``where``) that lists the saturated runs and by which rule."""
+    listed = f" The saturated runs, and by which rule: \"{where}\" below." if saturation.saturated else ""
+    return f"**{saturation.headline()}.**{listed}"
 
 
 def _cells(sweep: Sweep) -> list[str]:
@@ -205,14 +217,14 @@ def _excluded(sweep: Sweep) -> list[str]:
 
 
 def _warnings(sweep: Sweep) -> list[str]:
-    out = ["## CPU saturation and other warnings", ""]
-    hot = [r for r in sweep.runs if (r.cpu.get("cpu_saturated_windows") or 0) > 0]
+    out = [f"## {WARNINGS_HEADING}", ""]
+    hot = [r for r in sweep.runs if r.saturated_windows > 0]
     if hot:
         out += [f"{len(hot)} run(s) had CPU-saturated windows: the emulation, not the network, may have shaped "
                 "their results.", ""]
         out += md.table(["run", "CPU mean", "CPU max", "saturated 1 s windows", "host steal (VM runtime)"],
                       [[r.name, fmt(r.cpu.get("cpu_mean")), fmt(r.cpu.get("cpu_max")),
-                        str(r.cpu.get("cpu_saturated_windows")), fmt(r.cpu.get("host_steal"))] for r in hot])
+                        str(r.saturated_windows), fmt(r.cpu.get("host_steal"))] for r in hot])
     else:
         out += ["No run had a CPU-saturated window.", ""]
     lines = [[r.name, w] for r in sweep.runs for w in r.warnings]

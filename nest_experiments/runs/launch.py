@@ -230,12 +230,17 @@ def _default_results() -> Path:
 
 
 def _plot(folder: Path) -> None:
+    """Per-run figures and the sweep's report; the command's last line says how many sessions were CPU-saturated
+    and what that leaves the claims (runs.outcome.saturation_summary)."""
     from nest_experiments.analysis.plot import plot_folder
     from nest_experiments.analysis.utilization import print_summary
+    from nest_experiments.runs.outcome import saturation_summary
 
     print_summary(folder)
     pngs = plot_folder(folder)
     print(f"{len(pngs)} plots in {folder}", file=sys.stderr)
+    sys.stdout.flush()  # the sweep's summary (stdout) before it, even when both streams go to one pipe
+    print(saturation_summary(folder), file=sys.stderr, flush=True)
 
 
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:

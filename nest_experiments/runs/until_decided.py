@@ -35,7 +35,7 @@ from typing import Any, TextIO
 import pandas as pd
 
 from nest_experiments.analysis import decisions
-from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, judged_sessions, verdict_table
+from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, judged_sessions, left_out, verdict_table
 from nest_experiments.analysis.sequential import DECIDED
 from nest_experiments.config.sweep import RunSpec, expand
 from nest_experiments.errors import ConfigError
@@ -115,7 +115,7 @@ def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_
 def _lost(sessions: pd.DataFrame, block: int, runs: int) -> str:
     """What happened to a block's runs: how many are saturated (out of the claims) or gave no session."""
     mine = sessions[sessions["block"] == block] if not sessions.empty else sessions
-    saturated = int(mine["saturated"].fillna(False).astype(bool).sum()) if "saturated" in mine else 0
+    saturated = int(left_out(mine).sum())
     return f"{saturated} of its {runs} run(s) saturated, {max(runs - len(mine), 0)} without a session"
 
 

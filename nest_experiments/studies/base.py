@@ -76,6 +76,10 @@ class Study:
         return decisions.judge_sweep(self.claims_for(experiment_name(folder)), self.sessions(folder),
                                      sequential=decisions.is_sequential(folder))
 
+    def saturation(self, folder: Path) -> decisions.Saturation:
+        """How many of the sweep's sessions are CPU-saturated, and what that leaves its claims."""
+        return decisions.sweep_saturation(folder, claims=len(self.claims_for(experiment_name(folder))))
+
     def load_sweep(self, folder: Path) -> Sweep:
         return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics, axes=self.axes)
 
