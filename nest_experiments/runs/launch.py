@@ -82,6 +82,8 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
         append_sweep_record(results / runs[0].experiment.name,  # the plot's share of runs.phases' sweep log
                             {"id": sweep_id, "side": "host", "plot": round(time.monotonic() - t_plot, 3),
                              "command_s": round(time.monotonic() - t0, 3)})
+    elif runtime.current() != "vm" and not getattr(args, "in_block", False):
+        _say_saturation(results / runs[0].experiment.name)
     return exit_code(outcomes)
 
 
@@ -138,7 +140,7 @@ def _until_decided(args: argparse.Namespace) -> int:
     where = wanted if getattr(args, "cluster", None) else runtime.choose(wanted, first)
 
     def block_args(runs: list[RunSpec]) -> argparse.Namespace:
-        return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition,
+        return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition, "in_block": True,
                                      "only": [r.name for r in runs], "no_plot": True, "continue_from": None})
 
     def drive(run_block: Callable[[list[RunSpec]], int]) -> None:
@@ -159,6 +161,8 @@ def _until_decided(args: argparse.Namespace) -> int:
         drive(lambda runs: run_command(block_args(runs)))
     if not args.no_plot:
         _plot(folder)
+    elif folder.is_dir():
+        _say_saturation(folder)
     return max(codes, default=0)
 
 
@@ -243,6 +247,15 @@ def _plot(folder: Path) -> None:
     print(saturation_summary(folder), file=sys.stderr, flush=True)
 
 
+def _say_saturation(folder: Path) -> None:
+    """With ``--no-plot``: the same last line as after the plots (there is no report to point to yet)."""
+    from nest_experiments.runs.outcome import saturation_summary
+
+    sys.stdout.flush()
+    line = saturation_summary(folder).rsplit("; see ", 1)[0]
+    print(f"{line}; no report (--no-plot): `plot {folder}` writes it", file=sys.stderr, flush=True)
+
+
 def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
     from nest_experiments.net.procs import run_lock
 
@@ -266,6 +279,8 @@ def _run_in_vm_locked(args: argparse.Namespace, runs: list[RunSpec], results: Pa
         t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
         record["plot"] = round(time.monotonic() - t_plot, 3)
+    elif not getattr(args, "in_block", False):
+        _say_saturation(results / runs[0].experiment.name)
     record["command_s"] = round(time.monotonic() - t0, 3)
     append_sweep_record(results / runs[0].experiment.name, record)  # the host's side of runs.phases' sweep log
     return code
