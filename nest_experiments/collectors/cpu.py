@@ -297,6 +297,21 @@ def add_thread_rule(record: Mapping[str, Any], windows: Sequence[ProcWindow],
             "qemu_thread_max": busiest(windows, names, id_field="tid")}
 
 
+def add_guest_rule(record: Mapping[str, Any], shares: Sequence[tuple[float, float]], *,
+                   interval_s: float = 1.0) -> dict[str, Any]:
+    """``record`` (the host's ``cpu``) with the router runtime's guest as one more rule: an interval (ending at run
+    clock ``t``) in which the guest was >= :data:`SATURATED` busy over its vCPUs forwarded late; it joins the
+    saturated windows unless a host window already there ends within half a window of it."""
+    guest_t = sorted(t for t, share in shares if share >= SATURATED)
+    saturated = list(record.get("saturated_t", []))
+    for t in guest_t:
+        if all(abs(t - s) >= interval_s / 2 for s in saturated):
+            saturated.append(t)
+    saturated.sort()
+    return {**record, "saturated_windows": len(saturated), "saturated_t": saturated,
+            "saturated_by": {**record.get("saturated_by", {}), "guest": len(guest_t)}}
+
+
 def hot_warning(what: str, hot: Sequence[Mapping[str, Any]], windows: int, *, id_field: str = "pid") -> str:
     """The warning that names the processes (threads) of one rule; it starts as the machine rule's does ("CPU
     saturated"), which readers of the warnings match."""

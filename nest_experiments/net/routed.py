@@ -236,3 +236,30 @@ def calibrate(router: Router, *, pings: int = CALIBRATION_PINGS) -> dict[str, An
     return {"pings_per_slot": pings, "interval_s": CALIBRATION_INTERVAL_S,
             "all": rtt_figures([r for out in outputs for r in parse_ping_rtts(out)], pings * len(outputs)),
             "slots": per_slot}
+
+
+# ---------------------------------------------------------------- what the guest can forward
+
+#: The most a run may send through the router guest (the sum over its routed egresses of their highest rate):
+#: under TCG the guest forwards in software, ~0.45 of a host CPU per 5 Mbit/s pipe (DESIGN §2b); above this its
+#: vCPU, not the qdisc, would set the pace (bench/router_path.py measures the guest's busy share per rate).
+ROUTED_RATE_LIMIT_BPS = 80_000_000
+
+
+def check_capacity(duration_s: float, links: Sequence[LinkConfig], missing: set[str] | frozenset[str],
+                   limit_bps: int = ROUTED_RATE_LIMIT_BPS) -> None:
+    """Refuse, naming the key, a run whose routed egresses add up to more than the guest can forward."""
+    total, where = 0, ""
+    for link in links:
+        if not any(egress_features(e) & set(missing) for _, _, e in link.egresses()):
+            continue
+        for direction, e in (("forward", link.forward), ("reverse", link.reverse)):
+            steps = e.trace_steps(duration_s)
+            rate = max((r for _, r in steps), default=e.rate_bps or 0)
+            if rate:
+                total += rate
+                where = where or f"links.{link.name}.{'rate' if not steps else direction + '.trace'}"
+    if total > limit_bps:
+        raise ConfigError(where, f"the links through the router guest add up to {total / 1e6:g} Mbit/s, more than "
+                                 f"its emulated CPU forwards ({limit_bps / 1e6:g} Mbit/s in all): lower the rates, "
+                                 "or run on a kernel that has the qdiscs (--runtime host)")

@@ -90,9 +90,12 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
 @contextlib.contextmanager
 def _router(runs: list[RunSpec]) -> Iterator[Any]:
     """The router runtime's guest for ``runs`` (vm.router): booted once, shut down whatever happens."""
+    from nest_experiments.net.routed import check_capacity
     from nest_experiments.vm.router import RouterVM
 
     missing, slots = runtime.router_plan(runs)
+    for r in runs:  # what the guest cannot forward is refused before anything starts
+        check_capacity(r.experiment.duration_s, r.experiment.links, missing)
     if slots == 0:
         yield None  # nothing needs the guest: every link is the host's
         return

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import gc
-import itertools
 import os
 import platform
 import shutil
@@ -29,7 +28,7 @@ from typing import Any, TextIO
 from nest_experiments import __version__, resources
 from nest_experiments.apps.base import App, tool_version
 from nest_experiments.collectors.capture import PacketCapture, match_captures
-from nest_experiments.collectors.cpu import PROCESS_FIELDS, CpuMonitor, process_cpu_s
+from nest_experiments.collectors.cpu import PROCESS_FIELDS, CpuMonitor, add_guest_rule, process_cpu_s
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.collectors.wire import WireCapture
 from nest_experiments.config import APP_KINDS, EgressConfig, Experiment, parse_experiment
@@ -328,6 +327,9 @@ class Run:
                 if used is not None:
                     self.manifest["router"]["qemu_cpu_share"] = round((used - qemu_cpu0) / max(self.clock(), 1e-3), 4)
             self.manifest.update(cpu.summary())
+            if sampler.guest_cpu:  # the guard's guest rule (collectors.cpu.add_guest_rule)
+                self.manifest["cpu"] = add_guest_rule(self.manifest.get("cpu") or {}, guest_shares(sampler.guest_cpu),
+                                                      interval_s=1.0)
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())
             self.manifest["warnings"] += cpu.warnings()
@@ -393,15 +395,28 @@ class Run:
             write_csv(self.run_dir / name, fields, rows)
 
 
-def guest_busy(samples: list[tuple[float, list[int]]]) -> dict[str, Any]:
-    """The router guest's busy share (all its vCPUs) between consecutive qdisc samples: mean, max, and how many
-    intervals were at or above :data:`~nest_experiments.rundir.SATURATED` (its forwarding then lags)."""
-    shares = []
-    for (_, a), (_, b) in itertools.pairwise(samples):
+def guest_shares(samples: list[tuple[float, list[int]]], span_s: float = 1.0) -> list[tuple[float, float]]:
+    """The router guest's busy share (all its vCPUs) over consecutive intervals of at least ``span_s`` (the CPU
+    guard's window) between qdisc samples: (run clock at the interval's end, share)."""
+    out = []
+    if not samples:
+        return out
+    t0, a = samples[0]
+    for t, b in samples[1:]:
+        if t - t0 < 0.95 * span_s:
+            continue
         total = sum(b) - sum(a)
         idle = (b[3] + b[4]) - (a[3] + a[4])
         if total > 0:
-            shares.append(1 - idle / total)
+            out.append((t, 1 - idle / total))
+        t0, a = t, b
+    return out
+
+
+def guest_busy(samples: list[tuple[float, list[int]]]) -> dict[str, Any]:
+    """:func:`guest_shares` summed up: mean, max, and how many intervals were at or above
+    :data:`~nest_experiments.rundir.SATURATED` (its forwarding then lags)."""
+    shares = [share for _, share in guest_shares(samples)]
     if not shares:
         return {}
     return {"guest_busy_mean": round(sum(shares) / len(shares), 4), "guest_busy_max": round(max(shares), 4),

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from nest_experiments.collectors.capture import plan_taps, plan_targets
+from nest_experiments.collectors.cpu import add_guest_rule
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.config.sweep import expand
 from nest_experiments.errors import KernelFeatureError, VMError
 from nest_experiments.net import kernel, routed
 from nest_experiments.net.tcplan import Egress, plan_egress
 from nest_experiments.runs import runtime
-from nest_experiments.runs.runner import guest_busy
+from nest_experiments.runs.runner import guest_busy, guest_shares
 from nest_experiments.vm.router import best_offset, plan_slots, qemu_devices
 
 RAW = {"experiment": {"name": "rt", "topology": "dumbbell", "duration": "5s", "qdelay_links": ["bottleneck"]},
@@ -103,6 +104,16 @@ def test_the_guest_s_busy_share_between_samples() -> None:
     assert guest_busy(samples) == {"guest_busy_mean": 0.6, "guest_busy_max": 1.0, "guest_saturated_intervals": 1,
                                    "guest_intervals": 2}
     assert guest_busy(samples[:1]) == {}
+    fine = [(t / 10, [t, 0, 0, 100 + t, 0, 0, 0, 0]) for t in range(0, 31)]  # 100 ms samples, half busy
+    assert [t for t, _ in guest_shares(fine)] == [1.0, 2.0, 3.0]  # one share per 1 s window, not per sample
+    assert all(share == pytest.approx(0.5) for _, share in guest_shares(fine))
+
+
+def test_the_guard_counts_a_saturated_guest_window_once() -> None:
+    record = {"windows": 5, "saturated_windows": 1, "saturated_t": [2.0], "saturated_by": {"machine": 1, "process": 0}}
+    got = add_guest_rule(record, [(1.0, 0.2), (2.02, 0.99), (4.0, 0.97)])
+    assert got["saturated_t"] == [2.0, 4.0] and got["saturated_windows"] == 2
+    assert got["saturated_by"] == {"machine": 1, "process": 0, "guest": 2}
 
 
 def test_a_routed_link_is_captured_from_a_s_ingress_to_b_s_end() -> None:
@@ -183,3 +194,12 @@ def test_trace_rates_of_a_routed_egress_go_to_the_guest() -> None:
 
     with pytest.raises(NetworkSetupError, match="without the router guest"):
         routed.GuestRates([egress], None)
+
+
+def test_a_design_the_guest_cannot_forward_is_refused_naming_the_key() -> None:
+    exp = _exp()
+    routed.check_capacity(exp.duration_s, exp.links, {"pie"})  # 10 Mbit/s each way: fine
+    with pytest.raises(Exception, match=r"^links.bottleneck.rate: the links through the router guest add up to "
+                                        r"10 Mbit/s, more than .* \(5 Mbit/s in all\)"):
+        routed.check_capacity(exp.duration_s, exp.links, {"pie"}, limit_bps=5_000_000)
+    routed.check_capacity(exp.duration_s, exp.links, set(), limit_bps=1)  # nothing routed: nothing to refuse
