@@ -200,6 +200,6 @@ def test_a_design_the_guest_cannot_forward_is_refused_naming_the_key() -> None:
     exp = _exp()
     routed.check_capacity(exp.duration_s, exp.links, {"pie"})  # 10 Mbit/s each way: fine
     with pytest.raises(Exception, match=r"^links.bottleneck.rate: the links through the router guest add up to "
-                                        r"10 Mbit/s, more than .* \(5 Mbit/s in all\)"):
+                                        r"20 Mbit/s, more than .* \(5 Mbit/s in all\)"):
         routed.check_capacity(exp.duration_s, exp.links, {"pie"}, limit_bps=5_000_000)
     routed.check_capacity(exp.duration_s, exp.links, set(), limit_bps=1)  # nothing routed: nothing to refuse
