@@ -126,9 +126,9 @@ def _attr(kind: int, value: bytes) -> bytes:
     return _NLA.pack(length, kind) + value + b"\0" * (-length % 4)
 
 
-def burst_ticks(rate_bytes: int) -> int:
-    """tc's default burst for a rate: the time of one MTU, in psched ticks (as tc rounds it)."""
-    usec = int(1e6 * MTU / rate_bytes)
+def burst_ticks(rate_bytes: int, burst_bytes: int | None = None) -> int:
+    """A burst's time at a rate in psched ticks (as tc rounds it); tc's default burst is one MTU."""
+    usec = int(1e6 * (burst_bytes or MTU) / rate_bytes)
     return min(int(usec * TICKS_PER_US), 0xFFFFFFFF)
 
 
@@ -136,13 +136,15 @@ def quantum(rate_bytes: int) -> int:
     return min(max(rate_bytes // R2Q, 1000), 200_000)
 
 
-def change_request(*, index: int, classid: str, parent: str, rate_bps: int, seq: int) -> bytes:
-    """RTM_NEWTCLASS (change, ack requested): rate = ceil = ``rate_bps`` (rounded down to whole bytes/s)."""
+def change_request(*, index: int, classid: str, parent: str, rate_bps: int, seq: int,
+                   burst_bytes: int | None = None) -> bytes:
+    """RTM_NEWTCLASS (change, ack requested): rate = ceil = ``rate_bps`` (rounded down to whole bytes/s), burst =
+    cburst = ``burst_bytes`` (default: tc's, one MTU)."""
     rate_bytes = rate_bps // 8
     if rate_bytes < 1:
         raise ValueError(f"HTB needs at least 8 bit/s, got {rate_bps}")
     spec = _RATESPEC.pack(0, TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate_bytes, 0xFFFFFFFF))
-    ticks = burst_ticks(rate_bytes)
+    ticks = burst_ticks(rate_bytes, burst_bytes)
     options = _attr(TCA_HTB_PARMS, _HTB_OPT.pack(spec, spec, ticks, ticks, quantum(rate_bytes), 0, 0))
     if rate_bytes >= 1 << 32:
         options += _attr(TCA_HTB_RATE64, struct.pack("=Q", rate_bytes)) + _attr(TCA_HTB_CEIL64, struct.pack("=Q", rate_bytes))

@@ -359,7 +359,8 @@ class Network:
                 dev = spec_link.ifname(node)
                 if link.name in self.routed:  # every shaped egress of a routed link is the guest's
                     if egress.shaped:
-                        plan = tcplan.plan_egress(routed.GUEST_NS, self.routed[link.name].guest_dev(node), egress)
+                        plan = tcplan.plan_egress(routed.GUEST_NS, self.routed[link.name].guest_dev(node), egress,
+                                                  htb_burst_bytes=routed.ROUTED_HTB_BURST_BYTES)
                         guest.append(plan)
                         self.egresses.append(tcplan.Egress(link=link.name, node=node, peer=peer, dev=dev,
                                                            ns=self.ns(node), plan=plan, routed=True))

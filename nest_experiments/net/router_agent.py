@@ -150,7 +150,7 @@ class Agent:
         if op == "classes":
             return {"classes": {dev: self._classes(dev) for dev in req["devs"]}}
         if op == "rate":
-            self._rate(str(req["dev"]), str(req["classid"]), int(req["rate_bps"]))
+            self._rate(str(req["dev"]), str(req["classid"]), int(req["rate_bps"]), req.get("burst_bytes"))
             return {}
         if op == "dump":
             return self._dump([str(d) for d in req["devs"]])
@@ -195,10 +195,11 @@ class Agent:
         classes = [c for _, p in found if (c := netlink.htb_class(p)) is not None and c.index == index]
         return {netlink.format_handle(c.classid): dataclasses.asdict(c) for c in classes}
 
-    def _rate(self, dev: str, classid: str, rate_bps: int) -> None:
+    def _rate(self, dev: str, classid: str, rate_bps: int, burst_bytes: int | None) -> None:
         self.seq += 1
         msg = netlink.change_request(index=self._dev(dev), classid=classid, parent=classid.split(":")[0] + ":",
-                                     rate_bps=rate_bps, seq=self.seq)
+                                     rate_bps=rate_bps, seq=self.seq,
+                                     burst_bytes=int(burst_bytes) if burst_bytes else None)
         self._exchange(msg, want=None)
 
     def _dump(self, devs: list[str]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class EgressPlan:
     htb_rate_bps: int | None
     htb_class: str | None
     leaf_handle: str | None  # the AQM / FIFO the sampler watches
+    htb_burst_bytes: int | None = None  # HTB's burst = cburst (None: tc's default, one MTU)
 
 
 def qdisc_args(q: QdiscConfig) -> list[str]:
@@ -112,7 +113,7 @@ class Egress:
     routed: bool = False  # the plan is in the router guest, on its NIC ``plan.dev`` (net.routed)
 
 
-def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
+def plan_egress(ns: str, dev: str, e: EgressConfig, *, htb_burst_bytes: int | None = None) -> EgressPlan:
     tc = ["tc", "-n", ns]
     cmds: list[list[str]] = [tc + ["qdisc", "del", "dev", dev, "root"]]  # may fail: nothing there yet
     qdiscs: list[ExpectedQdisc] = []
@@ -127,7 +128,9 @@ def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
         htb_class = f"{h}1"
         rate = format_rate(e.rate_bps)
         cmds.append(tc + ["qdisc", "add", "dev", dev] + parent + ["handle", h, "htb", "default", "1"])
-        cmds.append(tc + ["class", "add", "dev", dev, "parent", h, "classid", htb_class, "htb", "rate", rate, "ceil", rate])
+        burst = ["burst", str(htb_burst_bytes), "cburst", str(htb_burst_bytes)] if htb_burst_bytes else []
+        cmds.append(tc + ["class", "add", "dev", dev, "parent", h, "classid", htb_class, "htb", "rate", rate, "ceil", rate,
+                          *burst])
         qdiscs.append(ExpectedQdisc(kind="htb", handle=h, parent=top))
         parent, top = ["parent", htb_class], htb_class
     leaf = None
@@ -138,7 +141,7 @@ def plan_egress(ns: str, dev: str, e: EgressConfig) -> EgressPlan:
     elif e.needs_netem and e.rate_bps is None:
         leaf = "1:"
     return EgressPlan(ns=ns, dev=dev, commands=tuple(tuple(c) for c in cmds), qdiscs=tuple(qdiscs),
-                      htb_rate_bps=e.rate_bps, htb_class=htb_class, leaf_handle=leaf)
+                      htb_rate_bps=e.rate_bps, htb_class=htb_class, leaf_handle=leaf, htb_burst_bytes=htb_burst_bytes)
 
 
 # ---------------------------------------------------------------- read-back (pure)

@@ -186,7 +186,7 @@ def test_trace_rates_of_a_routed_egress_go_to_the_guest() -> None:
     egress = Egress(link="bottleneck", node="r1", peer="r2", dev="r2", ns="nx-r1", plan=plan, routed=True)
     rates = routed.GuestRates([egress], router)
     rates.set(egress, 8000)
-    assert router.calls[-1] == ("rate", {"dev": "y0", "classid": "1:1", "rate_bps": 8000})
+    assert router.calls[-1] == ("rate", {"dev": "y0", "classid": "1:1", "rate_bps": 8000, "burst_bytes": None})
     got = rates.read(egress)
     assert (got.rate_bps, got.ceil_bps) == (8000, 8000)
     rates.close()
@@ -203,3 +203,17 @@ def test_a_design_the_guest_cannot_forward_is_refused_naming_the_key() -> None:
                                         r"20 Mbit/s, more than .* \(5 Mbit/s in all\)"):
         routed.check_capacity(exp.duration_s, exp.links, {"pie"}, limit_bps=5_000_000)
     routed.check_capacity(exp.duration_s, exp.links, set(), limit_bps=1)  # nothing routed: nothing to refuse
+
+
+def test_the_guest_s_htb_classes_get_a_larger_burst_and_keep_it_through_rate_changes() -> None:
+    from nest_experiments.net import netlink
+
+    plan = plan_egress(routed.GUEST_NS, "y0", _exp().link("bottleneck").forward, htb_burst_bytes=15_000)
+    (cls,) = [c for c in plan.commands if "class" in c]
+    assert list(cls[-4:]) == ["burst", "15000", "cburst", "15000"] and plan.htb_burst_bytes == 15_000
+    assert "burst" not in plan_egress("ns", "d", _exp().link("bottleneck").forward).commands[2]  # the host's: tc's
+    rate = 10_000_000 // 8
+    assert netlink.burst_ticks(rate, 15_000) == pytest.approx(15_000 / netlink.MTU * netlink.burst_ticks(rate), rel=0.01)
+    default = netlink.change_request(index=3, classid="1:1", parent="1:", rate_bps=10_000_000, seq=1)
+    bigger = netlink.change_request(index=3, classid="1:1", parent="1:", rate_bps=10_000_000, seq=1, burst_bytes=15_000)
+    assert len(default) == len(bigger) and default != bigger
