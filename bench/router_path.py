@@ -95,8 +95,13 @@ def links_part(duration: str) -> int:
             router = m.get("router", {})
             print(f"{run_dir.name:<22} {goodput:>8.2f} {fwd.utilization or 0:>5.2f} {delay:>8.2f} {delay / 5:>7.2f} "
                   f"{router.get('guest_busy_mean', float('nan')):>6.2f} {router.get('qemu_cpu_share', float('nan')):>5.2f} "
-                  f"{rtt:>9.1f} {m['cpu']['saturated_windows']:>9}")
+                  f"{rtt:>9.1f} {m['cpu']['saturated_windows']:>9} {_rules(m['cpu'])}")
     return 0
+
+
+def _rules(cpu: dict[str, object]) -> str:
+    by = cpu.get("saturated_by") or {}
+    return ",".join(f"{k}={v}" for k, v in by.items() if v) if isinstance(by, dict) else ""
 
 
 def _iperf_rtt_ms(run_dir: Path) -> float:
