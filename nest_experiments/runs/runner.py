@@ -482,7 +482,7 @@ def run_sweep(runs: list[RunSpec], *, results_root: Path = RESULTS_ROOT, out: Te
     # the guest has no host name ("(none)"): the VM runtime's runs say so
     here = "the VM runtime's guest" if runtime.current() == "vm" else f"this machine ({platform.node()})"
     t_start = time.monotonic()
-    record = _sweep_start_record(sweep_id)
+    record = _sweep_start_record(sweep_id, router=router is not None)
     laps = Laps()
     try:
         with run_lock(), signals_as_exceptions():
@@ -568,11 +568,12 @@ class _WarmNext:
             self._pending = None
 
 
-def _sweep_start_record(sweep_id: str | None) -> dict[str, Any]:
+def _sweep_start_record(sweep_id: str | None, *, router: bool = False) -> dict[str, Any]:
     """The runner's line of ``sweeps.jsonl`` as the sweep starts (runs.phases): in the VM runtime's guest, how
     long the guest had been up and how long this Python took to get here (the boot's and the interpreter's
     share of the sweep)."""
-    record: dict[str, Any] = {"id": sweep_id or new_sweep_id(), "side": "runner", "runtime": runtime.current(),
+    record: dict[str, Any] = {"id": sweep_id or new_sweep_id(), "side": "runner",
+                              "runtime": "router" if router else runtime.current(),
                               "started": now_iso(), "warmup": 0.0, "runs": 0.0, "traffic_s": 0.0}
     if runtime.current() == "vm":
         up, age = uptime_s(), process_age_s()
