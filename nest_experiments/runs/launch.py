@@ -55,8 +55,12 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
     if getattr(args, "continue_from", None):
         raise NestExpError("--continue-from goes with --until-decided (it goes on from committed evidence until "
                            "the claims are decided)")
-    _, runs = load_runs(args)
+    raw, runs = load_runs(args)
     preflight(runs)  # this machine's players and tools, before anything is created (--check too)
+    if not getattr(args, "in_block", False) and not args.check:
+        quick = quick_look_note(raw, paper=bool(getattr(args, "paper", False)))
+        if quick:
+            print(quick, file=sys.stderr, flush=True)
     results = (args.results or _default_results()).resolve()
     if args.check:
         for r in runs:
@@ -85,6 +89,17 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
     elif runtime.current() != "vm" and not getattr(args, "in_block", False):
         _say_saturation(results / runs[0].experiment.name)
     return exit_code(outcomes)
+
+
+def quick_look_note(raw: dict[str, Any], *, paper: bool) -> str:
+    """For a file with a ``[paper]`` table run without ``--paper``: say that this is a reduced design, and which
+    of the paper's values it changes ('' otherwise)."""
+    table = raw.get("paper")
+    if paper or not isinstance(table, dict) or not table:
+        return ""
+    keys = [k for k in table if k not in ("sweep", "sweep_repeat")]
+    shown = ", ".join(f"{k} = {table[k]}" for k in keys[:4]) + (", ..." if len(keys) > 4 else "")
+    return f"a quick look at a reduced design, not the paper's: `run --paper` runs the paper's ({shown})"
 
 
 @contextlib.contextmanager

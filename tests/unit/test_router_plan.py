@@ -217,3 +217,13 @@ def test_the_guest_s_htb_classes_get_a_larger_burst_and_keep_it_through_rate_cha
     default = netlink.change_request(index=3, classid="1:1", parent="1:", rate_bps=10_000_000, seq=1)
     bigger = netlink.change_request(index=3, classid="1:1", parent="1:", rate_bps=10_000_000, seq=1, burst_bytes=15_000)
     assert len(default) == len(bigger) and default != bigger
+
+
+def test_a_run_without_paper_says_it_is_a_quick_look() -> None:
+    from nest_experiments.config import load_default_raw
+    from nest_experiments.runs.launch import quick_look_note
+
+    note = quick_look_note(load_default_raw(), paper=False)
+    assert note.startswith("a quick look at a reduced design, not the paper's: `run --paper`")
+    assert "apps.voip1.rate = 10" in note
+    assert quick_look_note(load_default_raw(), paper=True) == "" and quick_look_note(RAW, paper=False) == ""
