@@ -235,7 +235,7 @@ def test_each_run_starts_the_warm_processes_of_the_run_after_it_as_its_traffic_e
 
     class FakeRun:
         def __init__(self, spec: RunSpec, run_dir: Path, *, runs_before: int = 0, warm: FakePool | None = None,
-                     after_traffic: Callable[[], None] | None = None) -> None:
+                     after_traffic: Callable[[], None] | None = None, router: object = None) -> None:
             self.spec, self.run_dir, self.after_traffic = spec, run_dir, after_traffic
             given[spec.name] = warm
 
