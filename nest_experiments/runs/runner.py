@@ -398,7 +398,7 @@ class Run:
 def guest_shares(samples: list[tuple[float, list[int]]], span_s: float = 1.0) -> list[tuple[float, float]]:
     """The router guest's busy share (all its vCPUs) over consecutive intervals of at least ``span_s`` (the CPU
     guard's window) between qdisc samples: (run clock at the interval's end, share)."""
-    out = []
+    out: list[tuple[float, float]] = []
     if not samples:
         return out
     t0, a = samples[0]
