@@ -491,7 +491,7 @@ def _explain_tc(exc: NetworkSetupError, argv: tuple[str, ...]) -> Exception:
     if "kind is unknown" in msg or "Unknown qdisc" in msg:
         kind = next((a for a in argv if a in _KNOWN_KINDS), "?")
         return KernelFeatureError(f"this kernel has no qdisc '{kind}' (module sch_{kind}); "
-                                  "run with --runtime vm (or auto) to use a VM with a stock kernel")
+                                  "run with --runtime auto (the router runtime) or --runtime vm to use a VM with a stock kernel")
     return exc
 
 
