@@ -57,10 +57,6 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
                            "the claims are decided)")
     raw, runs = load_runs(args)
     preflight(runs)  # this machine's players and tools, before anything is created (--check too)
-    if not getattr(args, "in_block", False) and not args.check:
-        quick = quick_look_note(raw, paper=bool(getattr(args, "paper", False)))
-        if quick:
-            print(quick, file=sys.stderr, flush=True)
     results = (args.results or _default_results()).resolve()
     if args.check:
         for r in runs:
@@ -71,6 +67,10 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
     if os.geteuid() != 0:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
     where = runtime.choose(args.runtime or runs[0].experiment.runtime, runs)
+    quick = ("" if getattr(args, "in_block", False) or runtime.current() == "vm"
+             else quick_look_note(raw, paper=bool(getattr(args, "paper", False))))
+    if quick:  # once the runs are sure to start (an error before stays the command's one line)
+        print(quick, file=sys.stderr, flush=True)
     if where == "vm":
         return _run_in_vm(args, runs, results)
     from nest_experiments.runs.runner import run_sweep

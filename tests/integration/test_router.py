@@ -70,7 +70,7 @@ def test_pie_through_the_router_guest(no_leftovers: None, tmp_path: Path) -> Non
     assert manifest["status"] == "completed" and manifest["runtime"] == "router"
     router = manifest["router"]
     assert router["slots"] == 1 and router["clock_offset_error_s"] < 0.005  # the guest's clock, to 5 ms
-    assert 0 <= router["guest_busy_mean"] < 1 and router["guest_intervals"] >= 90
+    assert 0 <= router["guest_busy_mean"] < 1 and router["guest_intervals"] >= 18  # 1 s windows of 20 s
     links = json.loads((run / "links.json").read_text())["egresses"]
     assert {e["node"]: e["qdisc"] for e in links}["r1"] == "pie" and len(links) == 2  # both egresses in the guest
     q = pd.read_csv(run / "qdisc.csv")
