@@ -108,8 +108,6 @@ def plan_taps(targets: Sequence[EgressTarget]) -> list[Tap]:
     taps: dict[tuple[str, str, str], Tap] = {}
     for t in targets:
         for dev, direction in [(t.dev, "out"), *((d, "in") for d in t.ingress_devs)]:
-            if direction == "out" and t.exit_node:
-                continue  # the queue is past this device, in the router guest
             taps.setdefault((t.node, dev, direction), Tap(node=t.node, ns=t.ns, dev=dev, direction=direction))
         if t.exit_node:
             taps.setdefault((t.exit_node, t.exit_dev, "in"),
@@ -382,6 +380,8 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
         leaf = _leaf_rows(qrows, egresses.get((node, dev), {}), node, dev)
         times = sorted({float(r["t"]) for r in leaf})
         s = _summary(target, m, window, times, leaf, egresses.get((node, dev), {}))
+        if target.get("exit_node"):  # the router runtime: the host's part (to a's TAP) and the guest's apart
+            s.update(_split(cap, offset, ingress, node, dev, exit_file, window))
         summary.append(s)
         warnings += _checks(s)
         rows += _rows(node, dev, m, times)
@@ -391,6 +391,19 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
                                                  "capture_bytes": meta.get("bytes"), "capture_move_s": meta.get("move_s"),
                                                  "egresses": summary})
     return summary, warnings
+
+
+def _split(cap: Path, offset: Decimal, ingress: list[qdelay.Record], node: str, dev: str, exit_file: str,
+           window: tuple[float, float]) -> dict[str, Any]:
+    """A routed link's per-packet delay in two parts: from the router's ingress to its TAP (``-Q out``: the host's
+    forwarding and the TAP's own queue) and from the TAP through the guest (its path, its qdisc) to b's end."""
+    tap_out = list(read_records(cap / f"{node}-{dev}-out.pcap", offset))
+    out: dict[str, Any] = {}
+    for name, m in (("host_part", qdelay.match_packets(ingress, tap_out)),
+                    ("guest_part", qdelay.match_packets(tap_out, read_records(cap / exit_file, offset)))):
+        f = qdelay.delay_figures(m, window=window, sample_times=[])
+        out[f"{name}_mean_ms"], out[f"{name}_p99_ms"] = _r(f.mean_per_packet_ms), _r(f.p99_ms)
+    return out
 
 
 def _links(run_dir: Path) -> list[dict[str, Any]]:

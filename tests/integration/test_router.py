@@ -87,6 +87,12 @@ def test_pie_through_the_router_guest(no_leftovers: None, tmp_path: Path) -> Non
     summary = json.loads((run / "qdelay_summary.json").read_text())["egresses"][0]
     # the captures see each packet at r1's ingress and leaving the guest at r2: every one that PIE sent, matched
     assert summary["matched_fraction"] >= 0.95 and summary["mean_per_packet_ms"] >= steady.delay_ms.mean() * 0.5
+    # ... in two parts: to r1's TAP (the host's forwarding, the TAP's queue), and through the guest (its qdisc)
+    assert summary["guest_part_mean_ms"] >= steady.delay_ms.mean() * 0.5 and summary["host_part_mean_ms"] >= 0
+    assert summary["host_part_mean_ms"] + summary["guest_part_mean_ms"] == pytest.approx(
+        summary["mean_per_packet_ms"], rel=0.05)
+    print(f"\nrouter: PIE {steady.delay_ms.mean():.2f} ms, captured {summary['mean_per_packet_ms']:.2f} = host part "
+          f"{summary['host_part_mean_ms']:.2f} + guest part {summary['guest_part_mean_ms']:.2f} ms, util {utilization:.3f}")
     iperf = pd.read_csv(run / "iperf3.csv")
     assert iperf.flow.nunique() == 5
     assert _taps() == [] and child_processes() == []  # qemu is gone, and its TAPs with it
