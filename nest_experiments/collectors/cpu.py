@@ -528,14 +528,16 @@ class CpuMonitor:
                 "runner_threads_cpu_s": {name: round(cpu - self._threads0.get(name, 0.0), 2)
                                          for name, cpu in sorted(self._threads1.items())}}
 
-    def summary(self) -> dict[str, Any]:
-        """The machine rule's figures and the ``cpu`` record of all rules (module docstring)."""
+    def summary(self, *, per_thread: frozenset[int] = frozenset()) -> dict[str, Any]:
+        """The machine rule's figures and the ``cpu`` record of all rules (module docstring). ``per_thread``: pids
+        left out of the process rule, judged per thread instead (the router runtime's qemu: vm.router)."""
         loads = [load for _, load in self.samples]
         if not loads:
             return {}
+        windows = [ProcWindow(w.t, {k: v for k, v in w.shares.items() if k[0] not in per_thread}) for w in self.windows]
         return {"cpu_mean": round(sum(loads) / len(loads), 3), "cpu_max": round(max(loads), 3),
                 "cpu_saturated_windows": sum(1 for x in loads if x >= SATURATED),
-                "cpu": guard_record(self.samples, self.windows, self.names)}
+                "cpu": guard_record(self.samples, windows, self.names)}
 
     def process_rows(self) -> Iterator[dict[str, Any]]:
         """``cpu_procs.csv``: per window, each process of the run that used >= IDLE of one CPU in it (and the

@@ -126,6 +126,8 @@ class Router(Protocol):
 
     def summary(self) -> dict[str, Any]: ...  # for the manifest
 
+    def annotate(self, manifest: dict[str, Any]) -> None: ...  # the host's steal and qemu's threads over the run
+
 
 def tap_in_commands(r: RoutedLink, node: str, ns: str, ifname: str, address: str, mtu: int) -> tuple[list[str], list[list[str]]]:
     """The move of ``node``'s TAP into ``ns`` (one ``ip`` in the root namespace) and, in ``ns``, its name, MTU,

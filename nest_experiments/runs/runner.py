@@ -326,7 +326,10 @@ class Run:
                 used = process_cpu_s(self.router.pid)  # qemu on the host: its vCPU, I/O and TAP threads
                 if used is not None:
                     self.manifest["router"]["qemu_cpu_share"] = round((used - qemu_cpu0) / max(self.clock(), 1e-3), 4)
-            self.manifest.update(cpu.summary())
+            qemu = frozenset({self.router.pid}) if self.router is not None and self.router.pid else frozenset()
+            self.manifest.update(cpu.summary(per_thread=qemu))  # qemu per thread, as in the VM runtime:
+            if self.router is not None:  # its host steal and its threads' shares (vm.hostload)
+                self.router.annotate(self.manifest)
             if sampler.guest_cpu:  # the guard's guest rule (collectors.cpu.add_guest_rule)
                 self.manifest["cpu"] = add_guest_rule(self.manifest.get("cpu") or {}, guest_shares(sampler.guest_cpu),
                                                       interval_s=1.0)

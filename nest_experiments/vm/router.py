@@ -36,7 +36,7 @@ from typing import Any, TextIO
 from nest_experiments.errors import NestExpError, NetworkSetupError, VMError
 from nest_experiments.net.routed import calibrate
 from nest_experiments.net.router_agent import PORT_NAME
-from nest_experiments.vm.hostload import HostLoad
+from nest_experiments.vm.hostload import HostLoad, annotate
 from nest_experiments.vm.image import cache_dir
 from nest_experiments.vm.qemu import VMResult, clean_stale, run_in_vm
 
@@ -273,6 +273,13 @@ class RouterVM:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+    def annotate(self, manifest: dict[str, Any]) -> None:
+        """The run's manifest gets the host's steal over its traffic and qemu's threads as a rule of the CPU guard
+        (per thread: a vCPU at one CPU is saturated, qemu's threads together above one CPU are not), as the VM
+        runtime's do (vm.hostload.annotate)."""
+        if self._load is not None:
+            annotate(manifest, list(self._load.samples))
 
     def summary(self) -> dict[str, Any]:
         """For the manifest: the guest's boot, its clock offset and the qemu process."""

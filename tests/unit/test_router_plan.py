@@ -162,6 +162,9 @@ class FakeRouter:
     def summary(self) -> dict[str, Any]:
         return {}
 
+    def annotate(self, manifest: dict[str, Any]) -> None:
+        pass
+
 
 def test_the_sampler_puts_the_guest_s_dumps_on_the_run_clock(tmp_path: Path) -> None:
     import time
@@ -227,3 +230,17 @@ def test_a_run_without_paper_says_it_is_a_quick_look() -> None:
     assert note.startswith("a quick look at a reduced design, not the paper's: `run --paper`")
     assert "apps.voip1.rate = 10" in note
     assert quick_look_note(load_default_raw(), paper=True) == "" and quick_look_note(RAW, paper=False) == ""
+
+
+def test_qemu_is_judged_per_thread_not_as_one_process() -> None:
+    """The router guest's qemu at 1.1 CPUs over its threads is not one saturated CPU: left out of the process
+    rule (its threads get the VM runtime's per-thread rule from the host's samples)."""
+    from nest_experiments.collectors.cpu import CpuMonitor, ProcName, ProcWindow
+
+    mon = CpuMonitor(lambda: 0.0)
+    mon.samples = [(1.0, 0.6), (2.0, 0.6)]
+    mon.windows = [ProcWindow(1.0, {(42, 7): 1.1, (50, 9): 0.3}), ProcWindow(2.0, {(42, 7): 1.05, (50, 9): 0.99})]
+    mon.names = {(42, 7): ProcName(comm="qemu-system-x86"), (50, 9): ProcName(comm="sipp")}
+    assert mon.summary()["cpu"]["saturated_t"] == [1.0, 2.0]
+    cpu = mon.summary(per_thread=frozenset({42}))["cpu"]
+    assert cpu["saturated_t"] == [2.0] and [p["comm"] for p in cpu["processes"]] == ["sipp"]
