@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -47,6 +47,8 @@ from nest_experiments.errors import ConfigError
 
 Value = str | int | float | bool
 SCALES = ("diff", "ratio")
+PAPER, FIDELITY = "paper", "fidelity"
+KINDS = (PAPER, FIDELITY)
 SATURATED = "saturated"
 BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
 MAX_LOOKS_AHEAD = 2**20  # _more_needed: how far ahead it looks for the look that decides
@@ -78,6 +80,12 @@ class Claim:
     margin_relative: bool = False
     scale: str = "diff"
     reference: float | None = None  # a one-sample claim: arm a against this constant (b = {})
+    kind: str = PAPER  # PAPER: one of the paper's findings; FIDELITY: our model against a reference (a browser):
+    # judged in a family of its own and shown apart, never counted among the paper's verdicts
+    # the family whose false decisions are bounded together (Holm, :func:`step_down`), and how many claims it has
+    # in all (over every experiment of its study): set by Study.claims_for; "" is a family of this claim alone
+    family: str = field(default="", compare=False)
+    family_size: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("a", "b", "conditions"):
@@ -110,6 +118,8 @@ def _check_claim(c: Claim) -> None:
         raise bad("expect", f"{c.expect!r} is not one of {', '.join(repr(e) for e in seq.EXPECTATIONS)}")
     if c.scale not in SCALES:
         raise bad("scale", f"{c.scale!r} is not 'diff' or 'ratio'")
+    if c.kind not in KINDS:
+        raise bad("kind", f"{c.kind!r} is not one of {', '.join(repr(k) for k in KINDS)}")
     if c.one_sample:
         _check_one_sample(c, bad)
     elif not c.a or set(c.a) != set(c.b):
@@ -143,7 +153,7 @@ def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("margin", "a ratio claim needs a relative margin, e.g. margin = \"5%\"")
 
 
-CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative"}
+CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative", "family", "family_size"}
 
 
 def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
@@ -253,6 +263,12 @@ class Verdict:
     more_needed: int | None
     look: int | None = None  # the look of a sequential run this verdict comes from; None: a fixed-size analysis
     note: str = ""
+    # Holm (:func:`step_down`): the family's alpha share of the claims judged together (alpha x their number / the
+    # family's size), the family's claims open when this verdict was reached (its level: the share / open, spent
+    # over the looks), and the family's size
+    family_alpha: float | None = None
+    family_open: int | None = None
+    family_size: int | None = None
 
     @property
     def more_unit(self) -> str:
@@ -261,16 +277,92 @@ class Verdict:
 
 def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,
              power: float = 0.8) -> list[Verdict]:
-    """Judge every claim on ``sessions`` (one row per session).
+    """Judge every claim on ``sessions`` (one row per session), the claims of one family with Holm's step-down
+    (:func:`step_down`).
 
     ``look``: in a sequential run, how many times the claims have been judged on the growing sessions, this time
     included (1, 2, ...): alpha is spent as in :mod:`.sequential`. A report of a sequential run passes the last
     look's number (or keeps the verdicts of :func:`keep_decided`), never None: None is one
     fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
-    alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
-    alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
-    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look,
-                  alpha_total=None if look is None else alpha) for c in claims]
+    samples = {c.id: sample(c, sessions) for c in claims}
+    found = step_down(claims, samples, {c.id: look for c in claims}, alpha=alpha, power=power)
+    return [found[c.id] for c in claims]
+
+
+def in_families(study: str, declared: Sequence[Claim], selected: Sequence[Claim]) -> tuple[Claim, ...]:
+    """``selected`` (some of ``declared``, a study's claims) each in its family: the paper's findings, all its
+    experiments together (``study``), or its fidelity checks (our models against a reference: a family of their
+    own, ``"<study> (fidelity)"``, never the paper's verdicts); ``family_size`` counts the family's declared claims."""
+    sizes = {kind: sum(c.kind == kind for c in declared) for kind in KINDS}
+    return tuple(replace(c, family=study if c.kind == PAPER else f"{study} ({c.kind})", family_size=sizes[c.kind])
+                 for c in selected)
+
+
+def family_shares(claims: Sequence[Claim], alpha: float) -> dict[str, tuple[str, float, int]]:
+    """Per claim id: its family's key, the family's alpha share of the claims judged together, and the family's
+    size. A study's family (:attr:`Claim.family`, set by ``Study.claims_for``) has ``family_size`` claims over all
+    its experiments; the claims of one experiment, judged together, get alpha x their number / that size (a
+    weighted Bonferroni split of the family's alpha over its experiments), and Holm's step-down within them. A
+    claim of no family (``family`` empty) is a family of its own at ``alpha``."""
+    counts: dict[str, int] = {}
+    for c in claims:
+        if c.family:
+            counts[c.family] = counts.get(c.family, 0) + 1
+    out = {}
+    for c in claims:
+        if not c.family:
+            out[c.id] = (f"claim:{c.id}", alpha, 1)
+            continue
+        size = max(c.family_size, counts[c.family])
+        out[c.id] = (c.family, alpha * counts[c.family] / size, size)
+    return out
+
+
+def step_down(claims: Sequence[Claim], samples: Mapping[str, Sample], looks: Mapping[str, int | None], *,
+              alpha: float, power: float = 0.8, closed: Mapping[str, Verdict] | None = None) -> dict[str, Verdict]:
+    """Holm's step-down inside the alpha spending over looks: the verdicts of the open ``claims`` on their
+    ``samples``, each at its own look (``looks``: None for a fixed-size analysis).
+
+    Within a family (:func:`family_shares`: its alpha share ``A`` of the claims judged together) with ``r`` claims
+    still open (not decided at an earlier look: ``closed``), every open claim is judged at the level
+    ``look_alpha(k, A / r)`` of its look ``k`` (``A / r`` itself when fixed-size); the claims that decide leave,
+    and those still open are judged again at ``A / (r - d)``, until a pass decides none. A claim decided keeps the
+    verdict of the level it decided at. This is Holm's procedure, the test of each claim being its own sequential
+    test at its share of alpha: by the union bound over the looks, each claim's chance of a false decision at
+    share ``A / r`` is at most ``A / r``; at the first false decision in the family, the claims still open are at
+    least the true ones, so the family errs with at most ``A`` (Holm's argument; a claim decided in the right
+    direction passes its share on). A decision made against a margin (equivalence, futility) passes its share on
+    too, which Holm's argument covers only when its complementary hypothesis is false: ``bench/family_error.py``
+    checks the family-wise error by simulation with such claims in the family."""
+    closed = closed or {}
+    shares = family_shares(claims, alpha)
+    groups: dict[str, list[Claim]] = {}
+    for c in claims:
+        groups.setdefault(shares[c.id][0], []).append(c)
+    out: dict[str, Verdict] = {}
+    for members in groups.values():
+        _, share, size = shares[members[0].id]
+        still = [c for c in members if c.id not in closed]
+        while still:
+            r = len(still)
+            decided = []
+            for c in still:
+                v = _judge_at(c, samples[c.id], looks[c.id], share / r, power)
+                out[c.id] = replace(v, family_alpha=share, family_open=r, family_size=size)
+                if v.verdict in seq.DECIDED:
+                    decided.append(c.id)
+            if not decided:
+                break
+            still = [c for c in still if c.id not in decided]
+    return out
+
+
+def _judge_at(c: Claim, s: Sample, look: int | None, share: float, power: float) -> Verdict:
+    """``c`` on ``s`` at its look's level of ``share`` (alpha spent over the looks; fixed-size: ``share``)."""
+    if look is None:
+        return judge(c, s, alpha=share, alpha_next=share, power=power)
+    return judge(c, s, alpha=seq.look_alpha(look, share), alpha_next=seq.look_alpha(look + 1, share), power=power,
+                 look=look, alpha_total=share)
 
 
 def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
@@ -482,34 +574,59 @@ def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "blo
            power: float = 0.8) -> list[Verdict]:
     """The verdicts of a sequential run (``run --until-decided``), recomputed from its sessions alone.
 
-    A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``. A claim's own look
-    count (its alpha, :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not
-    "too few" or "no data": at those no data could reject, so they spend nothing of its alpha) on sessions its
-    last counted look did not have (a block whose sessions of the claim's cells were all saturated, failed or
-    unpaired gives the same test again at a smaller alpha: it rejects only where the last look did, so it
-    spends nothing and the claim keeps that look's verdict); a claim decided at a look keeps that decision
-    (:func:`keep_decided`). The same sessions give the same verdicts, so a committed table of sessions
-    regenerates the claim table."""
+    A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``, each family's open
+    claims with Holm's step-down (:func:`step_down`). A claim's own look count (its alpha,
+    :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not "too few" or
+    "no data": at those no data could reject, so they spend nothing of its alpha) on sessions its last counted
+    look did not have (a block whose sessions of the claim's cells were all saturated, failed or unpaired gives the
+    same test again at a smaller alpha: it rejects only where the last look did, so it spends nothing and the
+    claim keeps that look's verdict; if its family's open claims fell since, it is judged again at that look
+    with the larger share Holm gives it, as the step-down may test an earlier look again); a claim decided at a
+    look keeps that decision (:func:`keep_decided`). The same sessions give the same verdicts, so a committed
+    table of sessions regenerates the claim table."""
     if block not in sessions.columns:
         raise ConfigError(block, f"the sessions have no {block!r} column: a sequential run's sessions say their block")
+    blocks = sorted(sessions[block].dropna().unique())
+    if not blocks:
+        return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
+
+    def samples_at(k: int, open_: Sequence[Claim]) -> dict[str, Sample]:
+        upto = sessions[sessions[block] <= blocks[k]]
+        return {c.id: sample(c, upto) for c in open_}
+
+    return replay_looks(claims, samples_at, len(blocks), alpha=alpha, power=power)
+
+
+def replay_looks(claims: Sequence[Claim], samples_at: Callable[[int, Sequence[Claim]], Mapping[str, Sample]],
+                 n_looks: int, *, alpha: float = 0.05, power: float = 0.8) -> list[Verdict]:
+    """:func:`replay`'s looks on given samples: ``samples_at(k, open claims)`` are the open claims' samples after
+    block ``k`` (0, 1, ... ``n_looks - 1``). The simulations of ``bench/family_error.py`` run this same code."""
     looks = dict.fromkeys((c.id for c in claims), 1)
     counted: dict[str, tuple[int | None, ...]] = {}  # the sessions each claim's last counted look judged
     current: dict[str, Verdict] = {}
-    for k in sorted(sessions[block].dropna().unique()):
-        upto = sessions[sessions[block] <= k]
-        for c in claims:
-            if c.id in current and current[c.id].verdict in seq.DECIDED:
-                continue
-            v = evaluate([c], upto, look=looks[c.id], alpha=alpha, power=power)[0]
-            if counted.get(c.id) == judged_sessions(v):
+    for k in range(n_looks):
+        closed = {cid: v for cid, v in current.items() if v.verdict in seq.DECIDED}
+        open_ = [c for c in claims if c.id not in closed]
+        samples = samples_at(k, open_)
+        again = {c.id for c in open_ if counted.get(c.id) == sample_counts(c, samples[c.id])}
+        at = {c.id: looks[c.id] - 1 if c.id in again else looks[c.id] for c in open_}
+        found = step_down(claims, samples, at, alpha=alpha, power=power, closed=closed)
+        for c in open_:
+            v = found[c.id]
+            if c.id in again:  # the same sessions as its last counted look: only a decision Holm now allows counts
+                if v.verdict in seq.DECIDED:
+                    current[c.id] = v
                 continue
             current[c.id] = v
             if v.verdict not in (seq.TOO_FEW, seq.NO_DATA):
                 looks[c.id] += 1
                 counted[c.id] = judged_sessions(v)
-    if not current:
-        return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
     return [current[c.id] for c in claims]
+
+
+def sample_counts(claim: Claim, s: Sample) -> tuple[int | None, ...]:
+    """What a test on ``s`` would judge, as :func:`judged_sessions` counts it."""
+    return (len(s.diffs),) if s.diffs is not None else (len(s.a), len(s.b))
 
 
 def judged_sessions(v: Verdict) -> tuple[int | None, ...]:
@@ -559,17 +676,26 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
 
 def verdict_table(verdicts: Sequence[Verdict]) -> str:
     """The verdicts as a Markdown table: claim | paper | ours: effect [CI] | p | n | verdict | still needed."""
-    lines = ["| claim | paper | ours: effect [CI] | p (alpha) | n | verdict | sessions still needed |",
+    lines = ["| claim | paper | ours: effect [CI] | p (level: the family's share / its open claims, at the look) | n | "
+             "verdict | sessions still needed |",
              "|---|---|---|---|---|---|---|"]
     for v in verdicts:
         c = v.claim
         paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
-        p = "—" if v.p is None else f"{_num(v.p)} ({_num(v.alpha)})"
+        p = "—" if v.p is None else f"{_num(v.p)} ({level_text(v)})"
         more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
         cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_arm_b(c)}, {c.expect}" + _margin_text(c), paper,
                  _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def level_text(v: Verdict) -> str:
+    """The level a verdict was judged at, and where it comes from: the family's share (Holm) spent at its look."""
+    if v.family_alpha is None or v.family_open is None:
+        return _num(v.alpha)
+    share = f"{_num(v.family_alpha)} / {v.family_open} open of {v.family_size}"
+    return f"{_num(v.alpha)}: {share}" + (f", look {v.look}" if v.look is not None else "")
 
 
 def _verdict_text(v: Verdict) -> str:

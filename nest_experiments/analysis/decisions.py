@@ -154,7 +154,8 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
             "ci_low": v.ci[0] if v.ci else None, "ci_high": v.ci[1] if v.ci else None, "ci_level": v.ci_level,
             "p": v.p, "alpha": v.alpha, "test": v.test, "n_a": v.n_a, "n_b": v.n_b, "n_pairs": v.n_pairs,
             "saturated_excluded": v.n_saturated_excluded, "more_needed": v.more_needed,
-            "more_unit": v.more_unit, "look": v.look, "note": v.note,
+            "more_unit": v.more_unit, "look": v.look, "note": v.note, "kind": c.kind, "family": c.family,
+            "family_size": v.family_size, "family_alpha": v.family_alpha, "family_open": v.family_open,
         })
     return out
 

@@ -363,8 +363,8 @@ def readme_table(root: Path) -> str:
     from nest_experiments.analysis.evidence_report import claim_cells, claim_row
 
     by_study = _folders_by_study(root)
-    lines = ["| paper | evidence | claim | paper's number | ours: effect [CI] | n | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| paper | evidence | claim | paper's number | ours: effect [CI] | level (Holm, look) | n | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for study in STUDIES.values():
         if not study.paper_claims:
             continue
@@ -379,7 +379,7 @@ def readme_table(root: Path) -> str:
         for claim, experiment in unjudged(study, folders):
             cells = claim_cells({"id": claim.id, "statement": claim.statement, "figure": claim.figure,
                                  "paper_value": claim.paper_value})
-            lines.append("| " + " | ".join([paper if first else "", "—", *cells, "—", "—",
+            lines.append("| " + " | ".join([paper if first else "", "—", *cells, "—", "—", "—",
                                             f"{NO_EVIDENCE} (`{run_command(experiment)}`)"]) + " |")
             first = False
     return "\n".join(lines) + "\n"

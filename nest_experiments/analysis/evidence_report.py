@@ -60,8 +60,19 @@ def _text(x: Any) -> str:
 
 
 def claim_row(row: Mapping[str, Any]) -> list[str]:
-    """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, n, verdict."""
-    return [*claim_cells(row), _ours(row), _n(row), _verdict(row)]
+    """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, level, n, verdict."""
+    return [*claim_cells(row), _ours(row), level_cell(row), _n(row), _verdict(row)]
+
+
+def level_cell(row: Mapping[str, Any]) -> str:
+    """The level the claim was judged at (Holm's share of its family, spent at its look): "0.0023 (13 of 15
+    open, look 1)"."""
+    alpha, open_, size, look = (_num(row.get(k)) for k in ("alpha", "family_open", "family_size", "look"))
+    if alpha is None:
+        return "—"
+    if open_ is None or size is None:
+        return f"{alpha:.2g}"
+    return f"{alpha:.2g} ({int(open_)} of {int(size)} open" + (f", look {int(look)})" if look is not None else ")")
 
 
 def claim_cells(row: Mapping[str, Any]) -> list[str]:

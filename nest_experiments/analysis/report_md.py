@@ -59,9 +59,15 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
     rule = ("The sweep ran until decided (`run --until-decided`): a look after each block, alpha spent over each "
             "claim's looks as alpha_k = 0.05 x 6 / (pi^2 k^2) (their sum is 0.05 over any number of looks, so the "
             "chance of any false decision stays <= 0.05 by the union bound; a look at which a claim could not be "
-            "decided spends none of its alpha); a claim keeps its first decision."
+            "decided spends none of its alpha); a claim keeps its first decision. The paper's claims are one "
+            "family (its fidelity checks another): its alpha is split over the paper's experiments by their claims, "
+            "and within them Holm's step-down judges each open claim at its share / the family's claims still "
+            "open, spent over its own looks (bench/family_error.py: 15 claims with no effect, 1000 sequential "
+            "experiments, family-wise error 0.021); the level column says which."
             if sequential else
-            "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged).")
+            "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged), the "
+            "paper's claims one family (Holm's step-down: each open claim at the family's share / its claims "
+            "still open).")
     counts = {k: sum(v.verdict == k for v in verdicts) for k in dict.fromkeys(v.verdict for v in verdicts)}
     return ["## The paper's claims, judged", "",
             "Each claim is a metric per session (the unit of replication), two arms, its conditions and, where the "

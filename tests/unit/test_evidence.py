@@ -122,21 +122,21 @@ def test_the_nest_paper_report_counts_its_saturated_sessions_and_cells() -> None
 
 
 def _nest(folder: Path) -> None:
-    """The synthetic NeST sweep (sweep_synth: FQ-PIE higher levels, lower RTT), 3 blocks, one PIE run saturated."""
-    shutil.move(make_sweep(folder.parent / f"{folder.name}.build", reps=3), folder)
-    shutil.rmtree(folder / "kind-pie_target-5ms_r3")  # replaced by a CPU-saturated one
-    make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=3, cpu_saturated_windows=2))
+    """The synthetic NeST sweep (sweep_synth: FQ-PIE higher levels, lower RTT), 5 blocks, one PIE run saturated."""
+    shutil.move(make_sweep(folder.parent / f"{folder.name}.build", reps=5), folder)  # 5 blocks: 14 pairs, enough
+    shutil.rmtree(folder / "kind-pie_target-5ms_r5")  # for the family's Holm level; replaced by a saturated one
+    make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=5, cpu_saturated_windows=2))
 
 
-def _under_hood(folder: Path, blocks: range = range(1, 7)) -> None:
-    for block in blocks:  # 6 pairs: the fewest a two-sided signed-rank test at 0.05 decides on
+def _under_hood(folder: Path, blocks: range = range(1, 13)) -> None:
+    for block in blocks:  # 12 pairs: enough at the level Holm gives the objects' claims in the paper's family
         uh._run(folder, f"transport-tcp_r{block}", "tcp", uh._rows("tcp", 0.010 + block / 1000), block=block)
         uh._run(folder, f"transport-h3_r{block}", "h3", uh._rows("h3", 0.004 + block / 1000), block=block)
 
 
 SWEEPS: dict[str, Callable[[Path], None]] = {
-    "nest": _nest, "abr_quic": abr._paper_like, "under_hood": _under_hood, "h2quic": h2q._overhead_sweep,
-    "racing": lambda folder: racing._paper_like(folder, n=6)}
+    "nest": _nest, "abr_quic": lambda folder: abr._paper_like(folder, blocks=6), "under_hood": _under_hood,
+    "h2quic": h2q._overhead_sweep, "racing": lambda folder: racing._paper_like(folder, n=12)}
 
 
 def test_every_paper_study_has_a_sweep_here() -> None:
@@ -201,10 +201,10 @@ def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp
     assert (out / "sweep_report" / "report.html").is_file() and evidence.read_manifest(out).sweep_report is None
     assert not (out / "sweeps.jsonl").exists()  # the sweep has no log: none made up
     report = (out / evidence.REPORT).read_text()
-    assert "1 of 18 runs had a CPU-saturated 1 s window" in report
-    assert "| kind-pie_target-5ms_r3 | completed | 2 |" in report
+    assert "1 of 30 runs had a CPU-saturated 1 s window" in report
+    assert "| kind-pie_target-5ms_r5 | completed | 2 |" in report
     assert "| aqm | target | sessions | saturated |" in report  # synthetic runs say no runtime: no such column
-    assert "| pie | 5ms | 3 | 1 |" in report
+    assert "| pie | 5ms | 5 | 1 |" in report
     assert (out / "sweep_report" / "report.md").read_text() == "# the sweep's own report\n"
     assert not (out / "sweep_report" / "big.pcap").exists()
     assert evidence.read_manifest(out).machine["saturated_runs"] == 1
@@ -229,7 +229,7 @@ def test_a_sweep_that_went_on_from_evidence_exports_as_one_folder(tmp_path: Path
     evidence.export(later, ev, command="run B")  # the same evidence folder, now with both sweeps
     # each block's wall time, the committed blocks' first: the whole sweep's, as one folder's would be
     assert [json.loads(line)["block"] for line in (ev / "sweeps.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
-    _under_hood(full)  # blocks 1-6 in one folder: what the two must give together
+    _under_hood(full, range(1, 7))  # blocks 1-6 in one folder: what the two must give together
     evidence.export(full, tmp_path / "whole", command="run")
     same_rows(read_claims(ev / evidence.CLAIMS), decisions.verdict_rows(STUDIES["under_hood"].verdicts(full)))
     manifest, whole = evidence.read_manifest(ev), evidence.read_manifest(tmp_path / "whole")
@@ -281,15 +281,16 @@ def test_the_readme_rows_say_the_verdict_and_what_an_open_claim_needs() -> None:
     row = {"id": "c", "statement": "A beats B", "figure": "Fig. 1", "paper_value": "2x", "metric": "video.app_rtt_s",
            "scale": "diff", "effect": -271.0, "ci_low": -537.0, "ci_high": -169.0, "ci_level": 0.97, "n_pairs": 8,
            "n_a": 8, "n_b": 9, "b": "aqm=pie", "saturated_excluded": 1, "verdict": seq.CONTRADICTS,
-           "more_needed": float("nan"), "more_unit": "pairs"}
+           "more_needed": float("nan"), "more_unit": "pairs", "alpha": 0.00234, "family_open": 13,
+           "family_size": 15, "look": 1}
     assert evidence_row(row) == ["A beats B (Fig. 1; `c`)", "2x", "-271 [-537, -169] (97.0% CI) ms",
-                                 "8 pairs (1 saturated out)", "**contradicts**"]
+                                 "0.0023 (13 of 15 open, look 1)", "8 pairs (1 saturated out)", "**contradicts**"]
     open_row = row | {"verdict": seq.UNDECIDED, "more_needed": 51.0, "scale": "ratio", "effect": 0.976,
                       "ci_low": 0.89, "ci_high": 1.07, "saturated_excluded": 0}
-    assert evidence_row(open_row)[2:] == ["x0.976 [x0.89, x1.07] (97.0% CI)", "8 pairs",
-                                          "undecided (+51 pairs needed)"]
-    one_sample = row | {"b": "", "n_pairs": 6, "n_a": 6, "n_b": 0, "saturated_excluded": 0}
-    assert evidence_row(one_sample)[3] == "6 sessions"
+    assert evidence_row(open_row)[2:] == ["x0.976 [x0.89, x1.07] (97.0% CI)", "0.0023 (13 of 15 open, look 1)",
+                                          "8 pairs", "undecided (+51 pairs needed)"]
+    one_sample = row | {"b": "", "n_pairs": 6, "n_a": 6, "n_b": 0, "saturated_excluded": 0, "family_open": None}
+    assert evidence_row(one_sample)[3:5] == ["0.0023", "6 sessions"]  # a claim of no family: its level alone
 
 
 def evidence_row(row: dict[str, object]) -> list[str]:

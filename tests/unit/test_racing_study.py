@@ -20,6 +20,7 @@ from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import STUDIES, study_for
 from nest_experiments.studies.racing import claims as rc
 from nest_experiments.studies.racing import sessions as rs
+from tests.unit.claims_alone import each_alone
 
 LADDER = (70_000, 180_000, 350_000, 650_000, 1_300_000)
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
@@ -135,7 +136,7 @@ def _paper_like(folder: Path, n: int = 4) -> None:
 
 
 def verdicts(folder: Path) -> dict[str, Verdict]:
-    return {v.claim.id: v for v in STUDIES["racing"].verdicts(folder)}
+    return {v.claim.id: v for v in each_alone(STUDIES["racing"], folder)}
 
 
 def test_the_paper_like_patterns_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:

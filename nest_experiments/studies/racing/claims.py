@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nest_experiments.analysis.claims import Claim, Value
+from nest_experiments.analysis.claims import FIDELITY, Claim, Value
 from nest_experiments.rundir import RunFolder
 from nest_experiments.studies.racing import agreement as ag
 from nest_experiments.studies.racing import sessions as rs
@@ -154,7 +154,7 @@ def _browser_agreement() -> list[Claim]:
                                        f"{m.text}", figure="issue 29 (ours, not the paper's)",
                              metric=m.metric, a={"policy": policy}, b={"policy": browser}, conditions=where,
                              pair_by=("block", "condition"), expect="|a - b| < margin", margin=m.margin,
-                             margin_relative=m.relative, scale="ratio" if m.relative else "diff"))
+                             margin_relative=m.relative, scale="ratio" if m.relative else "diff", kind=FIDELITY))
     return out
 
 
