@@ -80,6 +80,8 @@ class Claim:
     margin_relative: bool = False
     scale: str = "diff"
     reference: float | None = None  # a one-sample claim: arm a against this constant (b = {})
+    cap: tuple[float, float] | None = None  # the metric's bound by construction (the player's buffer between its
+    # maximum and one segment above it): a claim whose sessions all lie in it is uninformative (uninformative())
     kind: str = PAPER  # PAPER: one of the paper's findings; FIDELITY: our model against a reference (a browser):
     # judged in a family of its own and shown apart, never counted among the paper's verdicts
     # the family whose false decisions are bounded together (Holm, :func:`step_down`), and how many claims it has
@@ -93,6 +95,8 @@ class Claim:
             object.__setattr__(self, name, MappingProxyType(value))
         for name in ("pair_by", "strata"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.cap is not None:
+            object.__setattr__(self, "cap", (float(self.cap[0]), float(self.cap[1])))
         _check_claim(self)
 
     @property
@@ -171,7 +175,13 @@ def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
     if missing:
         raise ConfigError(f"{where}.{missing[0]}", "missing: every claim names id, statement, figure, metric, a, b "
                           "(or a reference constant instead of b) and expect")
-    kwargs = {k: _field(where, k, v) for k, v in table.items() if k not in ("margin", "reference")}
+    kwargs = {k: _field(where, k, v) for k, v in table.items() if k not in ("margin", "reference", "cap")}
+    cap = table.get("cap")
+    if cap is not None:
+        if not (isinstance(cap, list | tuple) and len(cap) == 2 and
+                all(isinstance(x, int | float) and not isinstance(x, bool) for x in cap) and cap[0] <= cap[1]):
+            raise ConfigError(f"{where}.cap", f"expected [low, high] in the metric's unit, got {cap!r}")
+        kwargs["cap"] = (float(cap[0]), float(cap[1]))
     margin, relative = _margin(where, table.get("margin"))
     reference = table.get("reference")
     if reference is not None and (not isinstance(reference, int | float) or isinstance(reference, bool)):
@@ -464,6 +474,12 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
                        p=None, alpha=alpha, test=_test_name(claim), more_needed=None, note=s.note, **counts)
     bounds = _bounds(claim, s)
     d = seq.decide(test, claim.expect, alpha, bounds)
+    why = uninformative(claim, s)
+    if why:
+        effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
+        return Verdict(claim=claim, verdict=seq.UNINFORMATIVE, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p,
+                       alpha=alpha, test=d.test, more_needed=None, note="; ".join(x for x in (why, s.note) if x),
+                       **counts)
     spend = None
     if look is not None and alpha_total is not None:  # the k-th look from now; this one spent nothing if too few
         spent, total = look - (d.verdict == seq.TOO_FEW), alpha_total
@@ -474,6 +490,29 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
                                  s.note) if x)
     return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
                    test=d.test, more_needed=more, note=note, **counts)
+
+
+def uninformative(claim: Claim, s: Sample) -> str:
+    """Why the claim's metric cannot tell its arms apart in this sample, or "": it takes one value in every session
+    of the arms (identical by construction, or at a floor), every one of them lies within the metric's declared
+    ``cap``, or (a directional claim) every pair is tied. Such a claim is *uninformative*: it neither agrees nor
+    contradicts, whatever a test on it says (a CI of 0 [0, 0] from no spread is no evidence of no difference)."""
+    values = np.concatenate([s.a, s.b]) if not claim.one_sample else s.a
+    if len(values) < 2:
+        return ""
+    snapped = np.round(values / (1e-9 * (float(np.max(np.abs(values))) or 1.0)))
+    if len(np.unique(snapped)) == 1:
+        shown = _shown(claim, float(values[0]))
+        return f"no spread: all {len(values)} sessions have {claim.metric} = {_num(shown)}"
+    if claim.cap is not None:
+        low, high = (math.log(x) if claim.scale == "ratio" else x for x in claim.cap)
+        if bool(((values >= low - 1e-12) & (values <= high + 1e-12)).all()):
+            return f"at its cap: all {len(values)} sessions' {claim.metric} within [{_num(claim.cap[0])}, " \
+                   f"{_num(claim.cap[1])}]"
+    if claim.expect != seq.EQUIVALENT and s.diffs is not None and len(s.diffs) > 1 and \
+            bool((np.abs(s.diffs) <= 1e-9 * (float(np.max(np.abs(values))) or 1.0)).all()):
+        return f"every pair tied ({len(s.diffs)} of {len(s.diffs)} differences 0)"
+    return ""
 
 
 def _test(claim: Claim, s: Sample) -> ShiftTest | None:
@@ -618,7 +657,7 @@ def replay_looks(claims: Sequence[Claim], samples_at: Callable[[int, Sequence[Cl
                     current[c.id] = v
                 continue
             current[c.id] = v
-            if v.verdict not in (seq.TOO_FEW, seq.NO_DATA):
+            if v.verdict not in seq.NOT_SPENDING:
                 looks[c.id] += 1
                 counted[c.id] = judged_sessions(v)
     return [current[c.id] for c in claims]
@@ -659,8 +698,8 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
     need: dict[tuple[tuple[str, object], ...], tuple[dict[str, Value | tuple[Value, ...]], list[int | None],
                                                        list[str]]] = {}
     for v in verdicts:
-        if v.verdict in seq.DECIDED:
-            continue
+        if v.verdict in seq.DECIDED or v.verdict == seq.UNINFORMATIVE:  # more of a metric with no spread decides
+            continue  # nothing
         for arm in (v.claim.a,) if v.claim.one_sample else (v.claim.a, v.claim.b):
             cell = {**v.claim.conditions, **arm}
             key = tuple(sorted(cell.items()))

@@ -115,6 +115,8 @@ def _verdict(row: Mapping[str, Any]) -> str:
     more = _num(row.get("more_needed"))
     if verdict in seq.DECIDED:
         return f"**{verdict}**"
+    if verdict == seq.UNINFORMATIVE:  # the reason is the note's first part (claims.uninformative)
+        return f"{verdict} ({_text(row.get('note')).split('; ')[0] or 'no spread'})"
     needed = f"+{int(more)} {_text(row.get('more_unit')) or 'sessions'} needed" if more is not None else "sessions needed: " \
         "unknown (no spread yet)"
     return f"{verdict} ({needed})" if verdict != seq.NO_DATA else f"{verdict} (no session in this evidence)"

@@ -86,7 +86,9 @@ from nest_experiments.analysis.ranktests import ShiftTest
 GREATER, LESS, EQUIVALENT = "a > b", "a < b", "|a - b| < margin"
 EXPECTATIONS = (GREATER, LESS, EQUIVALENT)
 AGREES, CONTRADICTS, UNDECIDED, TOO_FEW, NO_DATA = "agrees", "contradicts", "undecided", "too few", "no data"
+UNINFORMATIVE = "uninformative"  # the metric has no spread in the data (claims.uninformative): never decided
 DECIDED = (AGREES, CONTRADICTS)
+NOT_SPENDING = (TOO_FEW, NO_DATA, UNINFORMATIVE)  # verdicts at a look that could not decide: it spends no alpha
 ARE_WILCOXON = 3 / math.pi  # asymptotic relative efficiency of the rank tests to the t test, normal law
 
 

@@ -111,9 +111,12 @@ def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     assert found["qdelay_bn2"].verdict == seq.AGREES and found["qdelay_bn1"].verdict == seq.AGREES
     assert found["video_rtt"].verdict == seq.CONTRADICTS  # planted: FQ-PIE's RTT is 0.4 s shorter
     assert found["pie_follows_target"].n_pairs == 4 and found["pie_follows_target"].effect == pytest.approx(3.0)
-    # planted: PIE's kernel delay 1.1 x its target in every session (12 PIE sessions), inside the 1.5x margin
-    assert found["pie_at_target_bn2"].verdict == seq.AGREES and found["pie_at_target_bn2"].n_a == 12
+    # planted: PIE's kernel delay 1.1 x its target in every session (12 PIE sessions), inside the 1.5x margin, but
+    # exactly 1.1 everywhere: no spread, so uninformative (claims.uninformative), not agrees
+    assert found["pie_at_target_bn2"].verdict == seq.UNINFORMATIVE and found["pie_at_target_bn2"].n_a == 12
     assert found["pie_at_target_bn2"].effect == pytest.approx(1.1)
-    # no difference planted: with its 10 % margin the claim "FQ-PIE's audio RTT shorter" is decided against (before
-    # the margins it stayed undecided for ever)
-    assert found["audio_rtt"].verdict == seq.CONTRADICTS and "margin" in found["audio_rtt"].note
+    assert found["pie_at_target_bn2"].note == "no spread: all 12 sessions have pie_delay_x_target.bn2 = 1.1"
+    # no difference planted, the same audio RTT (500 ms) in every session: "FQ-PIE's audio RTT shorter" is
+    # uninformative (no spread), neither contradicted by its margin nor left open
+    assert found["audio_rtt"].note == "no spread: all 24 sessions have audio.app_rtt_s = 500"
+    assert found["audio_rtt"].verdict == seq.UNINFORMATIVE

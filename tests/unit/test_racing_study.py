@@ -156,9 +156,11 @@ def test_the_paper_like_patterns_sweep_agrees_pair_by_pair(tmp_path: Path) -> No
 def test_the_paper_like_firewall_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:
     for seed in range(1, 7):
         for policy in ("chromium", "dynamic"):
-            make(tmp_path, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed, levels=(2,) * 8,
-                                 transports=("tcp",) * 8, probes={"quic": 1.0 + seed / 10, "tcp": 0.1},
-                                 won=("tcp",), experiment="racing_firewall"))
+            # both policies alike in a pair, the pairs apart (else the alike claims have no spread: uninformative)
+            make(tmp_path, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed,
+                                 levels=(2,) * 7 + (1 + seed % 3,), stall_s=0.2 * seed, transports=("tcp",) * 8,
+                                 probes={"quic": 1.0 + seed / 10, "tcp": 0.1}, won=("tcp",),
+                                 experiment="racing_firewall"))
         make(tmp_path, Synth(policy="chromium", pattern="dvl", seed=seed, levels=(0,) * 8, stall_s=10.0 + seed,
                              transports=("tcp", "h3") * 4, experiment="racing_firewall"))
         make(tmp_path, Synth(policy="dynamic", pattern="dvl", seed=seed, levels=(1,) * 8,
