@@ -48,7 +48,8 @@ from typing import Any
 import pandas as pd
 
 from nest_experiments.analysis import decisions
-from nest_experiments.analysis.claims import Claim, Verdict
+from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import FIDELITY, PAPER, Claim, Verdict
 from nest_experiments.analysis.decisions import read_sessions
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import SWEEP_LOG, RunFolder, experiment_name, run_dirs, write_atomic, write_csv, write_json
@@ -356,10 +357,12 @@ def evidence_folders(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if is_evidence(p)) if root.is_dir() else []
 
 
-def readme_table(root: Path) -> str:
-    """The README's result table: per paper (each study with claims, in :data:`STUDIES` order), each claim of
-    each of its evidence folders: the paper's number, ours (effect and CI), n, verdict; then each of the paper's
-    claims no folder judges, saying so and naming the experiment that would (:func:`unjudged`)."""
+def readme_table(root: Path, kind: str = PAPER) -> str:
+    """The README's result table of the claims of ``kind``: the papers' findings (:data:`PAPER`), or the fidelity
+    checks of our models against a reference (:data:`FIDELITY`: never counted among a paper's verdicts). Per paper
+    (each study with claims, in :data:`STUDIES` order), each claim of each of its evidence folders: the paper's
+    number, ours (effect and CI), the level it was judged at, n, verdict; then each of its claims no folder judges,
+    saying so and naming the experiment that would (:func:`unjudged`)."""
     from nest_experiments.analysis.evidence_report import claim_cells, claim_row
 
     by_study = _folders_by_study(root)
@@ -373,15 +376,62 @@ def readme_table(root: Path) -> str:
         first = True
         for folder in folders:
             link = f"[{folder.name}]({root.name}/{folder.name}/{REPORT})"
-            for j, row in enumerate(_claim_rows(folder)):  # the paper and the folder named on their first row only
+            rows = [row for row in _claim_rows(folder) if _kind(row) == kind]
+            for j, row in enumerate(rows):  # the paper and the folder named on their first row only
                 lines.append("| " + " | ".join([paper if first else "", link if j == 0 else "", *claim_row(row)]) + " |")
                 first = False
         for claim, experiment in unjudged(study, folders):
+            if claim.kind != kind:
+                continue
             cells = claim_cells({"id": claim.id, "statement": claim.statement, "figure": claim.figure,
                                  "paper_value": claim.paper_value})
             lines.append("| " + " | ".join([paper if first else "", "—", *cells, "—", "—", "—",
                                             f"{NO_EVIDENCE} (`{run_command(experiment)}`)"]) + " |")
             first = False
+    return "\n".join(lines) + "\n"
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    """A claims.csv row's kind (rows written before kinds existed are the paper's)."""
+    return str(row.get("kind") or PAPER)
+
+
+VERDICT_ORDER = (seq.AGREES, seq.CONTRADICTS, seq.UNDECIDED, seq.TOO_FEW, seq.UNINFORMATIVE, seq.NO_DATA)
+
+
+def verdict_counts(root: Path, kind: str = PAPER) -> dict[str, Counter[str]]:
+    """Per paper study: its claims of ``kind`` by verdict over the committed evidence, and ``NO_EVIDENCE`` for
+    those no folder judges."""
+    by_study = _folders_by_study(root)
+    out: dict[str, Counter[str]] = {}
+    for study in STUDIES.values():
+        if not study.paper_claims or not any(c.kind == kind for c in study.paper_claims):
+            continue
+        counts: Counter[str] = Counter(str(row["verdict"]) for folder in by_study.get(study.name, [])
+                                       for row in _claim_rows(folder) if _kind(row) == kind)
+        counts[NO_EVIDENCE] += sum(c.kind == kind for c, _ in unjudged(study, by_study.get(study.name, [])))
+        out[study.name] = counts
+    return out
+
+
+def counts_table(root: Path) -> str:
+    """Per paper: its statements (the claim map), its claims, and their verdicts; the fidelity checks on a line
+    of their own."""
+    from nest_experiments.analysis import claimmap
+
+    heads = [*VERDICT_ORDER, NO_EVIDENCE]
+    lines = ["| paper | statements: declared / not testable / not declared | claims | " + " | ".join(heads) + " |",
+             "|---|---|---|" + "---|" * len(heads)]
+    for kind in (PAPER, FIDELITY):
+        for name, counts in verdict_counts(root, kind).items():
+            study = STUDIES[name]
+            label = (study.paper or name) + ("" if kind == PAPER else f" — {kind} checks (ours, not the paper's)")
+            statements = "—"
+            if kind == PAPER and claimmap.has_sentences(name):
+                n = claimmap.counts(claimmap.load(name))
+                statements = f"{n['statements']}: {n['declared']} / {n['not testable']} / {n['not declared']}"
+            cells = [str(counts.get(h, 0) or "—") for h in heads]
+            lines.append(f"| {label} | {statements} | {sum(counts.values())} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -418,18 +468,23 @@ def unjudged(study: Study, folders: Sequence[Path]) -> list[tuple[Claim, str]]:
 
 
 def readme_section(root: Path) -> str:
-    """The README's generated section (between the markers, markers included)."""
-    counts: Counter[str] = Counter()
-    folders = evidence_folders(root)
-    for folder in folders:
-        counts.update(str(v) for v in pd.read_csv(folder / CLAIMS)["verdict"])
-    by_study = _folders_by_study(root)
-    missing = sum(len(unjudged(s, by_study.get(s.name, []))) for s in STUDIES.values() if s.paper_claims)
-    total = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no claim judged yet"
+    """The README's generated section (between the markers, markers included): the verdicts counted per paper,
+    the papers' claims, and the fidelity checks apart."""
+    paper = sum(verdict_counts(root, PAPER).values(), Counter())
+    fidelity = sum(verdict_counts(root, FIDELITY).values(), Counter())
+    missing = paper.pop(NO_EVIDENCE, 0) + fidelity.pop(NO_EVIDENCE, 0)
+
+    def said(c: Counter[str]) -> str:
+        return ", ".join(f"{c[k]} {k}" for k in VERDICT_ORDER if c.get(k)) or "no claim judged yet"
+
+    total = f"the papers' claims: {said(paper)}; our fidelity checks (apart): {said(fidelity)}"
     if missing:
         total += f"; {missing} claims with {NO_EVIDENCE}"
     return "\n".join([README_BEGIN, "", f"Verdicts over the committed evidence: {total}.", "",
-                      readme_table(root).rstrip("\n"), "", README_END])
+                      counts_table(root).rstrip("\n"), "", "### The papers' claims", "",
+                      readme_table(root, PAPER).rstrip("\n"), "",
+                      "### Fidelity: our models against the real browsers (ours, not the papers' findings)", "",
+                      readme_table(root, FIDELITY).rstrip("\n"), "", README_END])
 
 
 def current_section(readme_text: str) -> str | None:

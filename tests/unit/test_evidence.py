@@ -22,6 +22,7 @@ import pytest
 
 from nest_experiments.analysis import decisions, evidence
 from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import FIDELITY
 from nest_experiments.cli import main
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
@@ -166,13 +167,14 @@ def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(st
     before = (out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()
     assert main(["plot", str(out)]) == 0  # plot on the folder: the same claim table and report
     assert ((out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()) == before
-    table = evidence.readme_table(tmp_path / "evidence")
+    # the papers' claims, then the fidelity checks (our models against the browsers) in a table of their own
+    table = evidence.readme_table(tmp_path / "evidence") + evidence.readme_table(tmp_path / "evidence", FIDELITY)
     unjudged = ALL_CLAIMS - {str(r["id"]) for r in expected}  # every other claim of the five papers says so
     assert table.count(evidence.NO_EVIDENCE) == len(unjudged) > 0
     assert table.count(f"[{study}](evidence/{study}/report.md)") == 1  # named once, on its first row
     assert all(f"; `{r['id']}`) |" in table for r in expected)  # one row per claim
     assert all(f"; `{c}`) |" in table for c in unjudged)
-    assert len(table.splitlines()) == 2 + len(unjudged) + len(expected)
+    assert len(table.splitlines()) == 4 + len(unjudged) + len(expected)
     commands = re.findall(rf"{evidence.NO_EVIDENCE} \(`run (\w+ )?--until-decided`\)", table)
     assert len(commands) == len(unjudged)
     for name in filter(None, commands):  # the shipped experiment a user runs to judge it (none: the default)
@@ -308,6 +310,16 @@ def test_readme_markers_missing_is_an_error_naming_them(tmp_path: Path) -> None:
     assert evidence.update_readme(readme, tmp_path / "evidence") is True
     text = readme.read_text()
     assert text.startswith("# project\n\n") and text.endswith("\n\nafter\n") and "\nold\n" not in text
-    assert text.count(evidence.NO_EVIDENCE) == len(ALL_CLAIMS) + 1  # each claim's row, and the count above them
+    assert text.count(evidence.NO_EVIDENCE) == len(ALL_CLAIMS) + 2  # each claim's row, the count, the counts table
     assert f"{len(ALL_CLAIMS)} claims with {evidence.NO_EVIDENCE}" in text
     assert evidence.update_readme(readme, tmp_path / "evidence") is False  # generated again: unchanged
+
+
+def test_the_fidelity_checks_stand_apart_from_the_papers_verdicts() -> None:
+    paper, fidelity = evidence.readme_table(EVIDENCE), evidence.readme_table(EVIDENCE, FIDELITY)
+    ours = {c.id for s in STUDIES.values() for c in s.paper_claims if c.kind == FIDELITY}
+    assert ours and all(f"; `{cid}`) |" in fidelity and f"`{cid}`" not in paper for cid in ours)
+    racing = evidence.verdict_counts(EVIDENCE)["racing"]
+    assert sum(racing.values()) == sum(c.kind != FIDELITY for c in STUDIES["racing"].paper_claims)
+    section = evidence.readme_section(EVIDENCE)
+    assert section.index("### The papers' claims") < section.index("### Fidelity") < section.index("chromium_vs_browser")
