@@ -80,6 +80,11 @@ class Claim:
     margin_relative: bool = False
     scale: str = "diff"
     reference: float | None = None  # a one-sample claim: arm a against this constant (b = {})
+    # where the margin comes from: "paper: <the paper's words that give it>" or "rule: <the stated rule>" ("":
+    # no margin, or unstated); post_hoc: why the declaration or its margin came after data of its design (a margin
+    # chosen after five blocks; a claim declared after the evidence was committed), "" when stated before any
+    margin_source: str = ""
+    post_hoc: str = ""
     cap: tuple[float, float] | None = None  # the metric's bound by construction (the player's buffer between its
     # maximum and one segment above it): a claim whose sessions all lie in it is uninformative (uninformative())
     kind: str = PAPER  # PAPER: one of the paper's findings; FIDELITY: our model against a reference (a browser):
@@ -751,9 +756,12 @@ def _arm_b(c: Claim) -> str:
 
 
 def _margin_text(c: Claim) -> str:
+    post = f"; post hoc: {c.post_hoc}" if c.post_hoc else ""
     if c.margin is None:
-        return ""
-    return f" (margin {c.margin:.0%})" if c.margin_relative else f" (margin {_num(c.margin)})"
+        return post
+    source = c.margin_source.split(":", 1)[0] or "source unstated"
+    margin = f"{c.margin:.0%}" if c.margin_relative else _num(c.margin)
+    return f" (margin {margin}, {source})" + post
 
 
 def _ours(v: Verdict) -> str:

@@ -78,7 +78,18 @@ def level_cell(row: Mapping[str, Any]) -> str:
 def claim_cells(row: Mapping[str, Any]) -> list[str]:
     """A claim's first two cells: the claim (statement, figure, id) and the paper's number."""
     claim = f"{row['statement']} ({row['figure']}; `{row['id']}`)"
+    source = _text(row.get("margin_source")).split(":", 1)[0]
+    margin = _num(row.get("margin"))
+    if margin is not None and source:
+        claim += f"; margin {_margin(row, margin)} ({source})"
+    if _text(row.get("post_hoc")):
+        claim += f"; **post hoc**: {_text(row.get('post_hoc'))}"
     return [_cell(claim), _cell(_text(row.get("paper_value")) or "—")]
+
+
+def _margin(row: Mapping[str, Any], margin: float) -> str:
+    relative = row.get("scale") == "ratio" or str(row.get("margin_relative", "")).lower() == "true"
+    return f"{margin:.0%}" if relative else _fmt(margin)
 
 
 def _cell(text: str) -> str:
@@ -308,6 +319,10 @@ def _files(folder: Path, manifest: Any) -> list[str]:
              "- `runs.json`: per run its runtime, kernel, clocksource, CPU saturation by rule, versions;"]
     if (folder / decisions.SEQUENTIAL_FILE).exists():
         lines.append("- `sequential.json`: the looks of `run --until-decided`;")
+    if (folder / "preregistration.json").exists():
+        lines.append("- `preregistration.json`: the claims as `claims freeze` recorded them (each declaration and "
+                     "its hash, margin and its source, the claim file's hash); a claim changed since is marked post "
+                     "hoc;")
     for name, info in (manifest.tables or {}).items():
         if isinstance(info, Mapping):
             lines.append(f"- `{info.get('file')}`: the `{name}` frame of `results.load` ({info.get('rows')} rows);")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nest_experiments.analysis import decisions, report
+from nest_experiments.analysis import decisions, preregistration, report
 from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
 from nest_experiments.analysis.claims import Claim as PaperClaim
 from nest_experiments.analysis.claims import Verdict, in_families
@@ -76,8 +76,8 @@ class Study:
 
     def verdicts(self, folder: Path) -> list[Verdict]:
         """The paper's claims judged on the sweep in ``folder`` (sequentially when it was run until decided)."""
-        return decisions.judge_sweep(self.claims_for(experiment_name(folder)), self.sessions(folder),
-                                     sequential=decisions.is_sequential(folder))
+        claims = preregistration.marked(folder, self.claims_for(experiment_name(folder)))
+        return decisions.judge_sweep(claims, self.sessions(folder), sequential=decisions.is_sequential(folder))
 
     def load_sweep(self, folder: Path) -> Sweep:
         return report.load_sweep(folder, checks=self.run_checks, dash_metrics=self.dash_metrics, axes=self.axes)

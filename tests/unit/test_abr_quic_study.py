@@ -229,10 +229,11 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     md = (folder / "report" / "abr_quic.md").read_text()
     assert "## Noise floor (A/A pairs)" in md and "bola/h3/fcc-1" in md and "1 s" in md
     assert "## The paper's claims (section IV), judged" in md and "Mann-Whitney" not in md
-    assert "| bitrate_bola: bitrate, transport=tcp vs transport=h3, a > b (margin 10%) |" in md
+    assert ("| bitrate_bola: bitrate, transport=tcp vs transport=h3, a > b (margin 10%, rule); post hoc: margin "
+            "chosen in session 15 after five blocks of an earlier run of the same design |") in md
     assert "Pensieve: much better quality on TCP" in md and "no data" in md
     assert "![average video bitrate](fig02_bitrate.png)" in md
     shared = (folder / "report" / "report.md").read_text()
     assert "## The paper's claims, judged" in shared and "| paper's claim | ours | agree? |" not in shared
-    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 4.3)" in shared
+    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 4.3, rule); post hoc: margin 4.3 stated in session 30" in shared
     assert "origin is Caddy" in shared

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import decisions, evidence
+from nest_experiments.analysis import decisions, evidence, preregistration
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import FIDELITY
 from nest_experiments.cli import main
@@ -69,8 +69,8 @@ def test_the_committed_claim_table_is_what_the_sessions_give(folder: str) -> Non
     path = EVIDENCE / folder
     manifest = evidence.read_manifest(path)
     sessions = evidence.read_sessions(path / evidence.SESSIONS)
-    verdicts = decisions.judge_sweep(STUDIES[manifest.study].claims_for(manifest.experiment), sessions,
-                                     sequential=(path / decisions.SEQUENTIAL_FILE).exists())
+    claims = preregistration.marked(path, STUDIES[manifest.study].claims_for(manifest.experiment))  # post hoc marks
+    verdicts = decisions.judge_sweep(claims, sessions, sequential=(path / decisions.SEQUENTIAL_FILE).exists())
     same_rows(read_claims(path / evidence.CLAIMS), decisions.verdict_rows(verdicts))
     if (path / decisions.SEQUENTIAL_FILE).exists():  # the looks recorded are the blocks the sessions have
         looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]
@@ -172,8 +172,8 @@ def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(st
     unjudged = ALL_CLAIMS - {str(r["id"]) for r in expected}  # every other claim of the five papers says so
     assert table.count(evidence.NO_EVIDENCE) == len(unjudged) > 0
     assert table.count(f"[{study}](evidence/{study}/report.md)") == 1  # named once, on its first row
-    assert all(f"; `{r['id']}`) |" in table for r in expected)  # one row per claim
-    assert all(f"; `{c}`) |" in table for c in unjudged)
+    assert all(f"; `{r['id']}`)" in table for r in expected)  # one row per claim
+    assert all(f"; `{c}`)" in table for c in unjudged)
     assert len(table.splitlines()) == 4 + len(unjudged) + len(expected)
     commands = re.findall(rf"{evidence.NO_EVIDENCE} \(`run (\w+ )?--until-decided`\)", table)
     assert len(commands) == len(unjudged)
@@ -318,7 +318,7 @@ def test_readme_markers_missing_is_an_error_naming_them(tmp_path: Path) -> None:
 def test_the_fidelity_checks_stand_apart_from_the_papers_verdicts() -> None:
     paper, fidelity = evidence.readme_table(EVIDENCE), evidence.readme_table(EVIDENCE, FIDELITY)
     ours = {c.id for s in STUDIES.values() for c in s.paper_claims if c.kind == FIDELITY}
-    assert ours and all(f"; `{cid}`) |" in fidelity and f"`{cid}`" not in paper for cid in ours)
+    assert ours and all(f"; `{cid}`)" in fidelity and f"`{cid}`" not in paper for cid in ours)
     racing = evidence.verdict_counts(EVIDENCE)["racing"]
     assert sum(racing.values()) == sum(c.kind != FIDELITY for c in STUDIES["racing"].paper_claims)
     section = evidence.readme_section(EVIDENCE)

@@ -31,6 +31,9 @@ from nest_experiments.studies.under_hood import metrics as uh
 
 EQUAL_THROUGHPUT = "10%"  # "similar" / "not significant" throughput: the ratio h3 / tcp within 1/1.1 .. 1.1
 EQUAL_LATENCY = "20%"  # "not significant" median latency: within 1/1.2 .. 1.2
+# stated with the claims (commit 284c451) before any of the committed evidence was run
+THROUGHPUT_SOURCE = "rule: 10 %, ours (the paper gives none)"
+LATENCY_SOURCE = "rule: 20 %, ours (the paper gives none; the session-to-session spread of latency medians is larger)"
 
 
 def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
@@ -100,7 +103,8 @@ def _objects() -> list[Claim]:
     return [
         Claim(id="objects_throughput_similar", statement="object downloads: the throughput is similar for HTTP/TCP "
               "and HTTP/QUIC", figure="Fig. 6a", metric="throughput_median_mbps", a=H3, b=TCP, conditions=where,
-              pair_by=("block",), expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio"),
+              pair_by=("block",), expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio",
+              margin_source=THROUGHPUT_SOURCE),
         Claim(id="objects_latency_lower_h3", statement="object downloads: the response latency for HTTP/QUIC is "
               "slightly lower than HTTP/TCP", figure="Fig. 6b", metric="latency_median_ms", a=H3, b=TCP,
               conditions=where, pair_by=("block",), expect="a < b"),
@@ -115,11 +119,12 @@ def _dash(server: str) -> list[Claim]:
         Claim(id=f"dash_{server}_video_throughput_similar", statement=who + "DASH: the difference in video segment "
               "throughput between TCP and QUIC is not significant", figure="Fig. 7a",
               metric="video_throughput_median_mbps", a=H3, b=TCP, conditions=where, pair_by=pair,
-              expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio"),
+              expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio",
+              margin_source=THROUGHPUT_SOURCE),
         Claim(id=f"dash_{server}_latency_median_similar", statement=who + "DASH: the difference in the median "
               "response latency of DASH/QUIC and DASH/TCP is not significant", figure="Fig. 7b",
               metric="latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="|a - b| < margin",
-              margin=0.20, margin_relative=True, scale="ratio"),
+              margin=0.20, margin_relative=True, scale="ratio", margin_source=LATENCY_SOURCE),
         Claim(id=f"dash_{server}_latency_q75_higher_h3", statement=who + "DASH: the upper quartile of the response "
               "latency of DASH/QUIC is significantly higher than DASH/TCP's", figure="Fig. 7b",
               metric="latency_q75_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
@@ -140,7 +145,7 @@ def _parallel() -> list[Claim]:
         Claim(id="parallel_throughput_similar", statement="two parallel streams: the differences in throughput "
               "between QUIC and TCP are not significant", figure="Fig. 8a", metric="throughput_median_mbps",
               a=H3, b=TCP, conditions=where, pair_by=pair, expect="|a - b| < margin", margin=0.10,
-              margin_relative=True, scale="ratio"),
+              margin_relative=True, scale="ratio", margin_source=THROUGHPUT_SOURCE),
         Claim(id="parallel_latency_higher_h3", statement="two parallel streams: the response latency with QUIC is "
               "significantly higher than TCP (p < 0.05 for all pause times)", figure="Fig. 8b",
               metric="latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
