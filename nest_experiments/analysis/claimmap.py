@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.analysis.claims import Claim
+from nest_experiments.analysis.claims import Claim, judged_text
 from nest_experiments.errors import ConfigError
 
 SENTENCES_FILE = "sentences.toml"
@@ -143,21 +143,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _arms(c: Claim) -> str:
-    a = ", ".join(f"{k}={v}" for k, v in c.a.items())
-    if c.one_sample:
-        return f"{a} vs the constant {c.reference:g}"
-    return f"{a} vs " + ", ".join(f"{k}={v}" for k, v in c.b.items())
-
-
 def claim_summary(c: Claim) -> str:
-    """One line of what the claim judges: metric, arms, expectation, margin and its source."""
-    text = f"`{c.id}`: {c.metric}"
-    text += f", {_arms(c)}, {c.expect}"
+    """One line of what the claim judges: metric, arms, form, expectation, margin and its source, post hoc."""
+    text = f"`{c.id}`: {judged_text(c)}"
     if c.margin is not None:
-        text += f" (margin {c.margin:.0%} of b)" if c.margin_relative else f" (margin {c.margin:g})"
+        margin = f"{c.margin:.0%} of b" if c.margin_relative else f"{c.margin:g}"
+        text += f" (margin {margin}; {c.margin_source or 'source unstated'})"
     if c.conditions:
         text += "; under " + ", ".join(f"{k}={v}" for k, v in c.conditions.items())
+    if c.post_hoc:
+        text += f"; **post hoc**: {c.post_hoc}"
     return text
 
 

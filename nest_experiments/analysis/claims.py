@@ -42,12 +42,15 @@ import numpy as np
 import pandas as pd
 
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.ranktests import ShiftTest, rank_sum, signed_rank, stratified_rank_sum
+from nest_experiments.analysis.ranktests import ShiftTest, rank_sum, share_test, signed_rank, stratified_rank_sum
 from nest_experiments.errors import ConfigError
 
 Value = str | int | float | bool
 SCALES = ("diff", "ratio")
 PAPER, FIDELITY = "paper", "fidelity"
+TWO_ARM_SHARES = ("a lower", "a higher", "alike")  # a pair's difference a - b below, above or within the tie band
+ONE_ARM_SHARES = ("above", "below")  # a session of arm a above / below the threshold
+SHARES = TWO_ARM_SHARES + ONE_ARM_SHARES
 KINDS = (PAPER, FIDELITY)
 SATURATED = "saturated"
 BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
@@ -85,6 +88,17 @@ class Claim:
     # chosen after five blocks; a claim declared after the evidence was committed), "" when stated before any
     margin_source: str = ""
     post_hoc: str = ""
+    # translations that keep the paper's condition (the module docstring):
+    per: str = ""  # judge metric / this column (RTT per unit of bitrate: the paper's RTT at its bitrate)
+    exclude: tuple[Mapping[str, Value], ...] = ()  # cells left out (a session matching every axis of one)
+    worst_over: tuple[str, ...] = ()  # "in all cases": a one-sample claim judged per pair_by key (a block) on its
+    # worst case over these axes (the least favourable to the claim), each case's sessions averaged
+    share: str = ""  # a proportion claim (SHARES): the share of pairs (or of arm a's sessions) in this category
+    paper_share: float | None = None  # the share the paper reports (0..1), what the proportion claim tests against
+    share_of: str = "all"  # "all" pairs, or "unlike": the pairs not alike (the paper's "rejected null" cases)
+    tie: float | None = None  # the band within which a pair counts as alike (absolute; tie_relative: of b's value)
+    tie_relative: bool = False
+    threshold: float | None = None  # a one-arm share: sessions above / below this value
     cap: tuple[float, float] | None = None  # the metric's bound by construction (the player's buffer between its
     # maximum and one segment above it): a claim whose sessions all lie in it is uninformative (uninformative())
     kind: str = PAPER  # PAPER: one of the paper's findings; FIDELITY: our model against a reference (a browser):
@@ -102,6 +116,8 @@ class Claim:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.cap is not None:
             object.__setattr__(self, "cap", (float(self.cap[0]), float(self.cap[1])))
+        object.__setattr__(self, "worst_over", tuple(self.worst_over))
+        object.__setattr__(self, "exclude", tuple(MappingProxyType(dict(x)) for x in self.exclude))
         _check_claim(self)
 
     @property
@@ -111,7 +127,8 @@ class Claim:
 
     @property
     def one_sample(self) -> bool:
-        return self.reference is not None
+        """One arm: against a constant (``reference``), or a share of arm a's sessions (``share`` above / below)."""
+        return self.reference is not None or self.share in ONE_ARM_SHARES
 
     def where(self, key: str) -> str:
         return f"claims.{self.id}.{key}" if self.id else f"claims.{key}"
@@ -129,6 +146,15 @@ def _check_claim(c: Claim) -> None:
         raise bad("scale", f"{c.scale!r} is not 'diff' or 'ratio'")
     if c.kind not in KINDS:
         raise bad("kind", f"{c.kind!r} is not one of {', '.join(repr(k) for k in KINDS)}")
+    if c.share or c.paper_share is not None:
+        _check_share(c, bad)
+    if c.worst_over:
+        if c.reference is None or not c.pair_by:
+            raise bad("worst_over", "the worst case over cells is a one-sample claim (reference) judged per pair_by "
+                      "key (e.g. pair_by = [\"block\"])")
+        clash = set(c.worst_over) & (set(c.a) | set(c.pair_by))
+        if clash:
+            raise bad("worst_over", f"{sorted(clash)} is an arm or pairing axis")
     if c.one_sample:
         _check_one_sample(c, bad)
     elif not c.a or set(c.a) != set(c.b):
@@ -142,12 +168,30 @@ def _check_claim(c: Claim) -> None:
     _check_margin(c, bad)
 
 
+def _check_share(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
+    if c.share not in SHARES:
+        raise bad("share", f"{c.share!r} is not one of {', '.join(repr(x) for x in SHARES)}")
+    if c.paper_share is None or not 0 <= c.paper_share <= 1:
+        raise bad("paper_share", "a proportion claim needs the paper's share, 0..1")
+    if c.reference is not None or c.scale != "diff":
+        raise bad("reference", "a proportion claim has no reference constant and judges on the diff scale")
+    if c.share_of not in ("all", "unlike"):
+        raise bad("share_of", f"{c.share_of!r} is not 'all' or 'unlike'")
+    if c.share in ONE_ARM_SHARES and c.threshold is None:
+        raise bad("threshold", f"share = {c.share!r}: the value arm a's sessions are counted {c.share}")
+    if c.share in TWO_ARM_SHARES and not c.pair_by:
+        raise bad("pair_by", "a share of pairs needs the pairing key")
+    if c.margin_relative:
+        raise bad("margin", "a proportion claim's margin is absolute, in share points (0.15)")
+
+
 def _check_one_sample(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
-    assert c.reference is not None
     if c.b:
         raise bad("b", "a claim with a reference is one arm against that constant: leave b empty (b = {})")
-    if c.pair_by:
+    if c.pair_by and not c.worst_over and not c.share:
         raise bad("pair_by", "a one-sample claim (reference) has no partner sessions: remove pair_by")
+    if c.reference is None:
+        return
     if not math.isfinite(c.reference) or (c.scale == "ratio" and c.reference <= 0):
         raise bad("reference", f"{c.reference!r}: a finite number in the metric's unit (> 0 for scale = \"ratio\")")
 
@@ -162,7 +206,9 @@ def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("margin", "a ratio claim needs a relative margin, e.g. margin = \"5%\"")
 
 
-CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative", "family", "family_size"}
+CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative", "family", "family_size", "exclude", "worst_over",
+                                                 "share", "paper_share", "share_of", "tie", "tie_relative",
+                                                 "threshold", "per"}  # the study's forms, declared in Python
 
 
 def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
@@ -253,6 +299,7 @@ class Sample:
     n_saturated: int = 0
     note: str = ""
     blocks: int = 0  # the blocks the claim's sessions came from (0: no block column)
+    pairs: int = 0  # a share of pairs: the pairs formed (all alike: none counts when only unlike pairs do)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -388,6 +435,8 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     in_arms = _matches(rows, claim.a) if claim.one_sample else _matches(rows, claim.a) | _matches(rows, claim.b)
     n_saturated = int((saturated & in_arms).sum())  # a one-sample claim's empty b would match every session
     rows = rows[~saturated]
+    for cell in claim.exclude:
+        rows = rows[~_matches(rows, cell)]
     rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
     note = _empty_note(claim, sessions, rows_a, rows_b)
     blocks = int(pd.concat([rows_a, rows_b])[BLOCK].nunique()) if BLOCK in rows.columns else 0
@@ -395,6 +444,17 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     if values_a is None or values_b is None:
         note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
         return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note, blocks)
+    if claim.share in ONE_ARM_SHARES:  # each session of arm a counted above / below the threshold
+        a = values_a.to_numpy()
+        assert claim.threshold is not None and claim.paper_share is not None
+        hit = a > claim.threshold if claim.share == "above" else a < claim.threshold
+        return Sample(a, np.array([]), hit.astype(float) - claim.paper_share, (), claim.paper_share, n_saturated,
+                      note, blocks)
+    if claim.worst_over:  # "in all cases": per key, the worst case's mean
+        assert claim.reference is not None
+        a = _worst(claim, rows_a.loc[values_a.index].assign(_v=values_a))
+        ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
+        return Sample(a, np.array([]), a - ref, (), claim.reference, n_saturated, note, blocks)
     if claim.reference is not None:  # one sample: each session against the constant
         ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
         a = values_a.to_numpy()
@@ -403,6 +463,8 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note,
                   blocks=blocks)
     rows_a, rows_b = rows_a.loc[values_a.index].assign(_v=values_a), rows_b.loc[values_b.index].assign(_v=values_b)
+    if claim.share:
+        return _shared(claim, base, rows_a, rows_b)
     if claim.paired:
         return _paired(claim, base, rows_a, rows_b)
     if claim.strata:
@@ -410,9 +472,53 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     return base
 
 
+def _worst(claim: Claim, rows: pd.DataFrame) -> np.ndarray:
+    """Per pair_by key, the worst of its cases' means (over ``worst_over``): the smallest for ``a > reference``,
+    the largest for ``a < reference``, the farthest from it (either way) for an equivalence claim."""
+    if rows.empty:
+        return np.array([])
+    cases = rows.groupby(list(claim.pair_by) + list(claim.worst_over), dropna=False)["_v"].mean()
+    ref = math.log(claim.reference) if claim.scale == "ratio" and claim.reference else float(claim.reference or 0.0)
+    keys = cases.index.droplevel(list(range(len(claim.pair_by), cases.index.nlevels)))
+    out = []
+    for _, group in cases.groupby(keys, dropna=False):
+        values = group.to_numpy()
+        if claim.expect == seq.GREATER:
+            out.append(values.min())
+        elif claim.expect == seq.LESS:
+            out.append(values.max())
+        else:
+            out.append(values[np.argmax(np.abs(values - ref))])
+    return np.asarray(out, dtype=float)
+
+
+def _shared(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> Sample:
+    """A share of pairs: each pair (as :func:`_paired` forms them) lower / alike / higher by the tie band, the
+    pairs in the claimed category as 1, the others 0 (of all pairs, or of those not alike), less the paper's
+    share: the sample the proportion test judges. The counts go in the note."""
+    key = list(claim.strata + claim.pair_by)
+    mean_a = rows_a.groupby(key, dropna=False)["_v"].mean()
+    mean_b = rows_b.groupby(key, dropna=False)["_v"].mean()
+    both = mean_a.index.intersection(mean_b.index)
+    a, b = mean_a.loc[both].to_numpy(), mean_b.loc[both].to_numpy()
+    d = a - b
+    band = (claim.tie or 0.0) * (np.abs(b) if claim.tie_relative else 1.0)
+    scale = 1e-9 * (float(np.max(np.abs(np.concatenate([a, b])))) if len(a) else 1.0) or 1e-9
+    lower, higher = d < -band - scale, d > band + scale
+    alike = ~lower & ~higher
+    hit = {"a lower": lower, "a higher": higher, "alike": alike}[claim.share]
+    keep = ~alike if claim.share_of == "unlike" else np.ones(len(d), dtype=bool)
+    assert claim.paper_share is not None
+    counts = f"{len(d)} pairs: {int(lower.sum())} a lower, {int(alike.sum())} alike, {int(higher.sum())} a higher"
+    note = "; ".join(x for x in (base.note, counts) if x)
+    return Sample(base.a, base.b, hit[keep].astype(float) - claim.paper_share, (), claim.paper_share,
+                  base.n_saturated, note, base.blocks, len(d))
+
+
 def _check_columns(claim: Claim, sessions: pd.DataFrame) -> None:
-    needed = [("metric", claim.metric), ("saturated", SATURATED)]
-    needed += [(key, col) for key in ("a", "conditions", "pair_by", "strata") for col in getattr(claim, key)]
+    needed = [("metric", claim.metric), ("saturated", SATURATED)] + ([("per", claim.per)] if claim.per else [])
+    needed += [(key, col) for key in ("a", "conditions", "pair_by", "strata", "worst_over")
+               for col in getattr(claim, key)]
     for key, col in needed:
         if col not in sessions.columns:
             raise ConfigError(claim.where(key), f"the session table has no column {col!r} (it has "
@@ -436,7 +542,10 @@ def _empty_note(claim: Claim, sessions: pd.DataFrame, rows_a: pd.DataFrame, rows
 
 
 def _scaled(claim: Claim, rows: pd.DataFrame) -> pd.Series | None:
-    values = rows[claim.metric].astype(float).dropna()  # a session without the metric has no say
+    values = rows[claim.metric].astype(float)
+    if claim.per:  # the metric per unit of another: conditional on it
+        values = values / rows[claim.per].astype(float).where(lambda x: x != 0)
+    values = values.dropna()  # a session without the metric has no say
     if claim.scale == "diff":
         return values
     return None if (values <= 0).any() else np.log(values)
@@ -474,11 +583,17 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated,
                                   look=look)
     test = _test(claim, s)
+    if test is None and claim.share and s.pairs:  # pairs, but none outside the tie band to count
+        return Verdict(claim=claim, verdict=seq.UNINFORMATIVE, effect=None, ci=None, ci_level=_level(claim, alpha),
+                       p=None, alpha=alpha, test=_test_name(claim), more_needed=None,
+                       note=f"all {s.pairs} pairs alike within the tie band: no pair to count; {s.note}", **counts)
     if test is None:
         return Verdict(claim=claim, verdict=seq.NO_DATA, effect=None, ci=None, ci_level=_level(claim, alpha),
                        p=None, alpha=alpha, test=_test_name(claim), more_needed=None, note=s.note, **counts)
     bounds = _bounds(claim, s)
     d = seq.decide(test, claim.expect, alpha, bounds)
+    if claim.share and d.verdict == seq.UNDECIDED and not _share_can_decide(claim, test.n, alpha, bounds):
+        d = replace(d, verdict=seq.TOO_FEW)  # no count of this many pairs could decide at this level
     why = uninformative(claim, s)
     if why:
         effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
@@ -507,20 +622,31 @@ def uninformative(claim: Claim, s: Sample) -> str:
         return ""
     snapped = np.round(values / (1e-9 * (float(np.max(np.abs(values))) or 1.0)))
     if len(np.unique(snapped)) == 1:
-        shown = _shown(claim, float(values[0]))
+        shown = math.exp(float(values[0])) if claim.scale == "ratio" else float(values[0])
         return f"no spread: all {len(values)} sessions have {claim.metric} = {_num(shown)}"
     if claim.cap is not None:
         low, high = (math.log(x) if claim.scale == "ratio" else x for x in claim.cap)
         if bool(((values >= low - 1e-12) & (values <= high + 1e-12)).all()):
             return f"at its cap: all {len(values)} sessions' {claim.metric} within [{_num(claim.cap[0])}, " \
                    f"{_num(claim.cap[1])}]"
-    if claim.expect != seq.EQUIVALENT and s.diffs is not None and len(s.diffs) > 1 and \
+    if claim.expect != seq.EQUIVALENT and not claim.share and s.diffs is not None and len(s.diffs) > 1 and \
             bool((np.abs(s.diffs) <= 1e-9 * (float(np.max(np.abs(values))) or 1.0)).all()):
         return f"every pair tied ({len(s.diffs)} of {len(s.diffs)} differences 0)"
     return ""
 
 
+def _share_can_decide(claim: Claim, n: int, alpha: float, bounds: tuple[float, float] | None) -> bool:
+    assert claim.paper_share is not None
+    return any(seq.decide(share_test(k, n, claim.paper_share), claim.expect, alpha, bounds).verdict in seq.DECIDED
+               for k in range(n + 1))
+
+
 def _test(claim: Claim, s: Sample) -> ShiftTest | None:
+    if claim.share:
+        if s.diffs is None or not len(s.diffs):
+            return None
+        assert claim.paper_share is not None
+        return share_test(int(round(float((s.diffs + claim.paper_share).sum()))), len(s.diffs), claim.paper_share)
     if s.diffs is not None:
         return signed_rank(s.diffs) if len(s.diffs) else None
     if claim.strata:
@@ -532,7 +658,7 @@ def _test(claim: Claim, s: Sample) -> ShiftTest | None:
 
 
 def _test_name(claim: Claim) -> str:
-    name = "wilcoxon signed-rank" if claim.paired else "mann-whitney U"
+    name = "exact binomial" if claim.share else "wilcoxon signed-rank" if claim.paired else "mann-whitney U"
     return f"TOST ({name}), CI inside margin" if claim.expect == seq.EQUIVALENT else name
 
 
@@ -552,6 +678,9 @@ def _bounds(claim: Claim, s: Sample) -> tuple[float, float] | None:
 
 
 def _shown(claim: Claim, x: float) -> float:
+    """An effect on the claim's scale: a ratio (exp), a share (the paper's added back), or a difference."""
+    if claim.share:
+        return x + float(claim.paper_share or 0.0)
     return math.exp(x) if claim.scale == "ratio" else x
 
 
@@ -728,7 +857,7 @@ def verdict_table(verdicts: Sequence[Verdict]) -> str:
         paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
         p = "—" if v.p is None else f"{_num(v.p)} ({level_text(v)})"
         more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
-        cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_arm_b(c)}, {c.expect}" + _margin_text(c), paper,
+        cells = [f"{c.id}: {judged_text(c)}" + _margin_text(c), paper,
                  _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -749,6 +878,28 @@ def _verdict_text(v: Verdict) -> str:
 
 def _cell(cell: Mapping[str, Value]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
+
+
+def judged_text(c: Claim) -> str:
+    """What the claim judges, in a line: its metric (per another), arms, form and expectation."""
+    metric = c.metric + (f" per {c.per}" if c.per else "")
+    out = [f"{metric}, {_cell(c.a)}"]
+    if c.share in TWO_ARM_SHARES:
+        tie = (f"{c.tie:.0%} of b" if c.tie_relative else _num(c.tie)) if c.tie else "0"
+        of = "the pairs not alike" if c.share_of == "unlike" else "all pairs"
+        out = [f"the share of {of} with {metric} {c.share} (alike: within {tie}), {_cell(c.a)} vs {_cell(c.b)}, "
+               f"against the paper's {c.paper_share:.0%}"]
+    elif c.share:
+        out = [f"the share of {_cell(c.a)}'s sessions with {metric} {c.share} {_num(c.threshold or 0.0)}, against "
+               f"the paper's {c.paper_share:.0%}"]
+    elif c.worst_over:
+        out = [f"{metric}, {_cell(c.a) or 'all sessions'}: the worst case over {', '.join(c.worst_over)} per "
+               f"{', '.join(c.pair_by)} vs the constant {_num(c.reference or 0.0)}"]
+    else:
+        out = [f"{metric}, {_cell(c.a)} vs {_arm_b(c)}"]
+    if c.exclude:
+        out.append("without " + "; ".join(_cell(x) for x in c.exclude))
+    return ", ".join(out) + f", {c.expect}"
 
 
 def _arm_b(c: Claim) -> str:

@@ -102,6 +102,10 @@ def _ours(row: Mapping[str, Any]) -> str:
         return "—"
     ratio = row.get("scale") == "ratio"
     pre, unit = ("x", "") if ratio else ("", unit_of(str(row["metric"])))
+    if _text(row.get("share")):
+        unit = f"of the {'pairs' if _text(row.get('b')) else 'sessions'} (paper {_fmt(_num(row.get('paper_share')) or 0)})"
+    elif _text(row.get("per")) and unit:
+        unit = f"{unit} per {unit_of(str(row['per'])) or row['per']}"
     text = f"{pre}{_fmt(effect)}"
     level = _num(row.get("ci_level"))
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):

@@ -115,12 +115,31 @@ def marked(folder: Path | None, claims: Sequence[Claim]) -> tuple[Claim, ...]:
             if entry is None:
                 reasons.append(f"declared after the freeze of {doc['date']}")
             elif entry.get("sha256") != declaration_hash(c):
-                changed = sorted(k for k, v in declaration(c).items()
-                                 if json.dumps(v, default=str) != json.dumps((entry.get("declaration") or {}).get(k),
-                                                                             default=str))
-                reasons.append(f"its {', '.join(changed) or 'declaration'} changed after the freeze of {doc['date']}")
+                changed = changed_fields(c, entry.get("declaration") or {})
+                if changed:
+                    reasons.append(f"its {', '.join(changed)} changed after the freeze of {doc['date']}")
         out.append(replace(c, post_hoc="; ".join(reasons)))
     return tuple(out)
+
+
+def changed_fields(c: Claim, frozen: Mapping[str, Any]) -> list[str]:
+    """The declared fields of ``c`` that differ from the ``frozen`` declaration. A field the record does not hold
+    (the evaluator gained it later) counts as frozen at its default: adding a form changes no claim."""
+    defaults = {f.name: f.default for f in fields(Claim)}
+    now = declaration(c)
+
+    def same(key: str) -> bool:
+        was = frozen[key] if key in frozen else declaration(_with_default(c, key, defaults[key]))[key]
+        return json.dumps(now[key], sort_keys=True, default=str) == json.dumps(was, sort_keys=True, default=str)
+
+    return sorted(k for k in now if not same(k))
+
+
+def _with_default(c: Claim, key: str, default: Any) -> Claim:
+    try:
+        return replace(c, **{key: default})
+    except Exception:  # noqa: BLE001 - a default that does not validate with this claim: compare with the claim as is
+        return c
 
 
 def has_sessions(folder: Path) -> bool:
