@@ -331,6 +331,11 @@ class Verdict:
     family_alpha: float | None = None
     family_open: int | None = None
     family_size: int | None = None
+    # a sequential run's claim decided at an earlier look: its effect and CI on all the sessions (at the level of
+    # the verdict), beside the decision (:func:`replay_looks`); None when the verdict's look had them all
+    all_effect: float | None = None
+    all_ci: tuple[float, float] | None = None
+    all_n: int | None = None
 
     @property
     def more_unit(self) -> str:
@@ -594,6 +599,9 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     d = seq.decide(test, claim.expect, alpha, bounds)
     if claim.share and d.verdict == seq.UNDECIDED and not _share_can_decide(claim, test.n, alpha, bounds):
         d = replace(d, verdict=seq.TOO_FEW)  # no count of this many pairs could decide at this level
+    held = held_back(claim, s, alpha) if d.verdict in seq.DECIDED else ""
+    if held:
+        d = replace(d, verdict=seq.UNDECIDED, futile=False)
     why = uninformative(claim, s)
     if why:
         effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
@@ -607,9 +615,50 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power, spend)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
     note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction" if d.futile else "",
-                                 s.note) if x)
+                                 held, s.note) if x)
     return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
                    test=d.test, more_needed=more, note=note, **counts)
+
+
+MAX_TIED_SHARE = 0.5  # held_back: a decision on more tied pairs than this is held back
+
+
+def held_back(claim: Claim, s: Sample, alpha: float) -> str:
+    """Why a decision the test reached at this look does not count yet, or "" (the early-decision rule, issue 53).
+
+    A tie (a zero paired difference, or against the reference; unpaired: an a - b difference of 0) carries no
+    sign, so a decision carried by a few untied pairs among many ties does not hold as pairs are added. A claim is
+    decided at a look only when (directional claims) at most half its pairs are tied and its untied pairs alone
+    reach the fewest with which the exact test can reject at the look's level (:func:`.sequential.fewest_decisive`:
+    6 pairs at 0.0304 two-sided, 15 at 0.00011), or (equivalence claims, where zeros are evidence of no
+    difference) its pairs reach that fewest (for the paired tests Pratt's null given the ties already needs that
+    many untied pairs to reject; the unpaired ones do not). A proportion claim's rule is the test's own (some count of its
+    pairs must be able to decide: too few otherwise). Held back, the claim is undecided at that look (which spends
+    its alpha, as any look that could decide)."""
+    if claim.share:
+        return ""
+    paired = s.diffs is not None
+    side = seq.side_alpha(claim.expect, alpha)
+    fewest = seq.fewest_decisive(side, paired=paired)
+    if paired:
+        assert s.diffs is not None
+        n = len(s.diffs)
+        scale = 1e-9 * (float(np.max(np.abs(s.diffs))) or 1.0) if n else 1e-9
+        tied = int((np.abs(s.diffs) <= scale).sum())
+    else:
+        n = min(len(s.a), len(s.b))
+        d = np.subtract.outer(s.a, s.b).ravel() if len(s.a) and len(s.b) else np.array([])
+        share = float((np.abs(d) <= 1e-9 * (float(np.max(np.abs(d))) or 1.0)).mean()) if len(d) else 0.0
+        tied = int(round(share * n))
+    unit = "pairs" if paired else "sessions per arm"
+    if claim.expect == seq.EQUIVALENT:
+        return "" if n >= fewest else f"held back: {n} {unit}, fewer than the {fewest} the test needs at this level"
+    if tied > MAX_TIED_SHARE * n:
+        return f"held back: {tied} of {n} {unit} tied (more than half)"
+    if n - tied < fewest:
+        return (f"held back: {n - tied} untied {unit} of {n}, fewer than the {fewest} with which the test alone "
+                "could reject at this level")
+    return ""
 
 
 def uninformative(claim: Claim, s: Sample) -> str:
@@ -794,7 +843,17 @@ def replay_looks(claims: Sequence[Claim], samples_at: Callable[[int, Sequence[Cl
             if v.verdict not in seq.NOT_SPENDING:
                 looks[c.id] += 1
                 counted[c.id] = judged_sessions(v)
-    return [current[c.id] for c in claims]
+    return [_on_all(current[c.id], samples_at(n_looks - 1, [c])[c.id], power) if n_looks else current[c.id]
+            for c in claims]
+
+
+def _on_all(v: Verdict, s: Sample, power: float) -> Verdict:
+    """``v`` with its effect and CI on all the sessions ``s`` (at ``v``'s level), when its look had fewer."""
+    if sample_counts(v.claim, s) == judged_sessions(v):
+        return v
+    on_all = judge(v.claim, s, alpha=v.alpha, alpha_next=v.alpha, power=power)
+    return replace(v, all_effect=on_all.effect, all_ci=on_all.ci, all_n=on_all.n_pairs if on_all.n_pairs is not None
+                   else min(on_all.n_a, on_all.n_b))
 
 
 def sample_counts(claim: Claim, s: Sample) -> tuple[int | None, ...]:
@@ -922,7 +981,10 @@ def _ours(v: Verdict) -> str:
     if v.verdict == seq.TOO_FEW:  # the CI is unbounded: no n this small can reject at this look's alpha
         return f"{pre}{_num(v.effect)} (no {v.ci_level:.1%} CI at this n, {v.test})"
     lo, hi = (f"{pre}{_num(x)}" for x in v.ci)
-    return f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
+    text = f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
+    if v.all_effect is not None and v.all_ci is not None:  # decided earlier: the same level's CI on all sessions
+        text += f"; on all {v.all_n}: {pre}{_num(v.all_effect)} [{pre}{_num(v.all_ci[0])}, {pre}{_num(v.all_ci[1])}]"
+    return text
 
 
 def _n(v: Verdict) -> str:

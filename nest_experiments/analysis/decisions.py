@@ -159,6 +159,8 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
             "more_unit": v.more_unit, "look": v.look, "note": v.note, "kind": c.kind, "family": c.family,
             "margin_source": c.margin_source if c.margin is not None else "", "post_hoc": c.post_hoc,
             "family_size": v.family_size, "family_alpha": v.family_alpha, "family_open": v.family_open,
+            "all_effect": v.all_effect, "all_ci_low": v.all_ci[0] if v.all_ci else None,
+            "all_ci_high": v.all_ci[1] if v.all_ci else None, "all_n": v.all_n,
         })
     return out
 

@@ -112,7 +112,14 @@ def _ours(row: Mapping[str, Any]) -> str:
         text += " (no CI at this n)"
     else:
         text += f" [{pre}{_fmt(low)}, {pre}{_fmt(high)}]" + (f" ({level:.1%} CI)" if level is not None else "")
-    return text + (f" {unit}" if unit else "")
+    text += f" {unit}" if unit else ""
+    all_n, all_effect, all_low, all_high = (_num(row.get(k)) for k in ("all_n", "all_effect", "all_ci_low",
+                                                                          "all_ci_high"))
+    if all_n is not None and all_effect is not None:  # decided at an earlier look: the same CI on all sessions
+        span = f" [{pre}{_fmt(all_low)}, {pre}{_fmt(all_high)}]" if all_low is not None and all_high is not None \
+            and math.isfinite(all_low) and math.isfinite(all_high) else " (no CI)"
+        text += f"; on all {int(all_n)}: {pre}{_fmt(all_effect)}{span}"
+    return text
 
 
 def _n(row: Mapping[str, Any]) -> str:

@@ -63,7 +63,11 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
             "family (its fidelity checks another): its alpha is split over the paper's experiments by their claims, "
             "and within them Holm's step-down judges each open claim at its share / the family's claims still "
             "open, spent over its own looks (bench/family_error.py: 15 claims with no effect, 1000 sequential "
-            "experiments, family-wise error 0.021); the level column says which."
+            "experiments, family-wise error 0.021); the level column says which. A decision counts only when at "
+            "most half its pairs are tied and its untied pairs alone could reject at the look's level (an "
+            "equivalence claim: its pairs); held back, the claim stays open; a claim decided at an earlier look "
+            "shows its CI on all the sessions beside it. A claim whose metric has no spread (one value in every "
+            "session, at its cap, every pair tied) is uninformative."
             if sequential else
             "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged), the "
             "paper's claims one family (Holm's step-down: each open claim at the family's share / its claims "
