@@ -18,7 +18,9 @@ Two families of 15:
 - ``mixed``: 10 directional claims as above and 5 equivalence claims at no effect (their "agrees" is right and
   passes its share of alpha on to the family, the case Holm's argument does not cover; a "contradicts" false).
 
-The rates are binomial: with 1000 experiments a rate of 0.05 has a standard error of 0.007.
+The rates are binomial: with 1000 experiments a rate of 0.05 has a standard error of 0.007. Measured here (issue
+53, seed 53, 8 blocks of 3): ``null`` 0.021 with Holm (0.303 without), ``mixed`` 0.014 (0.224 without); every claim's
+own rate 0.000-0.004 with Holm (0.011-0.042 without).
 """
 
 from __future__ import annotations
