@@ -1,4 +1,4 @@
-"""Command line: ``run``, ``doctor``, ``plot``, ``evidence``, ``media``, ``clean``.
+"""Command line: ``run``, ``doctor``, ``plot``, ``evidence``, ``claims``, ``media``, ``clean``.
 
 Thin: parse arguments, call the library, catch :class:`NestExpError` once
 and print it as one line.
@@ -63,6 +63,20 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the result table of every evidence folder into README (default README.md; the "
                          "evidence folders beside it, in evidence/)")
     ev.add_argument("--check", action="store_true", help="with --readme: change nothing, exit 1 if it is stale")
+    claims = sub.add_parser("claims", help="the papers' claim maps (docs/claims/), or freeze a folder's claims",
+                            description="map: write docs/claims/<study>.md from each study's sentences and claims "
+                                        "(--check: compare only, exit 1 if stale).")
+    claims_sub = claims.add_subparsers(dest="claims_command", required=True)
+    cmap = claims_sub.add_parser("map", help="write each paper's claim map into docs/claims/")
+    cmap.add_argument("--check", action="store_true", help="change nothing, exit 1 if a map is stale")
+    freeze = claims_sub.add_parser("freeze", help="record a folder's claims before its data (pre-registration)",
+                                   description="Write FOLDER/preregistration.json: each claim's declaration and its "
+                                               "hash, its margin and the margin's source, the claim file's hash; a "
+                                               "claim changed after it is marked post hoc in every table. FOLDER: "
+                                               "a results sweep folder (before its first block) or an evidence "
+                                               "folder.")
+    freeze.add_argument("folder", type=Path)
+    freeze.add_argument("--date", help="the date to record (default: today)")
     sub.add_parser("clean", help="remove what dead runs left behind (namespaces, processes)")
     task = sub.add_parser("task", help="internal: one run of a cluster sweep (a worker starts it)")
     task.add_argument("spec", help="the run's payload (JSON file, or - for stdin)")
@@ -115,6 +129,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "evidence":
         return _evidence(args)
+    if args.command == "claims":
+        return _claims(args)
     if args.command == "clean":
         return _clean()
     if args.command == "task":
@@ -149,6 +165,52 @@ def _evidence(args: argparse.Namespace) -> int:
         raise ConfigError("evidence", "give SWEEP OUT --command \"...\" (export a sweep) or --readme")
     for path in evidence.export(args.sweep, args.out, command=args.made_by):
         print(path)
+    return 0
+
+
+def _claims(args: argparse.Namespace) -> int:
+    from nest_experiments.analysis import claimmap
+    from nest_experiments.resources import claim_maps_dir
+    from nest_experiments.studies import STUDIES
+
+    if args.claims_command == "freeze":
+        return _freeze(args.folder, args.date)
+    studies = {s.name: (s.paper or s.name, s.paper_claims) for s in STUDIES.values()
+               if s.paper_claims and claimmap.has_sentences(s.name)}
+    out = claim_maps_dir()
+    for name, (_, claims) in studies.items():
+        broken = claimmap.problems(claimmap.load(name), claims)
+        if broken:
+            raise ConfigError(f"studies/{name}/{claimmap.SENTENCES_FILE}", broken[0] +
+                              (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+    changed = claimmap.write_maps(out, studies, check=args.check)
+    for path in changed:
+        print(f"{path}: {'stale' if args.check else 'written'}")
+    if not changed:
+        print(f"{out}: {len(studies)} claim maps current")
+    return 1 if args.check and changed else 0
+
+
+def _freeze(folder: Path, date: str | None) -> int:
+    import datetime
+
+    from nest_experiments.analysis import evidence, preregistration
+    from nest_experiments.studies import STUDIES, experiment_name, study_for
+
+    if evidence.is_evidence(folder):
+        manifest = evidence.read_manifest(folder)
+        study, experiment = STUDIES[manifest.study], manifest.experiment
+    else:
+        study, experiment = study_for(folder), experiment_name(folder)
+    claims = study.claims_for(experiment)
+    if not claims:
+        raise ConfigError("claims freeze", f"{folder}: its experiment {experiment!r} has no claims to freeze (a "
+                          "sweep folder is named after its experiment, e.g. results/abr_quic_tcp)")
+    before = not preregistration.has_sessions(folder)
+    path = preregistration.freeze(folder, study.name, experiment, claims,
+                                  date=date or datetime.date.today().isoformat(), before_data=before)
+    when = "before any session" if before else "after its data (post hoc marks: the declarations' own)"
+    print(f"{path}: {len(claims)} claims of {study.name}/{experiment} frozen {when}")
     return 0
 
 

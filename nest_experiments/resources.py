@@ -36,6 +36,7 @@ QDISC_KINDS = "qdisc/kinds.toml"
 LADDERS = "media/ladders"
 EXPERIMENTS = "experiments"
 DASHJS_PAGE = "web/dashjs_player.html"
+CLAIM_MAPS = "docs/claims"  # the papers' claim maps (a clone's, generated: analysis.claimmap)
 DASHJS_PACKAGE = "web/node_modules/dashjs"
 DASHJS_SCRIPT = f"{DASHJS_PACKAGE}/dist/modern/umd/dash.all.min.js"
 
@@ -80,6 +81,14 @@ def cache_dir(name: str) -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         return (Path(xdg) if xdg else Path.home() / ".cache") / "nest_experiments" / name
     return CLONE / "media" / "cache" if name == "media" else CLONE / ".cache" / name
+
+
+def claim_maps_dir() -> Path:
+    """Where ``claims map`` writes the papers' claim maps: ``docs/claims/`` of the clone (an installed package
+    has no docs)."""
+    if installed():
+        raise NestExpError("the claim maps live in a clone's docs/claims/: run `claims map` from a clone")
+    return CLONE / CLAIM_MAPS
 
 
 def experiment_file(given: Path) -> Path:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -42,11 +42,16 @@ import numpy as np
 import pandas as pd
 
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.ranktests import ShiftTest, rank_sum, signed_rank, stratified_rank_sum
+from nest_experiments.analysis.ranktests import ShiftTest, rank_sum, share_test, signed_rank, stratified_rank_sum
 from nest_experiments.errors import ConfigError
 
 Value = str | int | float | bool
 SCALES = ("diff", "ratio")
+PAPER, FIDELITY = "paper", "fidelity"
+TWO_ARM_SHARES = ("a lower", "a higher", "alike")  # a pair's difference a - b below, above or within the tie band
+ONE_ARM_SHARES = ("above", "below")  # a session of arm a above / below the threshold
+SHARES = TWO_ARM_SHARES + ONE_ARM_SHARES
+KINDS = (PAPER, FIDELITY)
 SATURATED = "saturated"
 BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
 MAX_LOOKS_AHEAD = 2**20  # _more_needed: how far ahead it looks for the look that decides
@@ -78,6 +83,30 @@ class Claim:
     margin_relative: bool = False
     scale: str = "diff"
     reference: float | None = None  # a one-sample claim: arm a against this constant (b = {})
+    # where the margin comes from: "paper: <the paper's words that give it>" or "rule: <the stated rule>" ("":
+    # no margin, or unstated); post_hoc: why the declaration or its margin came after data of its design (a margin
+    # chosen after five blocks; a claim declared after the evidence was committed), "" when stated before any
+    margin_source: str = ""
+    post_hoc: str = ""
+    # translations that keep the paper's condition (the module docstring):
+    per: str = ""  # judge metric / this column (RTT per unit of bitrate: the paper's RTT at its bitrate)
+    exclude: tuple[Mapping[str, Value], ...] = ()  # cells left out (a session matching every axis of one)
+    worst_over: tuple[str, ...] = ()  # "in all cases": a one-sample claim judged per pair_by key (a block) on its
+    # worst case over these axes (the least favourable to the claim), each case's sessions averaged
+    share: str = ""  # a proportion claim (SHARES): the share of pairs (or of arm a's sessions) in this category
+    paper_share: float | None = None  # the share the paper reports (0..1), what the proportion claim tests against
+    share_of: str = "all"  # "all" pairs, or "unlike": the pairs not alike (the paper's "rejected null" cases)
+    tie: float | None = None  # the band within which a pair counts as alike (absolute; tie_relative: of b's value)
+    tie_relative: bool = False
+    threshold: float | None = None  # a one-arm share: sessions above / below this value
+    cap: tuple[float, float] | None = None  # the metric's bound by construction (the player's buffer between its
+    # maximum and one segment above it): a claim whose sessions all lie in it is uninformative (uninformative())
+    kind: str = PAPER  # PAPER: one of the paper's findings; FIDELITY: our model against a reference (a browser):
+    # judged in a family of its own and shown apart, never counted among the paper's verdicts
+    # the family whose false decisions are bounded together (Holm, :func:`step_down`), and how many claims it has
+    # in all (over every experiment of its study): set by Study.claims_for; "" is a family of this claim alone
+    family: str = field(default="", compare=False)
+    family_size: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("a", "b", "conditions"):
@@ -85,6 +114,10 @@ class Claim:
             object.__setattr__(self, name, MappingProxyType(value))
         for name in ("pair_by", "strata"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.cap is not None:
+            object.__setattr__(self, "cap", (float(self.cap[0]), float(self.cap[1])))
+        object.__setattr__(self, "worst_over", tuple(self.worst_over))
+        object.__setattr__(self, "exclude", tuple(MappingProxyType(dict(x)) for x in self.exclude))
         _check_claim(self)
 
     @property
@@ -94,7 +127,8 @@ class Claim:
 
     @property
     def one_sample(self) -> bool:
-        return self.reference is not None
+        """One arm: against a constant (``reference``), or a share of arm a's sessions (``share`` above / below)."""
+        return self.reference is not None or self.share in ONE_ARM_SHARES
 
     def where(self, key: str) -> str:
         return f"claims.{self.id}.{key}" if self.id else f"claims.{key}"
@@ -110,6 +144,17 @@ def _check_claim(c: Claim) -> None:
         raise bad("expect", f"{c.expect!r} is not one of {', '.join(repr(e) for e in seq.EXPECTATIONS)}")
     if c.scale not in SCALES:
         raise bad("scale", f"{c.scale!r} is not 'diff' or 'ratio'")
+    if c.kind not in KINDS:
+        raise bad("kind", f"{c.kind!r} is not one of {', '.join(repr(k) for k in KINDS)}")
+    if c.share or c.paper_share is not None:
+        _check_share(c, bad)
+    if c.worst_over:
+        if c.reference is None or not c.pair_by:
+            raise bad("worst_over", "the worst case over cells is a one-sample claim (reference) judged per pair_by "
+                      "key (e.g. pair_by = [\"block\"])")
+        clash = set(c.worst_over) & (set(c.a) | set(c.pair_by))
+        if clash:
+            raise bad("worst_over", f"{sorted(clash)} is an arm or pairing axis")
     if c.one_sample:
         _check_one_sample(c, bad)
     elif not c.a or set(c.a) != set(c.b):
@@ -123,12 +168,30 @@ def _check_claim(c: Claim) -> None:
     _check_margin(c, bad)
 
 
+def _check_share(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
+    if c.share not in SHARES:
+        raise bad("share", f"{c.share!r} is not one of {', '.join(repr(x) for x in SHARES)}")
+    if c.paper_share is None or not 0 <= c.paper_share <= 1:
+        raise bad("paper_share", "a proportion claim needs the paper's share, 0..1")
+    if c.reference is not None or c.scale != "diff":
+        raise bad("reference", "a proportion claim has no reference constant and judges on the diff scale")
+    if c.share_of not in ("all", "unlike"):
+        raise bad("share_of", f"{c.share_of!r} is not 'all' or 'unlike'")
+    if c.share in ONE_ARM_SHARES and c.threshold is None:
+        raise bad("threshold", f"share = {c.share!r}: the value arm a's sessions are counted {c.share}")
+    if c.share in TWO_ARM_SHARES and not c.pair_by:
+        raise bad("pair_by", "a share of pairs needs the pairing key")
+    if c.margin_relative:
+        raise bad("margin", "a proportion claim's margin is absolute, in share points (0.15)")
+
+
 def _check_one_sample(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
-    assert c.reference is not None
     if c.b:
         raise bad("b", "a claim with a reference is one arm against that constant: leave b empty (b = {})")
-    if c.pair_by:
+    if c.pair_by and not c.worst_over and not c.share:
         raise bad("pair_by", "a one-sample claim (reference) has no partner sessions: remove pair_by")
+    if c.reference is None:
+        return
     if not math.isfinite(c.reference) or (c.scale == "ratio" and c.reference <= 0):
         raise bad("reference", f"{c.reference!r}: a finite number in the metric's unit (> 0 for scale = \"ratio\")")
 
@@ -143,7 +206,9 @@ def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("margin", "a ratio claim needs a relative margin, e.g. margin = \"5%\"")
 
 
-CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative"}
+CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative", "family", "family_size", "exclude", "worst_over",
+                                                 "share", "paper_share", "share_of", "tie", "tie_relative",
+                                                 "threshold", "per"}  # the study's forms, declared in Python
 
 
 def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
@@ -161,7 +226,13 @@ def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
     if missing:
         raise ConfigError(f"{where}.{missing[0]}", "missing: every claim names id, statement, figure, metric, a, b "
                           "(or a reference constant instead of b) and expect")
-    kwargs = {k: _field(where, k, v) for k, v in table.items() if k not in ("margin", "reference")}
+    kwargs = {k: _field(where, k, v) for k, v in table.items() if k not in ("margin", "reference", "cap")}
+    cap = table.get("cap")
+    if cap is not None:
+        if not (isinstance(cap, list | tuple) and len(cap) == 2 and
+                all(isinstance(x, int | float) and not isinstance(x, bool) for x in cap) and cap[0] <= cap[1]):
+            raise ConfigError(f"{where}.cap", f"expected [low, high] in the metric's unit, got {cap!r}")
+        kwargs["cap"] = (float(cap[0]), float(cap[1]))
     margin, relative = _margin(where, table.get("margin"))
     reference = table.get("reference")
     if reference is not None and (not isinstance(reference, int | float) or isinstance(reference, bool)):
@@ -228,6 +299,7 @@ class Sample:
     n_saturated: int = 0
     note: str = ""
     blocks: int = 0  # the blocks the claim's sessions came from (0: no block column)
+    pairs: int = 0  # a share of pairs: the pairs formed (all alike: none counts when only unlike pairs do)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +325,17 @@ class Verdict:
     more_needed: int | None
     look: int | None = None  # the look of a sequential run this verdict comes from; None: a fixed-size analysis
     note: str = ""
+    # Holm (:func:`step_down`): the family's alpha share of the claims judged together (alpha x their number / the
+    # family's size), the family's claims open when this verdict was reached (its level: the share / open, spent
+    # over the looks), and the family's size
+    family_alpha: float | None = None
+    family_open: int | None = None
+    family_size: int | None = None
+    # a sequential run's claim decided at an earlier look: its effect and CI on all the sessions (at the level of
+    # the verdict), beside the decision (:func:`replay_looks`); None when the verdict's look had them all
+    all_effect: float | None = None
+    all_ci: tuple[float, float] | None = None
+    all_n: int | None = None
 
     @property
     def more_unit(self) -> str:
@@ -261,16 +344,92 @@ class Verdict:
 
 def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,
              power: float = 0.8) -> list[Verdict]:
-    """Judge every claim on ``sessions`` (one row per session).
+    """Judge every claim on ``sessions`` (one row per session), the claims of one family with Holm's step-down
+    (:func:`step_down`).
 
     ``look``: in a sequential run, how many times the claims have been judged on the growing sessions, this time
     included (1, 2, ...): alpha is spent as in :mod:`.sequential`. A report of a sequential run passes the last
     look's number (or keeps the verdicts of :func:`keep_decided`), never None: None is one
     fixed-size analysis at ``alpha``, right only when the number of sessions was fixed before any was judged."""
-    alpha_now = alpha if look is None else seq.look_alpha(look, alpha)
-    alpha_next = alpha if look is None else seq.look_alpha(look + 1, alpha)
-    return [judge(c, sample(c, sessions), alpha=alpha_now, alpha_next=alpha_next, power=power, look=look,
-                  alpha_total=None if look is None else alpha) for c in claims]
+    samples = {c.id: sample(c, sessions) for c in claims}
+    found = step_down(claims, samples, {c.id: look for c in claims}, alpha=alpha, power=power)
+    return [found[c.id] for c in claims]
+
+
+def in_families(study: str, declared: Sequence[Claim], selected: Sequence[Claim]) -> tuple[Claim, ...]:
+    """``selected`` (some of ``declared``, a study's claims) each in its family: the paper's findings, all its
+    experiments together (``study``), or its fidelity checks (our models against a reference: a family of their
+    own, ``"<study> (fidelity)"``, never the paper's verdicts); ``family_size`` counts the family's declared claims."""
+    sizes = {kind: sum(c.kind == kind for c in declared) for kind in KINDS}
+    return tuple(replace(c, family=study if c.kind == PAPER else f"{study} ({c.kind})", family_size=sizes[c.kind])
+                 for c in selected)
+
+
+def family_shares(claims: Sequence[Claim], alpha: float) -> dict[str, tuple[str, float, int]]:
+    """Per claim id: its family's key, the family's alpha share of the claims judged together, and the family's
+    size. A study's family (:attr:`Claim.family`, set by ``Study.claims_for``) has ``family_size`` claims over all
+    its experiments; the claims of one experiment, judged together, get alpha x their number / that size (a
+    weighted Bonferroni split of the family's alpha over its experiments), and Holm's step-down within them. A
+    claim of no family (``family`` empty) is a family of its own at ``alpha``."""
+    counts: dict[str, int] = {}
+    for c in claims:
+        if c.family:
+            counts[c.family] = counts.get(c.family, 0) + 1
+    out = {}
+    for c in claims:
+        if not c.family:
+            out[c.id] = (f"claim:{c.id}", alpha, 1)
+            continue
+        size = max(c.family_size, counts[c.family])
+        out[c.id] = (c.family, alpha * counts[c.family] / size, size)
+    return out
+
+
+def step_down(claims: Sequence[Claim], samples: Mapping[str, Sample], looks: Mapping[str, int | None], *,
+              alpha: float, power: float = 0.8, closed: Mapping[str, Verdict] | None = None) -> dict[str, Verdict]:
+    """Holm's step-down inside the alpha spending over looks: the verdicts of the open ``claims`` on their
+    ``samples``, each at its own look (``looks``: None for a fixed-size analysis).
+
+    Within a family (:func:`family_shares`: its alpha share ``A`` of the claims judged together) with ``r`` claims
+    still open (not decided at an earlier look: ``closed``), every open claim is judged at the level
+    ``look_alpha(k, A / r)`` of its look ``k`` (``A / r`` itself when fixed-size); the claims that decide leave,
+    and those still open are judged again at ``A / (r - d)``, until a pass decides none. A claim decided keeps the
+    verdict of the level it decided at. This is Holm's procedure, the test of each claim being its own sequential
+    test at its share of alpha: by the union bound over the looks, each claim's chance of a false decision at
+    share ``A / r`` is at most ``A / r``; at the first false decision in the family, the claims still open are at
+    least the true ones, so the family errs with at most ``A`` (Holm's argument; a claim decided in the right
+    direction passes its share on). A decision made against a margin (equivalence, futility) passes its share on
+    too, which Holm's argument covers only when its complementary hypothesis is false: ``bench/family_error.py``
+    checks the family-wise error by simulation with such claims in the family."""
+    closed = closed or {}
+    shares = family_shares(claims, alpha)
+    groups: dict[str, list[Claim]] = {}
+    for c in claims:
+        groups.setdefault(shares[c.id][0], []).append(c)
+    out: dict[str, Verdict] = {}
+    for members in groups.values():
+        _, share, size = shares[members[0].id]
+        still = [c for c in members if c.id not in closed]
+        while still:
+            r = len(still)
+            decided = []
+            for c in still:
+                v = _judge_at(c, samples[c.id], looks[c.id], share / r, power)
+                out[c.id] = replace(v, family_alpha=share, family_open=r, family_size=size)
+                if v.verdict in seq.DECIDED:
+                    decided.append(c.id)
+            if not decided:
+                break
+            still = [c for c in still if c.id not in decided]
+    return out
+
+
+def _judge_at(c: Claim, s: Sample, look: int | None, share: float, power: float) -> Verdict:
+    """``c`` on ``s`` at its look's level of ``share`` (alpha spent over the looks; fixed-size: ``share``)."""
+    if look is None:
+        return judge(c, s, alpha=share, alpha_next=share, power=power)
+    return judge(c, s, alpha=seq.look_alpha(look, share), alpha_next=seq.look_alpha(look + 1, share), power=power,
+                 look=look, alpha_total=share)
 
 
 def left_out(sessions: pd.DataFrame) -> pd.Series:
@@ -289,6 +448,8 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     in_arms = _matches(rows, claim.a) if claim.one_sample else _matches(rows, claim.a) | _matches(rows, claim.b)
     n_saturated = int((saturated & in_arms).sum())  # a one-sample claim's empty b would match every session
     rows = rows[~saturated]
+    for cell in claim.exclude:
+        rows = rows[~_matches(rows, cell)]
     rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
     note = _empty_note(claim, sessions, rows_a, rows_b)
     blocks = int(pd.concat([rows_a, rows_b])[BLOCK].nunique()) if BLOCK in rows.columns else 0
@@ -296,6 +457,17 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     if values_a is None or values_b is None:
         note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
         return Sample(np.array([]), np.array([]), None, (), math.nan, n_saturated, note, blocks)
+    if claim.share in ONE_ARM_SHARES:  # each session of arm a counted above / below the threshold
+        a = values_a.to_numpy()
+        assert claim.threshold is not None and claim.paper_share is not None
+        hit = a > claim.threshold if claim.share == "above" else a < claim.threshold
+        return Sample(a, np.array([]), hit.astype(float) - claim.paper_share, (), claim.paper_share, n_saturated,
+                      note, blocks)
+    if claim.worst_over:  # "in all cases": per key, the worst case's mean
+        assert claim.reference is not None
+        a = _worst(claim, rows_a.loc[values_a.index].assign(_v=values_a))
+        ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
+        return Sample(a, np.array([]), a - ref, (), claim.reference, n_saturated, note, blocks)
     if claim.reference is not None:  # one sample: each session against the constant
         ref = math.log(claim.reference) if claim.scale == "ratio" else claim.reference
         a = values_a.to_numpy()
@@ -304,6 +476,8 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     base = Sample(values_a.to_numpy(), values_b.to_numpy(), reference=reference, n_saturated=n_saturated, note=note,
                   blocks=blocks)
     rows_a, rows_b = rows_a.loc[values_a.index].assign(_v=values_a), rows_b.loc[values_b.index].assign(_v=values_b)
+    if claim.share:
+        return _shared(claim, base, rows_a, rows_b)
     if claim.paired:
         return _paired(claim, base, rows_a, rows_b)
     if claim.strata:
@@ -311,9 +485,53 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     return base
 
 
+def _worst(claim: Claim, rows: pd.DataFrame) -> np.ndarray:
+    """Per pair_by key, the worst of its cases' means (over ``worst_over``): the smallest for ``a > reference``,
+    the largest for ``a < reference``, the farthest from it (either way) for an equivalence claim."""
+    if rows.empty:
+        return np.array([])
+    cases = rows.groupby(list(claim.pair_by) + list(claim.worst_over), dropna=False)["_v"].mean()
+    ref = math.log(claim.reference) if claim.scale == "ratio" and claim.reference else float(claim.reference or 0.0)
+    keys = cases.index.droplevel(list(range(len(claim.pair_by), cases.index.nlevels)))
+    out = []
+    for _, group in cases.groupby(keys, dropna=False):
+        values = group.to_numpy()
+        if claim.expect == seq.GREATER:
+            out.append(values.min())
+        elif claim.expect == seq.LESS:
+            out.append(values.max())
+        else:
+            out.append(values[np.argmax(np.abs(values - ref))])
+    return np.asarray(out, dtype=float)
+
+
+def _shared(claim: Claim, base: Sample, rows_a: pd.DataFrame, rows_b: pd.DataFrame) -> Sample:
+    """A share of pairs: each pair (as :func:`_paired` forms them) lower / alike / higher by the tie band, the
+    pairs in the claimed category as 1, the others 0 (of all pairs, or of those not alike), less the paper's
+    share: the sample the proportion test judges. The counts go in the note."""
+    key = list(claim.strata + claim.pair_by)
+    mean_a = rows_a.groupby(key, dropna=False)["_v"].mean()
+    mean_b = rows_b.groupby(key, dropna=False)["_v"].mean()
+    both = mean_a.index.intersection(mean_b.index)
+    a, b = mean_a.loc[both].to_numpy(), mean_b.loc[both].to_numpy()
+    d = a - b
+    band = (claim.tie or 0.0) * (np.abs(b) if claim.tie_relative else 1.0)
+    scale = 1e-9 * (float(np.max(np.abs(np.concatenate([a, b])))) if len(a) else 1.0) or 1e-9
+    lower, higher = d < -band - scale, d > band + scale
+    alike = ~lower & ~higher
+    hit = {"a lower": lower, "a higher": higher, "alike": alike}[claim.share]
+    keep = ~alike if claim.share_of == "unlike" else np.ones(len(d), dtype=bool)
+    assert claim.paper_share is not None
+    counts = f"{len(d)} pairs: {int(lower.sum())} a lower, {int(alike.sum())} alike, {int(higher.sum())} a higher"
+    note = "; ".join(x for x in (base.note, counts) if x)
+    return Sample(base.a, base.b, hit[keep].astype(float) - claim.paper_share, (), claim.paper_share,
+                  base.n_saturated, note, base.blocks, len(d))
+
+
 def _check_columns(claim: Claim, sessions: pd.DataFrame) -> None:
-    needed = [("metric", claim.metric), ("saturated", SATURATED)]
-    needed += [(key, col) for key in ("a", "conditions", "pair_by", "strata") for col in getattr(claim, key)]
+    needed = [("metric", claim.metric), ("saturated", SATURATED)] + ([("per", claim.per)] if claim.per else [])
+    needed += [(key, col) for key in ("a", "conditions", "pair_by", "strata", "worst_over")
+               for col in getattr(claim, key)]
     for key, col in needed:
         if col not in sessions.columns:
             raise ConfigError(claim.where(key), f"the session table has no column {col!r} (it has "
@@ -337,7 +555,10 @@ def _empty_note(claim: Claim, sessions: pd.DataFrame, rows_a: pd.DataFrame, rows
 
 
 def _scaled(claim: Claim, rows: pd.DataFrame) -> pd.Series | None:
-    values = rows[claim.metric].astype(float).dropna()  # a session without the metric has no say
+    values = rows[claim.metric].astype(float)
+    if claim.per:  # the metric per unit of another: conditional on it
+        values = values / rows[claim.per].astype(float).where(lambda x: x != 0)
+    values = values.dropna()  # a session without the metric has no say
     if claim.scale == "diff":
         return values
     return None if (values <= 0).any() else np.log(values)
@@ -375,11 +596,26 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     counts: dict[str, Any] = dict(n_a=len(s.a), n_b=len(s.b), n_pairs=n_pairs, n_saturated_excluded=s.n_saturated,
                                   look=look)
     test = _test(claim, s)
+    if test is None and claim.share and s.pairs:  # pairs, but none outside the tie band to count
+        return Verdict(claim=claim, verdict=seq.UNINFORMATIVE, effect=None, ci=None, ci_level=_level(claim, alpha),
+                       p=None, alpha=alpha, test=_test_name(claim), more_needed=None,
+                       note=f"all {s.pairs} pairs alike within the tie band: no pair to count; {s.note}", **counts)
     if test is None:
         return Verdict(claim=claim, verdict=seq.NO_DATA, effect=None, ci=None, ci_level=_level(claim, alpha),
                        p=None, alpha=alpha, test=_test_name(claim), more_needed=None, note=s.note, **counts)
     bounds = _bounds(claim, s)
     d = seq.decide(test, claim.expect, alpha, bounds)
+    if claim.share and d.verdict == seq.UNDECIDED and not _share_can_decide(claim, test.n, alpha, bounds):
+        d = replace(d, verdict=seq.TOO_FEW)  # no count of this many pairs could decide at this level
+    held = held_back(claim, s, alpha) if d.verdict in seq.DECIDED else ""
+    if held:
+        d = replace(d, verdict=seq.UNDECIDED, futile=False)
+    why = uninformative(claim, s)
+    if why:
+        effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
+        return Verdict(claim=claim, verdict=seq.UNINFORMATIVE, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p,
+                       alpha=alpha, test=d.test, more_needed=None, note="; ".join(x for x in (why, s.note) if x),
+                       **counts)
     spend = None
     if look is not None and alpha_total is not None:  # the k-th look from now; this one spent nothing if too few
         spent, total = look - (d.verdict == seq.TOO_FEW), alpha_total
@@ -387,12 +623,87 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
     more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power, spend)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
     note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction" if d.futile else "",
-                                 s.note) if x)
+                                 held, s.note) if x)
     return Verdict(claim=claim, verdict=d.verdict, effect=effect, ci=ci, ci_level=d.ci_level, p=d.p, alpha=alpha,
                    test=d.test, more_needed=more, note=note, **counts)
 
 
+MAX_TIED_SHARE = 0.5  # held_back: a decision on more tied pairs than this is held back
+
+
+def held_back(claim: Claim, s: Sample, alpha: float) -> str:
+    """Why a decision the test reached at this look does not count yet, or "" (the early-decision rule, issue 53).
+
+    A tie (a zero paired difference, or against the reference; unpaired: an a - b difference of 0) carries no
+    sign, so a decision carried by a few untied pairs among many ties does not hold as pairs are added. A claim is
+    decided at a look only when (directional claims) at most half its pairs are tied and its untied pairs alone
+    reach the fewest with which the exact test can reject at the look's level (:func:`.sequential.fewest_decisive`:
+    6 pairs at 0.0304 two-sided, 15 at 0.00011), or (equivalence claims, where zeros are evidence of no
+    difference) its pairs reach that fewest (for the paired tests Pratt's null given the ties already needs that
+    many untied pairs to reject; the unpaired ones do not). A proportion claim's rule is the test's own (some count of its
+    pairs must be able to decide: too few otherwise). Held back, the claim is undecided at that look (which spends
+    its alpha, as any look that could decide)."""
+    if claim.share:
+        return ""
+    paired = s.diffs is not None
+    side = seq.side_alpha(claim.expect, alpha)
+    fewest = seq.fewest_decisive(side, paired=paired)
+    if paired:
+        assert s.diffs is not None
+        n = len(s.diffs)
+        scale = 1e-9 * (float(np.max(np.abs(s.diffs))) or 1.0) if n else 1e-9
+        tied = int((np.abs(s.diffs) <= scale).sum())
+    else:
+        n = min(len(s.a), len(s.b))
+        d = np.subtract.outer(s.a, s.b).ravel() if len(s.a) and len(s.b) else np.array([])
+        share = float((np.abs(d) <= 1e-9 * (float(np.max(np.abs(d))) or 1.0)).mean()) if len(d) else 0.0
+        tied = int(round(share * n))
+    unit = "pairs" if paired else "sessions per arm"
+    if claim.expect == seq.EQUIVALENT:
+        return "" if n >= fewest else f"held back: {n} {unit}, fewer than the {fewest} the test needs at this level"
+    if tied > MAX_TIED_SHARE * n:
+        return f"held back: {tied} of {n} {unit} tied (more than half)"
+    if n - tied < fewest:
+        return (f"held back: {n - tied} untied {unit} of {n}, fewer than the {fewest} with which the test alone "
+                "could reject at this level")
+    return ""
+
+
+def uninformative(claim: Claim, s: Sample) -> str:
+    """Why the claim's metric cannot tell its arms apart in this sample, or "": it takes one value in every session
+    of the arms (identical by construction, or at a floor), every one of them lies within the metric's declared
+    ``cap``, or (a directional claim) every pair is tied. Such a claim is *uninformative*: it neither agrees nor
+    contradicts, whatever a test on it says (a CI of 0 [0, 0] from no spread is no evidence of no difference)."""
+    values = np.concatenate([s.a, s.b]) if not claim.one_sample else s.a
+    if len(values) < 2:
+        return ""
+    snapped = np.round(values / (1e-9 * (float(np.max(np.abs(values))) or 1.0)))
+    if len(np.unique(snapped)) == 1:
+        shown = math.exp(float(values[0])) if claim.scale == "ratio" else float(values[0])
+        return f"no spread: all {len(values)} sessions have {claim.metric} = {_num(shown)}"
+    if claim.cap is not None:
+        low, high = (math.log(x) if claim.scale == "ratio" else x for x in claim.cap)
+        if bool(((values >= low - 1e-12) & (values <= high + 1e-12)).all()):
+            return f"at its cap: all {len(values)} sessions' {claim.metric} within [{_num(claim.cap[0])}, " \
+                   f"{_num(claim.cap[1])}]"
+    if claim.expect != seq.EQUIVALENT and not claim.share and s.diffs is not None and len(s.diffs) > 1 and \
+            bool((np.abs(s.diffs) <= 1e-9 * (float(np.max(np.abs(values))) or 1.0)).all()):
+        return f"every pair tied ({len(s.diffs)} of {len(s.diffs)} differences 0)"
+    return ""
+
+
+def _share_can_decide(claim: Claim, n: int, alpha: float, bounds: tuple[float, float] | None) -> bool:
+    assert claim.paper_share is not None
+    return any(seq.decide(share_test(k, n, claim.paper_share), claim.expect, alpha, bounds).verdict in seq.DECIDED
+               for k in range(n + 1))
+
+
 def _test(claim: Claim, s: Sample) -> ShiftTest | None:
+    if claim.share:
+        if s.diffs is None or not len(s.diffs):
+            return None
+        assert claim.paper_share is not None
+        return share_test(int(round(float((s.diffs + claim.paper_share).sum()))), len(s.diffs), claim.paper_share)
     if s.diffs is not None:
         return signed_rank(s.diffs) if len(s.diffs) else None
     if claim.strata:
@@ -404,7 +715,7 @@ def _test(claim: Claim, s: Sample) -> ShiftTest | None:
 
 
 def _test_name(claim: Claim) -> str:
-    name = "wilcoxon signed-rank" if claim.paired else "mann-whitney U"
+    name = "exact binomial" if claim.share else "wilcoxon signed-rank" if claim.paired else "mann-whitney U"
     return f"TOST ({name}), CI inside margin" if claim.expect == seq.EQUIVALENT else name
 
 
@@ -424,6 +735,9 @@ def _bounds(claim: Claim, s: Sample) -> tuple[float, float] | None:
 
 
 def _shown(claim: Claim, x: float) -> float:
+    """An effect on the claim's scale: a ratio (exp), a share (the paper's added back), or a difference."""
+    if claim.share:
+        return x + float(claim.paper_share or 0.0)
     return math.exp(x) if claim.scale == "ratio" else x
 
 
@@ -490,34 +804,69 @@ def replay(claims: Sequence[Claim], sessions: pd.DataFrame, *, block: str = "blo
            power: float = 0.8) -> list[Verdict]:
     """The verdicts of a sequential run (``run --until-decided``), recomputed from its sessions alone.
 
-    A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``. A claim's own look
-    count (its alpha, :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not
-    "too few" or "no data": at those no data could reject, so they spend nothing of its alpha) on sessions its
-    last counted look did not have (a block whose sessions of the claim's cells were all saturated, failed or
-    unpaired gives the same test again at a smaller alpha: it rejects only where the last look did, so it
-    spends nothing and the claim keeps that look's verdict); a claim decided at a look keeps that decision
-    (:func:`keep_decided`). The same sessions give the same verdicts, so a committed table of sessions
-    regenerates the claim table."""
+    A look follows each block: look after block ``k`` judges the sessions of blocks ``<= k``, each family's open
+    claims with Holm's step-down (:func:`step_down`). A claim's own look count (its alpha,
+    :func:`.sequential.look_alpha`) advances only at looks where it could have been decided (not "too few" or
+    "no data": at those no data could reject, so they spend nothing of its alpha) on sessions its last counted
+    look did not have (a block whose sessions of the claim's cells were all saturated, failed or unpaired gives the
+    same test again at a smaller alpha: it rejects only where the last look did, so it spends nothing and the
+    claim keeps that look's verdict; if its family's open claims fell since, it is judged again at that look
+    with the larger share Holm gives it, as the step-down may test an earlier look again); a claim decided at a
+    look keeps that decision (:func:`keep_decided`). The same sessions give the same verdicts, so a committed
+    table of sessions regenerates the claim table."""
     if block not in sessions.columns:
         raise ConfigError(block, f"the sessions have no {block!r} column: a sequential run's sessions say their block")
+    blocks = sorted(sessions[block].dropna().unique())
+    if not blocks:
+        return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
+
+    def samples_at(k: int, open_: Sequence[Claim]) -> dict[str, Sample]:
+        upto = sessions[sessions[block] <= blocks[k]]
+        return {c.id: sample(c, upto) for c in open_}
+
+    return replay_looks(claims, samples_at, len(blocks), alpha=alpha, power=power)
+
+
+def replay_looks(claims: Sequence[Claim], samples_at: Callable[[int, Sequence[Claim]], Mapping[str, Sample]],
+                 n_looks: int, *, alpha: float = 0.05, power: float = 0.8) -> list[Verdict]:
+    """:func:`replay`'s looks on given samples: ``samples_at(k, open claims)`` are the open claims' samples after
+    block ``k`` (0, 1, ... ``n_looks - 1``). The simulations of ``bench/family_error.py`` run this same code."""
     looks = dict.fromkeys((c.id for c in claims), 1)
     counted: dict[str, tuple[int | None, ...]] = {}  # the sessions each claim's last counted look judged
     current: dict[str, Verdict] = {}
-    for k in sorted(sessions[block].dropna().unique()):
-        upto = sessions[sessions[block] <= k]
-        for c in claims:
-            if c.id in current and current[c.id].verdict in seq.DECIDED:
-                continue
-            v = evaluate([c], upto, look=looks[c.id], alpha=alpha, power=power)[0]
-            if counted.get(c.id) == judged_sessions(v):
+    for k in range(n_looks):
+        closed = {cid: v for cid, v in current.items() if v.verdict in seq.DECIDED}
+        open_ = [c for c in claims if c.id not in closed]
+        samples = samples_at(k, open_)
+        again = {c.id for c in open_ if counted.get(c.id) == sample_counts(c, samples[c.id])}
+        at = {c.id: looks[c.id] - 1 if c.id in again else looks[c.id] for c in open_}
+        found = step_down(claims, samples, at, alpha=alpha, power=power, closed=closed)
+        for c in open_:
+            v = found[c.id]
+            if c.id in again:  # the same sessions as its last counted look: only a decision Holm now allows counts
+                if v.verdict in seq.DECIDED:
+                    current[c.id] = v
                 continue
             current[c.id] = v
-            if v.verdict not in (seq.TOO_FEW, seq.NO_DATA):
+            if v.verdict not in seq.NOT_SPENDING:
                 looks[c.id] += 1
                 counted[c.id] = judged_sessions(v)
-    if not current:
-        return evaluate(claims, sessions, look=1, alpha=alpha, power=power)
-    return [current[c.id] for c in claims]
+    return [_on_all(current[c.id], samples_at(n_looks - 1, [c])[c.id], power) if n_looks else current[c.id]
+            for c in claims]
+
+
+def _on_all(v: Verdict, s: Sample, power: float) -> Verdict:
+    """``v`` with its effect and CI on all the sessions ``s`` (at ``v``'s level), when its look had fewer."""
+    if sample_counts(v.claim, s) == judged_sessions(v):
+        return v
+    on_all = judge(v.claim, s, alpha=v.alpha, alpha_next=v.alpha, power=power)
+    return replace(v, all_effect=on_all.effect, all_ci=on_all.ci, all_n=on_all.n_pairs if on_all.n_pairs is not None
+                   else min(on_all.n_a, on_all.n_b))
+
+
+def sample_counts(claim: Claim, s: Sample) -> tuple[int | None, ...]:
+    """What a test on ``s`` would judge, as :func:`judged_sessions` counts it."""
+    return (len(s.diffs),) if s.diffs is not None else (len(s.a), len(s.b))
 
 
 def judged_sessions(v: Verdict) -> tuple[int | None, ...]:
@@ -550,8 +899,8 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
     need: dict[tuple[tuple[str, object], ...], tuple[dict[str, Value | tuple[Value, ...]], list[int | None],
                                                        list[str]]] = {}
     for v in verdicts:
-        if v.verdict in seq.DECIDED:
-            continue
+        if v.verdict in seq.DECIDED or v.verdict == seq.UNINFORMATIVE:  # more of a metric with no spread decides
+            continue  # nothing
         for arm in (v.claim.a,) if v.claim.one_sample else (v.claim.a, v.claim.b):
             cell = {**v.claim.conditions, **arm}
             key = tuple(sorted(cell.items()))
@@ -567,17 +916,26 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
 
 def verdict_table(verdicts: Sequence[Verdict]) -> str:
     """The verdicts as a Markdown table: claim | paper | ours: effect [CI] | p | n | verdict | still needed."""
-    lines = ["| claim | paper | ours: effect [CI] | p (alpha) | n | verdict | sessions still needed |",
+    lines = ["| claim | paper | ours: effect [CI] | p (level: the family's share / its open claims, at the look) | n | "
+             "verdict | sessions still needed |",
              "|---|---|---|---|---|---|---|"]
     for v in verdicts:
         c = v.claim
         paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
-        p = "—" if v.p is None else f"{_num(v.p)} ({_num(v.alpha)})"
+        p = "—" if v.p is None else f"{_num(v.p)} ({level_text(v)})"
         more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
-        cells = [f"{c.id}: {c.metric}, {_cell(c.a)} vs {_arm_b(c)}, {c.expect}" + _margin_text(c), paper,
+        cells = [f"{c.id}: {judged_text(c)}" + _margin_text(c), paper,
                  _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def level_text(v: Verdict) -> str:
+    """The level a verdict was judged at, and where it comes from: the family's share (Holm) spent at its look."""
+    if v.family_alpha is None or v.family_open is None:
+        return _num(v.alpha)
+    share = f"{_num(v.family_alpha)} / {v.family_open} open of {v.family_size}"
+    return f"{_num(v.alpha)}: {share}" + (f", look {v.look}" if v.look is not None else "")
 
 
 def _verdict_text(v: Verdict) -> str:
@@ -589,14 +947,39 @@ def _cell(cell: Mapping[str, Value]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
 
 
+def judged_text(c: Claim) -> str:
+    """What the claim judges, in a line: its metric (per another), arms, form and expectation."""
+    metric = c.metric + (f" per {c.per}" if c.per else "")
+    out = [f"{metric}, {_cell(c.a)}"]
+    if c.share in TWO_ARM_SHARES:
+        tie = (f"{c.tie:.0%} of b" if c.tie_relative else _num(c.tie)) if c.tie else "0"
+        of = "the pairs not alike" if c.share_of == "unlike" else "all pairs"
+        out = [f"the share of {of} with {metric} {c.share} (alike: within {tie}), {_cell(c.a)} vs {_cell(c.b)}, "
+               f"against the paper's {c.paper_share:.0%}"]
+    elif c.share:
+        out = [f"the share of {_cell(c.a)}'s sessions with {metric} {c.share} {_num(c.threshold or 0.0)}, against "
+               f"the paper's {c.paper_share:.0%}"]
+    elif c.worst_over:
+        out = [f"{metric}, {_cell(c.a) or 'all sessions'}: the worst case over {', '.join(c.worst_over)} per "
+               f"{', '.join(c.pair_by)} vs the constant {_num(c.reference or 0.0)}"]
+    else:
+        out = [f"{metric}, {_cell(c.a)} vs {_arm_b(c)}"]
+    if c.exclude:
+        out.append("without " + "; ".join(_cell(x) for x in c.exclude))
+    return ", ".join(out) + f", {c.expect}"
+
+
 def _arm_b(c: Claim) -> str:
     return _cell(c.b) if c.reference is None else f"the constant {_num(c.reference)}"
 
 
 def _margin_text(c: Claim) -> str:
+    post = f"; post hoc: {c.post_hoc}" if c.post_hoc else ""
     if c.margin is None:
-        return ""
-    return f" (margin {c.margin:.0%})" if c.margin_relative else f" (margin {_num(c.margin)})"
+        return post
+    source = c.margin_source.split(":", 1)[0] or "source unstated"
+    margin = f"{c.margin:.0%}" if c.margin_relative else _num(c.margin)
+    return f" (margin {margin}, {source})" + post
 
 
 def _ours(v: Verdict) -> str:
@@ -606,7 +989,10 @@ def _ours(v: Verdict) -> str:
     if v.verdict == seq.TOO_FEW:  # the CI is unbounded: no n this small can reject at this look's alpha
         return f"{pre}{_num(v.effect)} (no {v.ci_level:.1%} CI at this n, {v.test})"
     lo, hi = (f"{pre}{_num(x)}" for x in v.ci)
-    return f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
+    text = f"{pre}{_num(v.effect)} [{lo}, {hi}] ({v.ci_level:.1%} CI, {v.test})"
+    if v.all_effect is not None and v.all_ci is not None:  # decided earlier: the same level's CI on all sessions
+        text += f"; on all {v.all_n}: {pre}{_num(v.all_effect)} [{pre}{_num(v.all_ci[0])}, {pre}{_num(v.all_ci[1])}]"
+    return text
 
 
 def _n(v: Verdict) -> str:

@@ -175,7 +175,8 @@ def judge_sweep(claims: Sequence[Claim], sessions: pd.DataFrame, *, sequential: 
 
 
 def _columns(c: Claim) -> set[str]:
-    return {c.metric, *c.a, *c.b, *c.conditions, *c.pair_by, *c.strata}
+    return {c.metric, *c.a, *c.b, *c.conditions, *c.pair_by, *c.strata, *c.worst_over,
+            *([c.per] if c.per else []), *(axis for cell in c.exclude for axis in cell)}
 
 
 def record_look(folder: Path, *, alpha: float, verdicts: Sequence[Verdict], block: int,
@@ -202,11 +203,16 @@ def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
             "id": c.id, "figure": c.figure, "statement": c.statement, "paper_value": c.paper_value,
             "metric": c.metric, "a": _cell(c.a), "b": _cell(c.b), "reference": c.reference,
             "conditions": _cell(c.conditions),
-            "expect": c.expect, "margin": c.margin, "scale": c.scale, "verdict": v.verdict, "effect": v.effect,
+            "expect": c.expect, "margin": c.margin, "margin_relative": c.margin_relative, "scale": c.scale,
+            "share": c.share, "paper_share": c.paper_share, "per": c.per, "worst_over": ", ".join(c.worst_over), "verdict": v.verdict, "effect": v.effect,
             "ci_low": v.ci[0] if v.ci else None, "ci_high": v.ci[1] if v.ci else None, "ci_level": v.ci_level,
             "p": v.p, "alpha": v.alpha, "test": v.test, "n_a": v.n_a, "n_b": v.n_b, "n_pairs": v.n_pairs,
             "saturated_excluded": v.n_saturated_excluded, "more_needed": v.more_needed,
-            "more_unit": v.more_unit, "look": v.look, "note": v.note,
+            "more_unit": v.more_unit, "look": v.look, "note": v.note, "kind": c.kind, "family": c.family,
+            "margin_source": c.margin_source if c.margin is not None else "", "post_hoc": c.post_hoc,
+            "family_size": v.family_size, "family_alpha": v.family_alpha, "family_open": v.family_open,
+            "all_effect": v.all_effect, "all_ci_low": v.all_ci[0] if v.all_ci else None,
+            "all_ci_high": v.all_ci[1] if v.all_ci else None, "all_n": v.all_n,
         })
     return out
 

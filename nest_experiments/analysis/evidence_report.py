@@ -60,14 +60,36 @@ def _text(x: Any) -> str:
 
 
 def claim_row(row: Mapping[str, Any]) -> list[str]:
-    """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, n, verdict."""
-    return [*claim_cells(row), _ours(row), _n(row), _verdict(row)]
+    """A ``claims.csv`` row as the README's cells: claim, paper's number, ours, level, n, verdict."""
+    return [*claim_cells(row), _ours(row), level_cell(row), _n(row), _verdict(row)]
+
+
+def level_cell(row: Mapping[str, Any]) -> str:
+    """The level the claim was judged at (Holm's share of its family, spent at its look): "0.0023 (13 of 15
+    open, look 1)"."""
+    alpha, open_, size, look = (_num(row.get(k)) for k in ("alpha", "family_open", "family_size", "look"))
+    if alpha is None:
+        return "—"
+    if open_ is None or size is None:
+        return f"{alpha:.2g}"
+    return f"{alpha:.2g} ({int(open_)} of {int(size)} open" + (f", look {int(look)})" if look is not None else ")")
 
 
 def claim_cells(row: Mapping[str, Any]) -> list[str]:
     """A claim's first two cells: the claim (statement, figure, id) and the paper's number."""
     claim = f"{row['statement']} ({row['figure']}; `{row['id']}`)"
+    source = _text(row.get("margin_source")).split(":", 1)[0]
+    margin = _num(row.get("margin"))
+    if margin is not None and source:
+        claim += f"; margin {_margin(row, margin)} ({source})"
+    if _text(row.get("post_hoc")):
+        claim += f"; **post hoc**: {_text(row.get('post_hoc'))}"
     return [_cell(claim), _cell(_text(row.get("paper_value")) or "—")]
+
+
+def _margin(row: Mapping[str, Any], margin: float) -> str:
+    relative = row.get("scale") == "ratio" or str(row.get("margin_relative", "")).lower() == "true"
+    return f"{margin:.0%}" if relative else _fmt(margin)
 
 
 def _cell(text: str) -> str:
@@ -80,13 +102,24 @@ def _ours(row: Mapping[str, Any]) -> str:
         return "—"
     ratio = row.get("scale") == "ratio"
     pre, unit = ("x", "") if ratio else ("", unit_of(str(row["metric"])))
+    if _text(row.get("share")):
+        unit = f"of the {'pairs' if _text(row.get('b')) else 'sessions'} (paper {_fmt(_num(row.get('paper_share')) or 0)})"
+    elif _text(row.get("per")) and unit:
+        unit = f"{unit} per {unit_of(str(row['per'])) or row['per']}"
     text = f"{pre}{_fmt(effect)}"
     level = _num(row.get("ci_level"))
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         text += " (no CI at this n)"
     else:
         text += f" [{pre}{_fmt(low)}, {pre}{_fmt(high)}]" + (f" ({level:.1%} CI)" if level is not None else "")
-    return text + (f" {unit}" if unit else "")
+    text += f" {unit}" if unit else ""
+    all_n, all_effect, all_low, all_high = (_num(row.get(k)) for k in ("all_n", "all_effect", "all_ci_low",
+                                                                          "all_ci_high"))
+    if all_n is not None and all_effect is not None:  # decided at an earlier look: the same CI on all sessions
+        span = f" [{pre}{_fmt(all_low)}, {pre}{_fmt(all_high)}]" if all_low is not None and all_high is not None \
+            and math.isfinite(all_low) and math.isfinite(all_high) else " (no CI)"
+        text += f"; on all {int(all_n)}: {pre}{_fmt(all_effect)}{span}"
+    return text
 
 
 def _n(row: Mapping[str, Any]) -> str:
@@ -104,6 +137,8 @@ def _verdict(row: Mapping[str, Any]) -> str:
     more = _num(row.get("more_needed"))
     if verdict in seq.DECIDED:
         return f"**{verdict}**"
+    if verdict == seq.UNINFORMATIVE:  # the reason is the note's first part (claims.uninformative)
+        return f"{verdict} ({_text(row.get('note')).split('; ')[0] or 'no spread'})"
     needed = f"+{int(more)} {_text(row.get('more_unit')) or 'sessions'} needed" if more is not None else "sessions needed: " \
         "unknown (no spread yet)"
     return f"{verdict} ({needed})" if verdict != seq.NO_DATA else f"{verdict} (no session in this evidence)"
@@ -297,6 +332,10 @@ def _files(folder: Path, manifest: Any) -> list[str]:
              "- `runs.json`: per run its runtime, kernel, clocksource, CPU saturation by rule, versions;"]
     if (folder / decisions.SEQUENTIAL_FILE).exists():
         lines.append("- `sequential.json`: the looks of `run --until-decided`;")
+    if (folder / "preregistration.json").exists():
+        lines.append("- `preregistration.json`: the claims as `claims freeze` recorded them (each declaration and "
+                     "its hash, margin and its source, the claim file's hash); a claim changed since is marked post "
+                     "hoc;")
     for name, info in (manifest.tables or {}).items():
         if isinstance(info, Mapping):
             lines.append(f"- `{info.get('file')}`: the `{name}` frame of `results.load` ({info.get('rows')} rows);")

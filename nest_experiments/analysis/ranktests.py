@@ -378,3 +378,41 @@ def stratified_rank_sum(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> Shif
     n_min = min(min(len(a), len(b)) for a, b in groups if len(a) and len(b))
     return ShiftTest("van Elteren (stratified mann-whitney U)", v[order], w_[order], NormalNull(mean, math.sqrt(var)),
                      n_min)
+
+
+@dataclass(frozen=True)
+class ShareTest(ShiftTest):
+    """The exact binomial test of a share, as a :class:`ShiftTest` of ``share - reference``: ``k`` of ``n`` pairs
+    (or sessions) in the claimed category. ``p_above(delta)`` / ``p_below(delta)`` are the one-sided p-values of
+    "the share is above / below ``reference + delta``" (P(X >= k), P(X <= k) under Binomial(n, reference +
+    delta)); ``ci(alpha)`` is Clopper-Pearson's, the shares the two-sided test at ``alpha`` accepts, less the
+    reference."""
+
+    k: int = 0
+    reference: float = 0.0
+
+    @property
+    def estimate(self) -> float:
+        return self.k / self.n - self.reference
+
+    def _p(self, delta: float) -> float:
+        return min(1.0, max(0.0, self.reference + delta))
+
+    def p_above(self, delta: float) -> float:
+        return float(stats.binom.sf(self.k - 1, self.n, self._p(delta)))
+
+    def p_below(self, delta: float) -> float:
+        return float(stats.binom.cdf(self.k, self.n, self._p(delta)))
+
+    def ci(self, alpha: float) -> tuple[float, float]:
+        lo = 0.0 if self.k == 0 else float(stats.beta.ppf(alpha / 2, self.k, self.n - self.k + 1))
+        hi = 1.0 if self.k == self.n else float(stats.beta.ppf(1 - alpha / 2, self.k + 1, self.n - self.k))
+        return lo - self.reference, hi - self.reference
+
+
+def share_test(k: int, n: int, reference: float) -> ShareTest:
+    """``k`` of ``n`` in the claimed category against the paper's share ``reference``."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"a share needs 0 <= k <= n and n >= 1, got {k} of {n}")
+    return ShareTest("exact binomial (Clopper-Pearson CI)", np.array([0.0]), np.array([1.0]), NormalNull(0.0, 1.0), n,
+                     k=k, reference=reference)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis import markdown as md
-from nest_experiments.analysis.claims import Verdict, verdict_table
+from nest_experiments.analysis.claims import PAPER, Verdict, verdict_table
 from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
 from nest_experiments.analysis.report_figures import context_text, metric_file, sweep_figures
 from nest_experiments.analysis.stats import MIN_REPS, TOO_FEW, Estimate, fmt_p
@@ -60,10 +60,29 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
     rule = ("The sweep ran until decided (`run --until-decided`): a look after each block, alpha spent over each "
             "claim's looks as alpha_k = 0.05 x 6 / (pi^2 k^2) (their sum is 0.05 over any number of looks, so the "
             "chance of any false decision stays <= 0.05 by the union bound; a look at which a claim could not be "
-            "decided spends none of its alpha); a claim keeps its first decision."
+            "decided spends none of its alpha); a claim keeps its first decision. The paper's claims are one "
+            "family (its fidelity checks another): its alpha is split over the paper's experiments by their claims, "
+            "and within them Holm's step-down judges each open claim at its share / the family's claims still "
+            "open, spent over its own looks (bench/family_error.py: 15 claims with no effect, 1000 sequential "
+            "experiments, family-wise error 0.021); the level column says which. A decision counts only when at "
+            "most half its pairs are tied and its untied pairs alone could reject at the look's level (an "
+            "equivalence claim: its pairs); held back, the claim stays open; a claim decided at an earlier look "
+            "shows its CI on all the sessions beside it. A claim whose metric has no spread (one value in every "
+            "session, at its cap, every pair tied) is uninformative."
             if sequential else
-            "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged).")
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in dict.fromkeys(v.verdict for v in verdicts)}
+            "One fixed-size analysis at alpha = 0.05 (the number of sessions was set before they were judged), the "
+            "paper's claims one family (Holm's step-down: each open claim at the family's share / its claims "
+            "still open).")
+    paper = [v for v in verdicts if v.claim.kind == PAPER]
+    fidelity = [v for v in verdicts if v.claim.kind != PAPER]
+
+    def counted(vs: Sequence[Verdict]) -> str:
+        counts = {k: sum(v.verdict == k for v in vs) for k in dict.fromkeys(v.verdict for v in vs)}
+        return ", ".join(f"{n} {k}" for k, n in counts.items()) or "none"
+
+    apart = ["### Fidelity checks (ours, not the paper's)", "",
+             "Our models against a reference (a real browser): a family of their own, never counted among the "
+             f"paper's verdicts. Verdicts: {counted(fidelity)}.", "", verdict_table(fidelity)] if fidelity else []
     return ["## The paper's claims, judged", "",
             "Each claim is a metric per session (the unit of replication), two arms, its conditions and, where the "
             "design pairs sessions, its pairing key; CPU-saturated sessions (machine or per-process rule) are "
@@ -71,8 +90,8 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
             "the CI that inverts it; unpaired: Mann-Whitney U and the Hodges-Lehmann shift; \"no difference\": "
             "TOST, agreeing only when the CI lies inside the stated margin; a directional claim with a margin (the "
             "smallest difference it means) also contradicts when its CI lies below that margin. " + rule, "",
-            "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ".", "",
-            verdict_table(verdicts)]
+            "Verdicts of the paper's claims: " + counted(paper) + ".", "",
+            *([verdict_table(paper)] if paper else []), *([""] if paper and apart else []), *apart]
 
 
 # ---------------------------------------------------------------- formatting

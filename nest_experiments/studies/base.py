@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from nest_experiments.analysis import decisions, report
+from nest_experiments.analysis import decisions, preregistration, report
 from nest_experiments.analysis.axes import AQM_AT_TARGET, Axes
 from nest_experiments.analysis.claims import Claim as PaperClaim
-from nest_experiments.analysis.claims import Verdict
+from nest_experiments.analysis.claims import Verdict, in_families
 from nest_experiments.analysis.report import CellCheck, CellChecks, Metric, RunChecks, RunResult, Sweep
 from nest_experiments.rundir import experiment_name
 
@@ -65,16 +65,19 @@ class Study:
 
     def claims_for(self, experiment: str) -> tuple[PaperClaim, ...]:
         """The claims a sweep of ``experiment`` judges: a study of several experiments names each claim's in its
-        conditions (``experiment = "..."``, a column of its ``cell_of``); a claim naming none belongs to all."""
+        conditions (``experiment = "..."``, a column of its ``cell_of``); a claim naming none belongs to all. Each
+        in its family (:meth:`family_of`), whose false decisions are bounded together (Holm,
+        :func:`nest_experiments.analysis.claims.step_down`)."""
         def named(value: object) -> bool:
             return value is None or value == experiment or (isinstance(value, tuple) and experiment in value)
 
-        return tuple(c for c in self.paper_claims if named(c.conditions.get("experiment")))
+        return in_families(self.name, self.paper_claims,
+                           [c for c in self.paper_claims if named(c.conditions.get("experiment"))])
 
     def verdicts(self, folder: Path) -> list[Verdict]:
         """The paper's claims judged on the sweep in ``folder`` (sequentially when it was run until decided)."""
-        return decisions.judge_sweep(self.claims_for(experiment_name(folder)), self.sessions(folder),
-                                     sequential=decisions.is_sequential(folder))
+        claims = preregistration.marked(folder, self.claims_for(experiment_name(folder)))
+        return decisions.judge_sweep(claims, self.sessions(folder), sequential=decisions.is_sequential(folder))
 
     def saturation(self, folder: Path) -> decisions.Saturation:
         """How many of the sweep's sessions are CPU-saturated, and what that leaves its claims."""

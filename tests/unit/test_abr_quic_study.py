@@ -20,6 +20,7 @@ from nest_experiments.studies import abr_quic, study_for
 from nest_experiments.studies.abr_quic import claims as aqc
 from nest_experiments.studies.abr_quic import metrics as aq
 from nest_experiments.studies.abr_quic.report import estimates, rate_at, trace_schedule
+from tests.unit.claims_alone import each_alone
 
 LADDER = (200_000, 400_000, 600_000, 800_000, 1_000_000, 1_500_000, 2_500_000, 4_000_000)
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
@@ -147,16 +148,18 @@ def _paper_like(folder: Path, *, blocks: int = 3) -> None:
 
 def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     _paper_like(tmp_path)
-    found = {v.claim.id: v for v in abr_quic.STUDY.verdicts(tmp_path)}
+    found = {v.claim.id: v for v in each_alone(abr_quic.STUDY, tmp_path)}
     bitrate = found["bitrate_bola"]  # TCP 1875 vs h3 700 kbit/s on each of 6 traces
     assert bitrate.verdict == seq.AGREES and bitrate.n_pairs == 6 and bitrate.effect == pytest.approx(1175.0)
     assert found["rebuffer_bola"].verdict == seq.AGREES  # h3 stalls, TCP does not
     assert found["variation_mpc_fast"].verdict == seq.AGREES  # h3 constant: varies less
-    assert found["rebuffer_mpc_robust"].verdict == seq.AGREES  # no stall either way: inside the 1 s margin
+    # no stall either way, in any session: no spread, uninformative (not "alike inside the 1 s margin")
+    assert found["rebuffer_mpc_robust"].verdict == seq.UNINFORMATIVE
+    assert found["rebuffer_mpc_robust"].note == "no spread: all 12 sessions have rebuffer = 0"
     assert found["variation_bba"].verdict == seq.CONTRADICTS  # h3 varies less here, the letter says more
     assert found["qoe_mpc_robust"].verdict == seq.CONTRADICTS  # TCP better by 5.4, beyond the 4.3 margin
     assert {found[c].verdict for c in found if c.endswith("_pensieve")} == {seq.NO_DATA}  # not in this sweep
-    two = {v.claim.id: v for v in abr_quic.STUDY.verdicts(_blocks(tmp_path / "two", 1))}
+    two = {v.claim.id: v for v in each_alone(abr_quic.STUDY, _blocks(tmp_path / "two", 1))}
     assert two["bitrate_bola"].verdict == seq.TOO_FEW and two["bitrate_bola"].n_pairs == 2  # one block: 2 traces
 
 
@@ -172,7 +175,7 @@ def test_pairs_never_cross_traces_and_aa_copies_join_their_traces_pair(tmp_path:
     make(tmp_path, Synth(abr="bola", transport="h3", repetition=4, seed=1, levels=(1, 3, 2, 4)))
     # an h3 session of a trace without its TCP partner
     make(tmp_path, Synth(abr="bola", transport="h3", family="hsdpa", repetition=5, levels=(0, 0, 0, 0)))
-    bola = {v.claim.id: v for v in abr_quic.STUDY.verdicts(tmp_path)}["bitrate_bola"]
+    bola = {v.claim.id: v for v in each_alone(abr_quic.STUDY, tmp_path)}["bitrate_bola"]
     assert bola.n_pairs == 6 and (bola.n_a, bola.n_b) == (7, 8)  # copies averaged into fcc-1, the orphan unpaired
     assert bola.verdict == seq.AGREES
 
@@ -199,7 +202,7 @@ def test_cpu_saturated_runs_are_left_out_and_incomplete_ones_flagged(tmp_path: P
     used = aq.usable(sessions)
     assert not any(s.cpu_saturated for s in used) and any(s.run.endswith("trace-fcc_r9") for s in used)
     assert [s.complete for s in sessions if s.condition == "fcc-9" and s.transport == "tcp"] == [False]
-    bola = {v.claim.id: v for v in abr_quic.STUDY.verdicts(tmp_path)}["bitrate_bola"]
+    bola = {v.claim.id: v for v in each_alone(abr_quic.STUDY, tmp_path)}["bitrate_bola"]
     assert bola.n_saturated_excluded == 1 and bola.n_pairs == 6  # fcc-9 has no unsaturated h3 partner
 
 
@@ -226,10 +229,11 @@ def test_report_is_chosen_by_the_experiment_and_written_by_plot(tmp_path: Path) 
     md = (folder / "report" / "abr_quic.md").read_text()
     assert "## Noise floor (A/A pairs)" in md and "bola/h3/fcc-1" in md and "1 s" in md
     assert "## The paper's claims (section IV), judged" in md and "Mann-Whitney" not in md
-    assert "| bitrate_bola: bitrate, transport=tcp vs transport=h3, a > b (margin 10%) |" in md
+    assert ("| bitrate_bola: bitrate, transport=tcp vs transport=h3, a > b (margin 10%, rule); post hoc: margin "
+            "chosen in session 15 after five blocks of an earlier run of the same design |") in md
     assert "Pensieve: much better quality on TCP" in md and "no data" in md
     assert "![average video bitrate](fig02_bitrate.png)" in md
     shared = (folder / "report" / "report.md").read_text()
     assert "## The paper's claims, judged" in shared and "| paper's claim | ours | agree? |" not in shared
-    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 4.3)" in shared
+    assert "qoe_mpc_robust: qoe, transport=tcp vs transport=h3, \\|a - b\\| < margin (margin 4.3, rule); post hoc: margin 4.3 stated in session 30" in shared
     assert "origin is Caddy" in shared

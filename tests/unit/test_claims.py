@@ -230,7 +230,7 @@ def test_verdict_table_renders_one_row_per_claim() -> None:
     lines = table.strip().splitlines()
     assert len(lines) == 2 + len(vs)
     assert "Fig. 5" in lines[2] and "+12 %" in lines[2] and "x1.1" in lines[2] and "agrees" in lines[2]
-    assert "\\|a - b\\| < margin (margin 10%)" in lines[3]
+    assert "\\|a - b\\| < margin (margin 10%, source unstated)" in lines[3]  # a margin whose source is not said
     assert all(line.count(" | ") == 6 for line in lines[2:])  # the escaped | stays inside its cell
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import decisions, evidence
+from nest_experiments.analysis import decisions, evidence, preregistration
 from nest_experiments.analysis import sequential as seq
+from nest_experiments.analysis.claims import FIDELITY
 from nest_experiments.cli import main
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
@@ -68,8 +69,8 @@ def test_the_committed_claim_table_is_what_the_sessions_give(folder: str) -> Non
     path = EVIDENCE / folder
     manifest = evidence.read_manifest(path)
     sessions = evidence.read_sessions(path / evidence.SESSIONS)
-    verdicts = decisions.judge_sweep(STUDIES[manifest.study].claims_for(manifest.experiment), sessions,
-                                     sequential=(path / decisions.SEQUENTIAL_FILE).exists())
+    claims = preregistration.marked(path, STUDIES[manifest.study].claims_for(manifest.experiment))  # post hoc marks
+    verdicts = decisions.judge_sweep(claims, sessions, sequential=(path / decisions.SEQUENTIAL_FILE).exists())
     same_rows(read_claims(path / evidence.CLAIMS), decisions.verdict_rows(verdicts))
     if (path / decisions.SEQUENTIAL_FILE).exists():  # the looks recorded are the blocks the sessions have
         looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]
@@ -122,21 +123,21 @@ def test_the_nest_paper_report_counts_its_saturated_sessions_and_cells() -> None
 
 
 def _nest(folder: Path) -> None:
-    """The synthetic NeST sweep (sweep_synth: FQ-PIE higher levels, lower RTT), 3 blocks, one PIE run saturated."""
-    shutil.move(make_sweep(folder.parent / f"{folder.name}.build", reps=3), folder)
-    shutil.rmtree(folder / "kind-pie_target-5ms_r3")  # replaced by a CPU-saturated one
-    make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=3, cpu_saturated_windows=2))
+    """The synthetic NeST sweep (sweep_synth: FQ-PIE higher levels, lower RTT), 5 blocks, one PIE run saturated."""
+    shutil.move(make_sweep(folder.parent / f"{folder.name}.build", reps=5), folder)  # 5 blocks: 14 pairs, enough
+    shutil.rmtree(folder / "kind-pie_target-5ms_r5")  # for the family's Holm level; replaced by a saturated one
+    make_run(folder, RunSpec(aqm="pie", target_ms=5, repetition=5, cpu_saturated_windows=2))
 
 
-def _under_hood(folder: Path, blocks: range = range(1, 7)) -> None:
-    for block in blocks:  # 6 pairs: the fewest a two-sided signed-rank test at 0.05 decides on
+def _under_hood(folder: Path, blocks: range = range(1, 13)) -> None:
+    for block in blocks:  # 12 pairs: enough at the level Holm gives the objects' claims in the paper's family
         uh._run(folder, f"transport-tcp_r{block}", "tcp", uh._rows("tcp", 0.010 + block / 1000), block=block)
         uh._run(folder, f"transport-h3_r{block}", "h3", uh._rows("h3", 0.004 + block / 1000), block=block)
 
 
 SWEEPS: dict[str, Callable[[Path], None]] = {
-    "nest": _nest, "abr_quic": abr._paper_like, "under_hood": _under_hood, "h2quic": h2q._overhead_sweep,
-    "racing": lambda folder: racing._paper_like(folder, n=6)}
+    "nest": _nest, "abr_quic": lambda folder: abr._paper_like(folder, blocks=6), "under_hood": _under_hood,
+    "h2quic": h2q._overhead_sweep, "racing": lambda folder: racing._paper_like(folder, n=12)}
 
 
 def test_every_paper_study_has_a_sweep_here() -> None:
@@ -166,13 +167,14 @@ def test_export_makes_an_evidence_folder_whose_claims_are_the_studys_verdicts(st
     before = (out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()
     assert main(["plot", str(out)]) == 0  # plot on the folder: the same claim table and report
     assert ((out / evidence.CLAIMS).read_bytes(), (out / evidence.REPORT).read_text()) == before
-    table = evidence.readme_table(tmp_path / "evidence")
+    # the papers' claims, then the fidelity checks (our models against the browsers) in a table of their own
+    table = evidence.readme_table(tmp_path / "evidence") + evidence.readme_table(tmp_path / "evidence", FIDELITY)
     unjudged = ALL_CLAIMS - {str(r["id"]) for r in expected}  # every other claim of the five papers says so
     assert table.count(evidence.NO_EVIDENCE) == len(unjudged) > 0
     assert table.count(f"[{study}](evidence/{study}/report.md)") == 1  # named once, on its first row
-    assert all(f"; `{r['id']}`) |" in table for r in expected)  # one row per claim
-    assert all(f"; `{c}`) |" in table for c in unjudged)
-    assert len(table.splitlines()) == 2 + len(unjudged) + len(expected)
+    assert all(f"; `{r['id']}`)" in table for r in expected)  # one row per claim
+    assert all(f"; `{c}`)" in table for c in unjudged)
+    assert len(table.splitlines()) == 4 + len(unjudged) + len(expected)
     commands = re.findall(rf"{evidence.NO_EVIDENCE} \(`run (\w+ )?--until-decided`\)", table)
     assert len(commands) == len(unjudged)
     for name in filter(None, commands):  # the shipped experiment a user runs to judge it (none: the default)
@@ -201,10 +203,10 @@ def test_the_export_lists_saturated_runs_by_rule_and_keeps_the_sweeps_report(tmp
     assert (out / "sweep_report" / "report.html").is_file() and evidence.read_manifest(out).sweep_report is None
     assert not (out / "sweeps.jsonl").exists()  # the sweep has no log: none made up
     report = (out / evidence.REPORT).read_text()
-    assert "1 of 18 runs had a CPU-saturated 1 s window" in report
-    assert "| kind-pie_target-5ms_r3 | completed | 2 |" in report
+    assert "1 of 30 runs had a CPU-saturated 1 s window" in report
+    assert "| kind-pie_target-5ms_r5 | completed | 2 |" in report
     assert "| aqm | target | sessions | saturated |" in report  # synthetic runs say no runtime: no such column
-    assert "| pie | 5ms | 3 | 1 |" in report
+    assert "| pie | 5ms | 5 | 1 |" in report
     assert (out / "sweep_report" / "report.md").read_text() == "# the sweep's own report\n"
     assert not (out / "sweep_report" / "big.pcap").exists()
     assert evidence.read_manifest(out).machine["saturated_runs"] == 1
@@ -229,7 +231,7 @@ def test_a_sweep_that_went_on_from_evidence_exports_as_one_folder(tmp_path: Path
     evidence.export(later, ev, command="run B")  # the same evidence folder, now with both sweeps
     # each block's wall time, the committed blocks' first: the whole sweep's, as one folder's would be
     assert [json.loads(line)["block"] for line in (ev / "sweeps.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
-    _under_hood(full)  # blocks 1-6 in one folder: what the two must give together
+    _under_hood(full, range(1, 7))  # blocks 1-6 in one folder: what the two must give together
     evidence.export(full, tmp_path / "whole", command="run")
     same_rows(read_claims(ev / evidence.CLAIMS), decisions.verdict_rows(STUDIES["under_hood"].verdicts(full)))
     manifest, whole = evidence.read_manifest(ev), evidence.read_manifest(tmp_path / "whole")
@@ -281,15 +283,16 @@ def test_the_readme_rows_say_the_verdict_and_what_an_open_claim_needs() -> None:
     row = {"id": "c", "statement": "A beats B", "figure": "Fig. 1", "paper_value": "2x", "metric": "video.app_rtt_s",
            "scale": "diff", "effect": -271.0, "ci_low": -537.0, "ci_high": -169.0, "ci_level": 0.97, "n_pairs": 8,
            "n_a": 8, "n_b": 9, "b": "aqm=pie", "saturated_excluded": 1, "verdict": seq.CONTRADICTS,
-           "more_needed": float("nan"), "more_unit": "pairs"}
+           "more_needed": float("nan"), "more_unit": "pairs", "alpha": 0.00234, "family_open": 13,
+           "family_size": 15, "look": 1}
     assert evidence_row(row) == ["A beats B (Fig. 1; `c`)", "2x", "-271 [-537, -169] (97.0% CI) ms",
-                                 "8 pairs (1 saturated out)", "**contradicts**"]
+                                 "0.0023 (13 of 15 open, look 1)", "8 pairs (1 saturated out)", "**contradicts**"]
     open_row = row | {"verdict": seq.UNDECIDED, "more_needed": 51.0, "scale": "ratio", "effect": 0.976,
                       "ci_low": 0.89, "ci_high": 1.07, "saturated_excluded": 0}
-    assert evidence_row(open_row)[2:] == ["x0.976 [x0.89, x1.07] (97.0% CI)", "8 pairs",
-                                          "undecided (+51 pairs needed)"]
-    one_sample = row | {"b": "", "n_pairs": 6, "n_a": 6, "n_b": 0, "saturated_excluded": 0}
-    assert evidence_row(one_sample)[3] == "6 sessions"
+    assert evidence_row(open_row)[2:] == ["x0.976 [x0.89, x1.07] (97.0% CI)", "0.0023 (13 of 15 open, look 1)",
+                                          "8 pairs", "undecided (+51 pairs needed)"]
+    one_sample = row | {"b": "", "n_pairs": 6, "n_a": 6, "n_b": 0, "saturated_excluded": 0, "family_open": None}
+    assert evidence_row(one_sample)[3:5] == ["0.0023", "6 sessions"]  # a claim of no family: its level alone
 
 
 def evidence_row(row: dict[str, object]) -> list[str]:
@@ -307,6 +310,17 @@ def test_readme_markers_missing_is_an_error_naming_them(tmp_path: Path) -> None:
     assert evidence.update_readme(readme, tmp_path / "evidence") is True
     text = readme.read_text()
     assert text.startswith("# project\n\n") and text.endswith("\n\nafter\n") and "\nold\n" not in text
-    assert text.count(evidence.NO_EVIDENCE) == len(ALL_CLAIMS) + 1  # each claim's row, and the count above them
+    assert text.count(evidence.NO_EVIDENCE) == len(ALL_CLAIMS) + 2  # each claim's row, the count, the counts table
     assert f"{len(ALL_CLAIMS)} claims with {evidence.NO_EVIDENCE}" in text
     assert evidence.update_readme(readme, tmp_path / "evidence") is False  # generated again: unchanged
+
+
+def test_the_fidelity_checks_stand_apart_from_the_papers_verdicts() -> None:
+    paper, fidelity = evidence.readme_table(EVIDENCE), evidence.readme_table(EVIDENCE, FIDELITY)
+    ours = {c.id for s in STUDIES.values() for c in s.paper_claims if c.kind == FIDELITY}
+    assert ours and all(f"; `{cid}`)" in fidelity and f"`{cid}`" not in paper for cid in ours)
+    racing = evidence.verdict_counts(EVIDENCE)["racing"]
+    judged = sum(n for k, n in racing.items() if k != evidence.POST_HOC)  # verdicts and "no evidence"
+    assert judged == sum(c.kind != FIDELITY for c in STUDIES["racing"].paper_claims)
+    section = evidence.readme_section(EVIDENCE)
+    assert section.index("### The papers' claims") < section.index("### Fidelity") < section.index("chromium_vs_browser")

@@ -242,7 +242,8 @@ def _overhead_sweep(folder: Path) -> None:
 def test_a_planted_overhead_gap_agrees_with_the_blog(tmp_path: Path) -> None:
     _overhead_sweep(tmp_path)
     verdicts = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path)}
-    assert set(verdicts) == {"overhead_h3_above_h2", "overhead_h3_above_tcp"}
+    assert set(verdicts) == {"overhead_h3_above_h2", "overhead_h3_above_tcp", "overhead_below_10_all_cases",
+                             "overhead_h3_below_7_majority"}
     assert verdicts["overhead_h3_above_h2"].verdict == seq.AGREES
     assert verdicts["overhead_h3_above_h2"].effect == pytest.approx(1.5, abs=0.01)
     assert verdicts["overhead_h3_above_tcp"].verdict == seq.AGREES

@@ -20,6 +20,7 @@ from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import STUDIES, study_for
 from nest_experiments.studies.racing import claims as rc
 from nest_experiments.studies.racing import sessions as rs
+from tests.unit.claims_alone import each_alone
 
 LADDER = (70_000, 180_000, 350_000, 650_000, 1_300_000)
 SEGMENT_FIELDS = ("stream", "index", "level", "bitrate_bps", "bytes", "t_request", "t_first_byte", "t_last_byte",
@@ -135,37 +136,49 @@ def _paper_like(folder: Path, n: int = 4) -> None:
 
 
 def verdicts(folder: Path) -> dict[str, Verdict]:
-    return {v.claim.id: v for v in STUDIES["racing"].verdicts(folder)}
+    return {v.claim.id: v for v in each_alone(STUDIES["racing"], folder)}
 
 
-def test_the_paper_like_patterns_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:
+def test_the_paper_like_patterns_sweep_is_judged_pair_by_pair_as_shares(tmp_path: Path) -> None:
     """Six blocks: in DL the original browser (chromium) races, plays lower and stalls more than QUIC disabled and
-    than QUIC only; in DH it keeps to QUIC (RQvsT 0)."""
+    than QUIC only in every pair; in DH it keeps to QUIC (RQvsT 0). The paper's Section VI / IX statements are
+    shares of the pairs (Q_ENB worse in 41 % of the DL pairs where the null was rejected): worse in 6 of 6 pairs
+    contradicts 41 % (the CI lies beyond 41 +- 15 points), where a median shift would have agreed."""
     _paper_like(tmp_path, n=6)
     v = verdicts(tmp_path)
     assert not any(i.startswith(("dynamic_", "probe_")) for i in v)  # racing_firewall's claims: not this sweep's
-    for cid in ("enb_vs_dis_dl_bitrate", "enb_vs_dis_dl_stall", "mb_vs_ob_bitrate", "mb_vs_ob_stall",
-                "rqvst_dh_below_dl"):
-        assert v[cid].verdict == seq.AGREES, (cid, v[cid])
-    assert v["enb_vs_dis_dl_bitrate"].n_pairs == 6
-    assert v["mb_vs_ob_bitrate"].n_pairs == 6  # DL only: quic_only played nothing else; the firewall runs left out
+    bitrate = v["enb_vs_dis_dl_bitrate"]
+    assert bitrate.verdict == seq.CONTRADICTS and bitrate.effect == 1.0 and bitrate.n_pairs == 6
+    assert "6 pairs: 6 a lower, 0 alike, 0 a higher" in bitrate.note
+    assert bitrate.ci is not None and bitrate.ci[0] > 0.41 + 0.15
+    assert v["enb_vs_dis_dl_stall"].effect == 1.0  # more stall in every pair (the paper: 53 %)
+    assert v["mb_vs_ob_bitrate"].effect == 1.0 and v["mb_vs_ob_bitrate"].n_pairs == 6  # DL only: the firewall
+    assert v["rqvst_dh_below_dl"].verdict == seq.AGREES  # runs left out; Fig. 14's ordering stays paired
     assert v["enb_vs_dis_dvl_bitrate"].verdict == seq.NO_DATA  # no tcp_only session in DVL
 
 
-def test_the_paper_like_firewall_sweep_agrees_pair_by_pair(tmp_path: Path) -> None:
+def test_the_paper_like_firewall_sweep_is_judged_pair_by_pair(tmp_path: Path) -> None:
     for seed in range(1, 7):
         for policy in ("chromium", "dynamic"):
-            make(tmp_path, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed, levels=(2,) * 8,
-                                 transports=("tcp",) * 8, probes={"quic": 1.0 + seed / 10, "tcp": 0.1},
-                                 won=("tcp",), experiment="racing_firewall"))
+            # both policies alike in a pair, the pairs apart (else the alike claims have no spread: uninformative)
+            make(tmp_path, Synth(policy=policy, pattern="2mbit", firewall="limit", seed=seed,
+                                 levels=(2,) * 7 + (1 + seed % 3,), stall_s=0.2 * seed, transports=("tcp",) * 8,
+                                 probes={"quic": 1.0 + seed / 10, "tcp": 0.1}, won=("tcp",),
+                                 experiment="racing_firewall"))
         make(tmp_path, Synth(policy="chromium", pattern="dvl", seed=seed, levels=(0,) * 8, stall_s=10.0 + seed,
                              transports=("tcp", "h3") * 4, experiment="racing_firewall"))
         make(tmp_path, Synth(policy="dynamic", pattern="dvl", seed=seed, levels=(1,) * 8,
                              probes={"quic": 2.0, "tcp": 1.9 + seed / 100}, experiment="racing_firewall"))
     v = verdicts(tmp_path)
-    assert set(v) == {"dynamic_vs_ob_dvl_bitrate", "dynamic_vs_ob_dvl_stall", "dynamic_vs_ob_firewall_bitrate_alike",
-                      "dynamic_vs_ob_firewall_stall_alike", "probe_rtt_quic_above_tcp_behind_firewall"}
-    assert all(x.verdict == seq.AGREES for x in v.values()), v
+    assert set(v) == {f"dynamic_vs_ob_dvl_{m}" for m in ("bitrate", "variation", "stall")} | \
+        {f"dynamic_vs_ob_firewall_{m}_alike" for m in ("bitrate", "variation", "stall")} | \
+        {"probe_rtt_quic_above_tcp_behind_firewall"}
+    assert v["probe_rtt_quic_above_tcp_behind_firewall"].verdict == seq.AGREES
+    # dynamic better in every DVL pair, alike in every firewall pair: shares of 1 against the paper's 58-97 %, too
+    # few pairs (6) to place them within 15 points of it
+    for cid in ("dynamic_vs_ob_dvl_bitrate", "dynamic_vs_ob_dvl_stall", "dynamic_vs_ob_firewall_bitrate_alike",
+                "dynamic_vs_ob_firewall_stall_alike"):
+        assert v[cid].effect == 1.0 and v[cid].verdict == seq.UNDECIDED, (cid, v[cid])
 
 
 def test_few_sessions_say_too_few(tmp_path: Path) -> None:
@@ -192,6 +205,8 @@ def test_the_opposite_result_contradicts(tmp_path: Path) -> None:
             shutil.rmtree(d)
         make(tmp_path, Synth(policy="quic_only", seed=seed, levels=(0,) * 8, stall_s=30.0 + seed))
     v = verdicts(tmp_path)
+    # better in none of the 6 pairs: the paper's 67 % and 61 % lie beyond the CI
+    assert v["mb_vs_ob_bitrate"].effect == v["mb_vs_ob_stall"].effect == 0.0
     assert v["mb_vs_ob_bitrate"].verdict == v["mb_vs_ob_stall"].verdict == seq.CONTRADICTS
 
 
@@ -223,7 +238,8 @@ def test_section_ix_leaves_out_the_firewall_conditions(tmp_path: Path) -> None:
         make(tmp_path, Synth(policy="quic_only", seed=seed, pattern="2mbit", firewall="shape", stall_s=50.0))
         make(tmp_path, Synth(policy="chromium", seed=seed, pattern="2mbit", firewall="shape"))
     v = verdicts(tmp_path)["mb_vs_ob_stall"]
-    assert v.n_a == v.n_b == v.n_pairs == 4  # DVL's pairs; behind the shaper QUIC only is bound to lose (Section X)
+    assert v.n_a == v.n_b == 4  # DVL's pairs; behind the shaper QUIC only is bound to lose (Section X)
+    assert "4 pairs: 0 a lower, 4 alike, 0 a higher" in v.note  # the shaper's 50 s stalls left out
 
 
 def test_cell_of_and_session_metrics_read_one_run(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from nest_experiments.studies import STUDIES, study_for
 from nest_experiments.studies.under_hood import claims as uc
 from nest_experiments.studies.under_hood import metrics as uh
 from nest_experiments.studies.under_hood.report import write_report
+from tests.unit.claims_alone import each_alone
 
 
 def _s(transport: str, latency: float, tp: float | None = 10e6, *, stream: str = "objects", server: str = "caddy",
@@ -175,13 +176,13 @@ def test_a_planted_effect_agrees_per_session_and_its_absence_does_not(tmp_path: 
     agree; with QUIC 30 % later, the latency claim is contradicted."""
     study = STUDIES["under_hood"]
     _objects_sweep(tmp_path / "lower", blocks=8, h3_latency=0.7)
-    verdicts = {v.claim.id: v for v in study.verdicts(tmp_path / "lower")}
+    verdicts = {v.claim.id: v for v in each_alone(study, tmp_path / "lower")}
     assert set(verdicts) == {"objects_throughput_similar", "objects_latency_lower_h3"}  # the objects' claims only
     assert verdicts["objects_latency_lower_h3"].verdict == seq.AGREES
     assert verdicts["objects_latency_lower_h3"].n_pairs == 8
     assert verdicts["objects_throughput_similar"].verdict == seq.AGREES
     _objects_sweep(tmp_path / "higher", blocks=8, h3_latency=1.3)
-    higher = {v.claim.id: v.verdict for v in study.verdicts(tmp_path / "higher")}
+    higher = {v.claim.id: v.verdict for v in each_alone(study, tmp_path / "higher")}
     assert higher["objects_latency_lower_h3"] == seq.CONTRADICTS
 
 
@@ -218,7 +219,7 @@ def test_a_planted_audio_wait_on_quic_agrees_for_that_origin_only(tmp_path: Path
                 _dash_run(tmp_path, server="caddy", transport=transport, abr=abr, block=block,
                           audio_wait_s=0.2 + 0.01 * block if transport == "h3" else 0.01)
                 _dash_run(tmp_path, server="nest", transport=transport, abr=abr, block=block, audio_wait_s=0.01)
-    v = {x.claim.id: x for x in STUDIES["under_hood"].verdicts(tmp_path)}
+    v = {x.claim.id: x for x in each_alone(STUDIES["under_hood"], tmp_path)}
     assert v["dash_caddy_audio_waits_behind_video_h3"].verdict == seq.AGREES
     assert v["dash_caddy_audio_waits_behind_video_h3"].n_pairs == 6
     assert v["dash_caddy_audio_latency_higher_h3"].verdict == seq.AGREES

@@ -86,7 +86,7 @@ def test_blocks_go_on_only_for_the_cells_undecided_claims_need(tmp_path: Path) -
     doc = json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())
     assert [look["block"] for look in doc["looks"]] == list(range(1, 8))
     assert doc["looks"][3]["verdicts"]["faster"] == seq.AGREES and doc["budget"]["max_reps"] == 7
-    assert decisions.judge_sweep(STUDY.paper_claims, STUDY.sessions(tmp_path), sequential=True) == verdicts
+    assert decisions.judge_sweep(STUDY.claims_for("ud"), STUDY.sessions(tmp_path), sequential=True) == verdicts
 
 
 def test_resuming_replays_the_same_looks_and_plans_the_same_blocks(tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_it_stops_after_a_block_that_gave_no_undecided_claim_a_session(tmp_path:
     assert len(runner.blocks) == 3
     assert ("until decided: block 3 gave no undecided claim a session it can use (4 of its 4 run(s) saturated, "
             "0 without a session)") in out.getvalue()
-    two = decisions.judge_sweep(STUDY.paper_claims, STUDY.sessions(tmp_path).query("block <= 2"), sequential=True)
+    two = decisions.judge_sweep(STUDY.claims_for("ud"), STUDY.sessions(tmp_path).query("block <= 2"), sequential=True)
     def judged(vs: list[Verdict]) -> list[tuple[Any, ...]]:
         return [(v.verdict, v.effect, v.n_pairs, v.look, v.alpha) for v in vs]
 
@@ -214,7 +214,7 @@ def test_a_sweep_goes_on_from_committed_sessions_without_running_them_again(tmp_
     assert len(sessions) == 12 + sum(len(b) for b in runner.blocks)
     assert sorted(sessions["block"][:12]) == sorted([1, 2, 3] * 4)  # the committed sessions first
     assert set(sessions["block"][12:]) == {4, 5}
-    assert decisions.judge_sweep(STUDY.paper_claims, sessions, sequential=True) == verdicts
+    assert decisions.judge_sweep(STUDY.claims_for("ud"), sessions, sequential=True) == verdicts
 
 
 def test_committed_sessions_of_another_sweep_or_run_again_are_refused(tmp_path: Path) -> None:

@@ -14,9 +14,15 @@
 "Alike" claims are equivalence claims with a stated margin: the blog gives
 none ("very similar", "roughly the same"): ours is 10 % for the media
 throughput and 5 % for the utilization (whose spread across protocols in the
-blog's Table 2 and ours is a few points). The blog's absolute thresholds (overhead
-< 10 %, utilization > 87 %, media throughput > 2 Mbit/s) are not comparisons
-of two arms: its report checks them on the cell means (:mod:`.metrics`).
+blog's Table 2 and ours is a few points). The blog's absolute thresholds
+("in all cases": overhead < 10 % but QUIC at 100 kbit/s, utilization > 87 %
+(> 80 % in its Table 2's text), media throughput > 2 Mbit/s) are one-sample
+claims on each block's worst case (``worst_over``: the least favourable
+protocol, rate and RTT of the block, against the bound), so a single case
+below the bound counts; "< 7 % in the majority of the cases" is the share of
+QUIC sessions below 7 % against one half. Declared in issue 53, after the
+committed evidence (post hoc); its report also checks them on the cell means
+(:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -101,7 +107,9 @@ def _utilization() -> list[Claim]:
         Claim(id="utilization_alike_h3_tcp", statement="the link utilization is similar for the other protocol "
               "combinations", figure="Fig. 2 (text)", metric="utilization_pct", a=H3, b=TCP,
               conditions={"experiment": hq.UTILIZATION}, pair_by=("block", "rtt_ms", "rate"),
-              expect="|a - b| < margin", margin=0.05, margin_relative=True, scale="ratio"),
+              expect="|a - b| < margin", margin=0.05, margin_relative=True, scale="ratio",
+              margin_source="rule: 5 %, ours (the blog says 'similar'; its Table 2's protocols lie a few points "
+                            "apart)"),
     ]
 
 
@@ -118,8 +126,40 @@ def _adaptation() -> list[Claim]:
         *(Claim(id=f"media_alike_{p}_tcp", statement="all protocol combinations provide roughly the same "
                 f"adaptation performance (average media throughput; {p} vs tcp)", figure="Fig. 8",
                 metric="media_mbps", a={"transport": p}, b=TCP, conditions=where, pair_by=("block", "rtt_ms"),
-                expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio") for p in ("h3", "h2")),
+                expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio",
+                margin_source="rule: 10 %, ours (the blog says 'roughly the same')") for p in ("h3", "h2")),
     ]
 
 
-PAPER_CLAIMS: tuple[Claim, ...] = (*_overhead(), *_utilization(), *_adaptation())
+ISSUE_53 = "declared in issue 53, after this folder's data was committed"
+
+
+def _bounds() -> list[Claim]:
+    """The blog's thresholds "in all cases", each a one-sample claim on the worst case of a block (every protocol,
+    rate or level and RTT of that block): per block the least favourable case's session, against the bound."""
+    return [
+        Claim(id="overhead_below_10_all_cases", statement="the overhead is below 10 % in every case except QUIC at "
+              "100 kbit/s (each block's highest overhead, both directions, over the protocols and representations)",
+              figure="Fig. 1", paper_value="< 10 % (QUIC at 100 kbit/s above)", metric="overhead_pct", a={}, b={},
+              reference=10.0, conditions={"experiment": hq.OVERHEAD}, exclude=({"transport": "h3",
+                                                                                  "level": "100kbit"},),
+              worst_over=("transport", "level"), pair_by=("block",), expect="a < b", post_hoc=ISSUE_53),
+        Claim(id="overhead_h3_below_7_majority", statement="QUIC's overhead is < 7 % in the majority of the cases "
+              "(the share of QUIC sessions below 7 %, both directions)", figure="Fig. 1 (text)",
+              paper_value="the majority of the cases", metric="overhead_pct", a={"transport": "h3"}, b={},
+              share="below", threshold=7.0, paper_share=0.5, conditions={"experiment": hq.OVERHEAD},
+              expect="a > b", post_hoc=ISSUE_53),
+        *(Claim(id=f"utilization_above_{bound}_all_cases", statement=f"the link utilization is >{bound} % in all "
+                "cases (each block's lowest, over the protocols, rates and RTTs)", figure=figure,
+                paper_value=f"> {bound} %", metric="utilization_pct", a={}, b={}, reference=float(bound),
+                conditions={"experiment": hq.UTILIZATION}, worst_over=("transport", "rate", "rtt_ms"),
+                pair_by=("block",), expect="a > b", post_hoc=ISSUE_53)
+          for bound, figure in ((87, "Table 2 (conclusion)"), (80, "Table 2"))),
+        Claim(id="media_above_2_all_cases", statement="the average media throughput is >2 Mbps in all cases (each "
+              "block's lowest, over the protocols and RTTs)", figure="Fig. 8", paper_value="> 2 Mbit/s",
+              metric="media_mbps", a={}, b={}, reference=2.0, conditions={"experiment": hq.ADAPTATION},
+              worst_over=("transport", "rtt_ms"), pair_by=("block",), expect="a > b", post_hoc=ISSUE_53),
+    ]
+
+
+PAPER_CLAIMS: tuple[Claim, ...] = (*_overhead(), *_utilization(), *_adaptation(), *_bounds())

@@ -41,8 +41,10 @@ r1 -> r3 (bn1).
 
 "PIE holds its target" (Figs. 12-13: "very effective in regulating the
 queue delay at the target value in all the scenarios") is a one-sample
-claim per bottleneck: every PIE session's kernel-reported delay over its
-target against 1, ratio scale, equivalent within a factor 1.5 either way
+claim per bottleneck on every scenario, not the targets pooled: per block,
+the target at which PIE's kernel-reported delay over its target is farthest
+from 1 (``worst_over``), against 1, ratio scale, equivalent within a factor
+1.5 either way
 (margin 50 %: the paper reads its figures by eye and gives no tolerance;
 RFC 8033's PIE steers the mean delay toward the target, and the reference
 probe of DESIGN §2b in this VM measured 0.76-0.85x at 5 and 15 ms, inside
@@ -64,14 +66,22 @@ margins (:data:`MARGINS`):
   for the same purpose (its module docstring);
 - 1 switch per session for the video's bitrate switches (a count: 10 % of a
   median of 0-3 switches is no margin);
-- 5 % for the video RTT "only slightly higher" (1700 vs 1600 ms in the
-  paper, +6 %: a smaller difference is no longer "higher");
 - 50 % (FQ-PIE above 1.5x PIE) for "almost twice" the throughput and for
   FQ-PIE's queue delay above PIE's ("10-20 ms" against PIE's 5 ms target):
   the statements mean a large factor, and a difference below 1.5x is not
   what they say;
 - 50 % for PIE's delay at 15 ms above its delay at 5 ms (the targets are 3x
   apart).
+
+Issue 53's translations, which keep the sentences' conditions (declared after
+the committed evidence: post hoc): the video RTT "only slightly higher" at
+twice the bitrate (600 vs 300 kbit/s) is a statement about the RTT at a given
+bitrate (RTT grows with the chunks' size, Fig. 6), so it is judged per unit of
+bitrate (``per``): FQ-PIE's below PIE's (the paper's numbers: 2.8 vs 5.3 ms per
+kbit/s); with equal bitrates the unconditional "RTT higher" tested nothing the
+paper said. FQ-PIE's delay "oscillates from 10ms to 20ms" at a 5 ms target is
+a one-sample claim at that target: its mean within 15 +- 5 ms (the paper's
+words give the margin).
 """
 
 from __future__ import annotations
@@ -166,19 +176,51 @@ def pie_delay_x_target(delay_ms: float | None, target_ms: float | None) -> float
 # claim id -> (margin, relative): see the module docstring
 MARGINS: dict[str, tuple[float, bool]] = {
     "video_switches": (1.0, False), "video_bitrate": (0.10, True), "video_throughput": (0.50, True),
-    "video_buffer": (0.10, True), "video_rtt": (0.05, True), "video_jitter": (0.10, True),
+    "video_buffer": (0.10, True), "video_jitter": (0.10, True),
     "audio_throughput": (0.50, True), "audio_buffer": (0.10, True), "audio_rtt": (0.10, True),
     "audio_jitter": (0.10, True), "qdelay_bn1": (0.50, True), "qdelay_bn2": (0.50, True),
     "pie_follows_target": (0.50, True),
 }
 
 
+# the player's buffer by construction: it fetches while below max_buffer (10 s, nest_experiments/default.toml) and
+# a fetch adds one 4 s segment, so a stream whose fetches keep up sits between 10 and 14 s; the audio stream (128
+# kbit/s on a link of Mbit/s) does in every session: its average buffer says nothing of the AQM
+BUFFER_CAP_S = (10.0, 14.0)
+
+
+# where each margin comes from (Claim.margin_source), and why every one is post hoc: they were stated in session 17
+# (commit 7708b4b) after an earlier run of the same design (36 sessions, before the offloads fix) had been judged,
+# before the re-run that is evidence/nest_paper; PIE's target margin (50 %) in session 16 (9ff3e51), judged
+# again on that earlier evidence
+MARGIN_SOURCES: dict[str, str] = {
+    "video_switches": "rule: one switch per session (a count: 10 % of a median of 0-3 is no margin)",
+    "video_bitrate": "rule: 10 % of PIE's median, the spread of identical sessions the ABR study takes",
+    "video_buffer": "rule: 10 % of PIE's median (as video_bitrate)",
+    "video_jitter": "rule: 10 % of PIE's median (as video_bitrate)",
+    "audio_buffer": "rule: 10 % of PIE's median (as video_bitrate)",
+    "audio_rtt": "rule: 10 % of PIE's median (as video_bitrate)",
+    "audio_jitter": "rule: 10 % of PIE's median (as video_bitrate)",
+    "video_throughput": "paper: 'almost twice' read as above 1.5x",
+    "audio_throughput": "paper: 'almost twice' read as above 1.5x",
+    "qdelay_bn1": "paper: FQ-PIE's 10-20 ms against PIE's 5 ms target, read as above 1.5x",
+    "qdelay_bn2": "paper: FQ-PIE's 10-20 ms against PIE's 5 ms target, read as above 1.5x",
+    "pie_follows_target": "rule: the targets are 3x apart; a ratio below 1.5 is not following them",
+    "pie_at_target": "rule: within 1.5x either way (RFC 8033 steers the mean delay to the target; the reference "
+                     "probe of DESIGN §2b measured 0.76-0.85x)",
+}
+MARGINS_POST_HOC = ("margin stated in session 17 (7708b4b) after an earlier run of the same design (36 sessions, "
+                    "before the offloads fix) had been judged; before this folder's re-run")
+ISSUE_53 = "declared in issue 53, after this folder's data was committed"
+TARGET_POST_HOC = "margin stated in session 16 (9ff3e51) and judged at once on the earlier run of the same design"
+
+
 def _vs_pie(cid: str, metric: str, expect: str, statement: str, figure: str, paper_value: str = "",
-            scale: str = "diff") -> Claim:
+            scale: str = "diff", cap: tuple[float, float] | None = None) -> Claim:
     margin, relative = MARGINS[cid]
     return Claim(id=cid, statement=statement, figure=figure, metric=metric, a=FQ_PIE, b=PIE, expect=expect,
                  paper_value=paper_value, scale=scale, strata=STRATA, pair_by=PAIR_BY, margin=margin,
-                 margin_relative=relative)
+                 margin_relative=relative, cap=cap, margin_source=MARGIN_SOURCES[cid], post_hoc=MARGINS_POST_HOC)
 
 
 PAPER_CLAIMS: tuple[Claim, ...] = (
@@ -189,13 +231,16 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
             "Fig. 4", "~2x", scale="ratio"),
     _vs_pie("video_buffer", "video.avg_buffer_s", LESS, "FQ-PIE: lower average video playback buffer than PIE",
             "Fig. 5"),
-    _vs_pie("video_rtt", "video.app_rtt_s", GREATER, "FQ-PIE: video application RTT only slightly higher than PIE's",
-            "Fig. 6", "1700 vs 1600 ms"),
+    Claim(id="video_rtt_per_bitrate", statement="FQ-PIE: video application RTT per unit of video bitrate below "
+          "PIE's (the paper: RTT grows with the chunks' size, and FQ-PIE's is only slightly higher at twice PIE's "
+          "bitrate)", figure="Figs. 3 and 6", paper_value="1700 ms at 600 kbit/s vs 1600 ms at 300: x0.53",
+          metric="video.app_rtt_s", per="video.avg_bitrate_bps", a=FQ_PIE, b=PIE, expect=LESS, scale="ratio",
+          strata=STRATA, pair_by=PAIR_BY, post_hoc=ISSUE_53),
     _vs_pie("video_jitter", "video.app_jitter_s", LESS, "FQ-PIE: lower video application jitter than PIE", "Fig. 7"),
     _vs_pie("audio_throughput", "audio.avg_throughput_bps", GREATER, "FQ-PIE: almost twice PIE's audio throughput",
             "Fig. 8", "~2x", scale="ratio"),
     _vs_pie("audio_buffer", "audio.avg_buffer_s", LESS, "FQ-PIE: lower average audio playback buffer than PIE",
-            "Fig. 9"),
+            "Fig. 9", cap=BUFFER_CAP_S),
     _vs_pie("audio_rtt", "audio.app_rtt_s", LESS, "FQ-PIE: shorter audio application RTT than PIE", "Fig. 10"),
     _vs_pie("audio_jitter", "audio.app_jitter_s", GREATER, "FQ-PIE: higher audio application jitter than PIE",
             "Fig. 11"),
@@ -204,14 +249,23 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
     _vs_pie("qdelay_bn2", "qdelay.bn2", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
             "oscillates 10-20 ms at a 5 ms target), r2 -> r4", "Fig. 13", "FQ-PIE 10-20 ms vs PIE ~target"),
     *(Claim(id=f"pie_at_target_{link}", statement="PIE regulates the queue delay at its target value in all "
-            f"scenarios: its kernel-reported delay over its target, {path}, targets pooled", figure=figure,
+            f"scenarios: its kernel-reported delay over its target, {path}, at the target farthest from it in each "
+            "block (every scenario, not the targets pooled)", figure=figure,
             paper_value="~1x the target (5, 10, 15 ms)", metric=f"pie_delay_x_target.{link}", a=PIE, b={},
-            reference=1.0, expect=EQUIVALENT, margin=0.5, margin_relative=True, scale="ratio")
+            reference=1.0, expect=EQUIVALENT, margin=0.5, margin_relative=True, scale="ratio",
+            worst_over=("target",), pair_by=PAIR_BY, margin_source=MARGIN_SOURCES["pie_at_target"],
+            post_hoc=TARGET_POST_HOC)
+      for link, path, figure in (("bn1", "r1 -> r3", "Fig. 12"), ("bn2", "r2 -> r4", "Fig. 13"))),
+    *(Claim(id=f"fq_pie_delay_10_20ms_{link}", statement="in spite of a 5 ms target, FQ-PIE's queue delay "
+            f"oscillates from 10 to 20 ms ({path}: its mean per session within 10-20 ms)", figure=figure,
+            paper_value="10-20 ms at a 5 ms target", metric=f"qdelay.{link}", a=FQ_PIE, b={}, reference=15.0,
+            conditions={"target": "5ms"}, expect=EQUIVALENT, margin=5.0,
+            margin_source="paper: 'oscillates from 10ms to 20ms': 15 +- 5 ms", post_hoc=ISSUE_53)
       for link, path, figure in (("bn1", "r1 -> r3", "Fig. 12"), ("bn2", "r2 -> r4", "Fig. 13"))),
     Claim(id="pie_follows_target", statement="PIE regulates the queue delay at its target value in all scenarios: "
           "its delay at a 15 ms target above its delay at 5 ms, r2 -> r4", figure="Fig. 13",
           paper_value="PIE at 5, 10, 15 ms", metric="qdelay_kernel.bn2", a={"target": "15ms"}, b={"target": "5ms"},
           expect=GREATER, conditions=PIE, pair_by=PAIR_BY, scale="ratio", margin=MARGINS["pie_follows_target"][0],
-          margin_relative=True),
+          margin_relative=True, margin_source=MARGIN_SOURCES["pie_follows_target"], post_hoc=MARGINS_POST_HOC),
 )
 CLAIM_METRICS = tuple(dict.fromkeys(c.metric for c in PAPER_CLAIMS))

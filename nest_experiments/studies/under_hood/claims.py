@@ -16,6 +16,16 @@ pair differs only by the transport.
 stated margin (the paper gives none: ours is 10 % for throughput, 20 % for
 latency medians, whose session-to-session spread on this host is larger); they
 agree only when the CI lies inside it.
+
+Issue 53's translations (declared after the committed evidence: post hoc): the
+parallel streams' interference is about latency through a shared socket buffer
+("higher response rate at one stream affects the queuing delay for the
+response at the other"), not about rate shares: it is judged on the upper
+quartile of the responses' latency (the responses that waited behind the
+other stream's data), where Jain's index of the rates was judged before; Fig.
+8b's "p < 0.05 for all the instances" is a claim per pause time (2 s and 8 s
+beside the 0.5 s one); Fig. 9b's video latency alike over both transports is
+declared per origin.
 """
 
 from __future__ import annotations
@@ -31,6 +41,10 @@ from nest_experiments.studies.under_hood import metrics as uh
 
 EQUAL_THROUGHPUT = "10%"  # "similar" / "not significant" throughput: the ratio h3 / tcp within 1/1.1 .. 1.1
 EQUAL_LATENCY = "20%"  # "not significant" median latency: within 1/1.2 .. 1.2
+# stated with the claims (commit 284c451) before any of the committed evidence was run
+THROUGHPUT_SOURCE = "rule: 10 %, ours (the paper gives none)"
+ISSUE_53 = "declared in issue 53, after this folder's data was committed"
+LATENCY_SOURCE = "rule: 20 %, ours (the paper gives none; the session-to-session spread of latency medians is larger)"
 
 
 def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
@@ -100,7 +114,8 @@ def _objects() -> list[Claim]:
     return [
         Claim(id="objects_throughput_similar", statement="object downloads: the throughput is similar for HTTP/TCP "
               "and HTTP/QUIC", figure="Fig. 6a", metric="throughput_median_mbps", a=H3, b=TCP, conditions=where,
-              pair_by=("block",), expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio"),
+              pair_by=("block",), expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio",
+              margin_source=THROUGHPUT_SOURCE),
         Claim(id="objects_latency_lower_h3", statement="object downloads: the response latency for HTTP/QUIC is "
               "slightly lower than HTTP/TCP", figure="Fig. 6b", metric="latency_median_ms", a=H3, b=TCP,
               conditions=where, pair_by=("block",), expect="a < b"),
@@ -115,14 +130,20 @@ def _dash(server: str) -> list[Claim]:
         Claim(id=f"dash_{server}_video_throughput_similar", statement=who + "DASH: the difference in video segment "
               "throughput between TCP and QUIC is not significant", figure="Fig. 7a",
               metric="video_throughput_median_mbps", a=H3, b=TCP, conditions=where, pair_by=pair,
-              expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio"),
+              expect="|a - b| < margin", margin=0.10, margin_relative=True, scale="ratio",
+              margin_source=THROUGHPUT_SOURCE),
         Claim(id=f"dash_{server}_latency_median_similar", statement=who + "DASH: the difference in the median "
               "response latency of DASH/QUIC and DASH/TCP is not significant", figure="Fig. 7b",
               metric="latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="|a - b| < margin",
-              margin=0.20, margin_relative=True, scale="ratio"),
+              margin=0.20, margin_relative=True, scale="ratio", margin_source=LATENCY_SOURCE),
         Claim(id=f"dash_{server}_latency_q75_higher_h3", statement=who + "DASH: the upper quartile of the response "
               "latency of DASH/QUIC is significantly higher than DASH/TCP's", figure="Fig. 7b",
               metric="latency_q75_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
+        Claim(id=f"dash_{server}_video_latency_similar", statement=who + "DASH: the distributions of the response "
+              "latency for the video streams are similar for QUIC and TCP (the video segments' median latency)",
+              figure="Fig. 9b", metric="video_latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair,
+              expect="|a - b| < margin", margin=0.20, margin_relative=True, scale="ratio",
+              margin_source=LATENCY_SOURCE, post_hoc=ISSUE_53),
         Claim(id=f"dash_{server}_audio_latency_higher_h3", statement=who + "DASH: the audio segments experience a "
               "much higher response latency over QUIC than over TCP", figure="Fig. 9b",
               metric="audio_latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
@@ -140,17 +161,23 @@ def _parallel() -> list[Claim]:
         Claim(id="parallel_throughput_similar", statement="two parallel streams: the differences in throughput "
               "between QUIC and TCP are not significant", figure="Fig. 8a", metric="throughput_median_mbps",
               a=H3, b=TCP, conditions=where, pair_by=pair, expect="|a - b| < margin", margin=0.10,
-              margin_relative=True, scale="ratio"),
+              margin_relative=True, scale="ratio", margin_source=THROUGHPUT_SOURCE),
         Claim(id="parallel_latency_higher_h3", statement="two parallel streams: the response latency with QUIC is "
               "significantly higher than TCP (p < 0.05 for all pause times)", figure="Fig. 8b",
               metric="latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
         Claim(id="parallel_latency_higher_h3_short_pause", statement="two parallel streams: QUIC's higher latency "
               "is most prominent at the shortest pause (0.5 s)", figure="Fig. 8b", metric="latency_median_ms",
               a=H3, b=TCP, conditions={**where, "pause_s": 0.5}, pair_by=("block",), expect="a > b"),
-        Claim(id="parallel_streams_interfere_h3", statement="two parallel streams: on one QUIC connection the "
-              "streams' responses interfere, TCP's two connections are served fairly (Jain's index of the two "
-              "streams' rates while both download lower over QUIC)", figure="Fig. 8 (text)",
-              metric="jain_concurrent", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a < b"),
+        *(Claim(id=f"parallel_latency_higher_h3_pause_{pause:g}s", statement="two parallel streams: the response "
+                f"latency with QUIC significantly higher than TCP at every pause time (p < 0.05 for all the "
+                f"instances): at {pause:g} s", figure="Fig. 8b", metric="latency_median_ms", a=H3, b=TCP,
+                conditions={**where, "pause_s": pause}, pair_by=("block",), expect="a > b", post_hoc=ISSUE_53)
+          for pause in (2.0, 8.0)),
+        Claim(id="parallel_streams_interfere_h3", statement="two parallel streams: on one QUIC socket buffer the "
+              "streams' responses interfere, a response waiting behind the other stream's (the responses' upper "
+              "quartile of latency higher over QUIC; over TCP each stream has its own socket buffer)",
+              figure="Fig. 8 (text)", metric="latency_q75_ms", a=H3, b=TCP, conditions=where, pair_by=pair,
+              expect="a > b", post_hoc=ISSUE_53 + "; until then judged as Jain's index of the streams' rates"),
     ]
 
 

@@ -28,7 +28,7 @@ from matplotlib.axes import Axes  # noqa: E402
 
 from nest_experiments.analysis import decisions  # noqa: E402
 from nest_experiments.analysis import markdown as md  # noqa: E402
-from nest_experiments.analysis.claims import verdict_table  # noqa: E402
+from nest_experiments.analysis.claims import in_families, verdict_table  # noqa: E402
 from nest_experiments.analysis.report_figures import save  # noqa: E402
 from nest_experiments.analysis.stats import quantile  # noqa: E402
 from nest_experiments.rundir import write_atomic  # noqa: E402
@@ -178,7 +178,8 @@ def claims_md(folder: Path, experiment: str) -> list[str]:
     sessions = decisions.session_table(folder, cell_of=uc.cell_of, metrics=uc.session_metrics)
     if not sessions.empty:
         sessions = sessions.assign(experiment=experiment)
-    claims = [c for c in uc.PAPER_CLAIMS if c.conditions.get("experiment") == experiment]
+    claims = in_families("under_hood", uc.PAPER_CLAIMS,
+                         [c for c in uc.PAPER_CLAIMS if c.conditions.get("experiment") == experiment])
     verdicts = decisions.judge_sweep(claims, sessions, sequential=decisions.is_sequential(folder))
     if not verdicts:
         return []

@@ -1,0 +1,152 @@
+"""Pre-registration: a folder's claims frozen before (or, said so, after) its data, and what came after (pure).
+
+``python -m nest_experiments claims freeze FOLDER`` (:func:`freeze`) writes :data:`FROZEN` into a results sweep
+folder before its first block, or into an evidence folder: per claim its whole declaration (arms, conditions,
+pairing, expectation, margin, scale ...) and that declaration's hash, its margin with the margin's source (the
+paper's words, a stated rule, or none: :attr:`.claims.Claim.margin_source`) and its own post hoc note; the hash of
+the study's claim file; the date; and whether the folder held sessions already (``before_data``). ``export``
+carries the record into the evidence folder.
+
+:func:`marked` gives each claim judged on a folder the reasons it is *post hoc*, which every table shows beside
+it: the claim's own (:attr:`.claims.Claim.post_hoc`: its declaration or margin came after data of its design,
+e.g. a margin chosen after five blocks), a declaration that differs from the frozen one, or one the record does
+not hold (declared after the freeze). A record frozen after the data (``before_data`` false: the committed
+evidence, frozen when this machinery arrived) registers nothing in advance: its marks are the declarations' own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.analysis.claims import Claim
+from nest_experiments.errors import NestExpError
+from nest_experiments.rundir import write_json
+
+FROZEN = "preregistration.json"
+MARGIN_SOURCES = ("paper", "rule")  # Claim.margin_source starts "paper: ..." or "rule: ..."
+NOT_DECLARED_FIELDS = ("family", "family_size", "post_hoc")  # set by the study, or the record's own note
+
+
+def declaration(c: Claim) -> dict[str, Any]:
+    """What the claim declares, as JSON (what a change of makes it post hoc)."""
+    out: dict[str, Any] = {}
+    for f in fields(c):
+        if f.name in NOT_DECLARED_FIELDS:
+            continue
+        value = getattr(c, f.name)
+        out[f.name] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) \
+            else value
+    return out
+
+
+def declaration_hash(c: Claim) -> str:
+    text = json.dumps(declaration(c), sort_keys=True, default=str, allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def claims_file_hash(study: str) -> str:
+    """The sha256 of ``nest_experiments/studies/<study>/claims.py``."""
+    path = resources.files(f"nest_experiments.studies.{study}") / "claims.py"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def margin_source(c: Claim) -> str:
+    """``paper``, ``rule`` or ``none``: where the claim's margin comes from (``unstated``: a margin whose source
+    the declaration does not say)."""
+    if c.margin is None:
+        return "none"
+    source = c.margin_source.split(":", 1)[0]
+    return source if source in MARGIN_SOURCES else "unstated"
+
+
+def record(study: str, experiment: str, claims: Sequence[Claim], *, date: str, before_data: bool) -> dict[str, Any]:
+    return {"date": date, "before_data": before_data, "study": study, "experiment": experiment,
+            "claims_file": f"nest_experiments/studies/{study}/claims.py", "claims_file_sha256": claims_file_hash(study),
+            "claims": [{"id": c.id, "sha256": declaration_hash(c), "margin": _finite(c.margin),
+                        "margin_relative": c.margin_relative, "margin_source": margin_source(c),
+                        "margin_why": c.margin_source.split(":", 1)[-1].strip() if c.margin is not None else "",
+                        "post_hoc": c.post_hoc, "declaration": declaration(c)} for c in claims]}
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
+
+
+def freeze(folder: Path, study: str, experiment: str, claims: Sequence[Claim], *, date: str,
+           before_data: bool) -> Path:
+    """Write ``folder``'s :data:`FROZEN`; a folder frozen once stays so (a second freeze is refused)."""
+    path = folder / FROZEN
+    if path.exists():
+        raise NestExpError(f"{path}: the claims of this folder were frozen already (on {read(folder)['date']}); a "
+                           "pre-registration is made once: change a claim and its tables mark it post hoc")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, record(study, experiment, claims, date=date, before_data=before_data))
+    return path
+
+
+def read(folder: Path) -> dict[str, Any]:
+    path = folder / FROZEN
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise NestExpError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("claims"), list) or "date" not in doc:
+        raise NestExpError(f"{path}: not a pre-registration record (date, before_data, claims)")
+    return doc
+
+
+def marked(folder: Path | None, claims: Sequence[Claim]) -> tuple[Claim, ...]:
+    """``claims`` with their post hoc reasons (:attr:`.claims.Claim.post_hoc`) as judged on ``folder``: their own,
+    and against ``folder``'s record, when it has one (the module docstring)."""
+    doc = read(folder) if folder is not None and (folder / FROZEN).is_file() else None
+    frozen = {str(c.get("id")): c for c in (doc or {}).get("claims", [])}
+    out = []
+    for c in claims:
+        reasons = [c.post_hoc] if c.post_hoc else []
+        if doc is not None:
+            entry = frozen.get(c.id)
+            if entry is None:
+                reasons.append(f"declared after the freeze of {doc['date']}")
+            elif entry.get("sha256") != declaration_hash(c):
+                changed = changed_fields(c, entry.get("declaration") or {})
+                if changed:
+                    reasons.append(f"its {', '.join(changed)} changed after the freeze of {doc['date']}")
+        out.append(replace(c, post_hoc="; ".join(reasons)))
+    return tuple(out)
+
+
+def changed_fields(c: Claim, frozen: Mapping[str, Any]) -> list[str]:
+    """The declared fields of ``c`` that differ from the ``frozen`` declaration. A field the record does not hold
+    (the evaluator gained it later) counts as frozen at its default: adding a form changes no claim."""
+    defaults = {f.name: f.default for f in fields(Claim)}
+    now = declaration(c)
+
+    def same(key: str) -> bool:
+        was = frozen[key] if key in frozen else declaration(_with_default(c, key, defaults[key]))[key]
+        return json.dumps(now[key], sort_keys=True, default=str) == json.dumps(was, sort_keys=True, default=str)
+
+    return sorted(k for k in now if not same(k))
+
+
+def _with_default(c: Claim, key: str, default: Any) -> Claim:
+    try:
+        return replace(c, **{key: default})
+    except Exception:  # noqa: BLE001 - a default that does not validate with this claim: compare with the claim as is
+        return c
+
+
+def has_sessions(folder: Path) -> bool:
+    """Whether ``folder`` holds judged data already: an evidence folder's sessions, or a sweep's completed run."""
+    from nest_experiments.analysis.decisions import PRIOR_DIR, PRIOR_SESSIONS
+    from nest_experiments.rundir import RunFolder, run_dirs
+
+    if (folder / "sessions.csv").is_file() or (folder / PRIOR_DIR / PRIOR_SESSIONS).is_file():
+        return True
+    return any((RunFolder(d).manifest() or {}).get("status") == "completed" for d in run_dirs(folder))
