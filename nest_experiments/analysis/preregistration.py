@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import MISSING, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,16 @@ def declaration(c: Claim) -> dict[str, Any]:
     for f in fields(c):
         if f.name in NOT_DECLARED_FIELDS:
             continue
-        value = getattr(c, f.name)
-        out[f.name] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) \
-            else value
+        out[f.name] = _as_json(getattr(c, f.name))
     return out
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple):
+        return [_as_json(x) for x in value]
+    return value
 
 
 def declaration_hash(c: Claim) -> str:
@@ -125,21 +131,18 @@ def marked(folder: Path | None, claims: Sequence[Claim]) -> tuple[Claim, ...]:
 def changed_fields(c: Claim, frozen: Mapping[str, Any]) -> list[str]:
     """The declared fields of ``c`` that differ from the ``frozen`` declaration. A field the record does not hold
     (the evaluator gained it later) counts as frozen at its default: adding a form changes no claim."""
-    defaults = {f.name: f.default for f in fields(Claim)}
     now = declaration(c)
 
+    def default(key: str) -> Any:
+        f = next(f for f in fields(Claim) if f.name == key)
+        value = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc,operator]
+        return _as_json(value)
+
     def same(key: str) -> bool:
-        was = frozen[key] if key in frozen else declaration(_with_default(c, key, defaults[key]))[key]
+        was = frozen[key] if key in frozen else default(key)
         return json.dumps(now[key], sort_keys=True, default=str) == json.dumps(was, sort_keys=True, default=str)
 
     return sorted(k for k in now if not same(k))
-
-
-def _with_default(c: Claim, key: str, default: Any) -> Claim:
-    try:
-        return replace(c, **{key: default})
-    except Exception:  # noqa: BLE001 - a default that does not validate with this claim: compare with the claim as is
-        return c
 
 
 def has_sessions(folder: Path) -> bool:

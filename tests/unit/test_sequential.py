@@ -176,7 +176,9 @@ def test_decision_distance() -> None:
 
 
 def paired_sample(d: np.ndarray) -> Sample:
-    return Sample(np.zeros(len(d)), np.zeros(len(d)), d)
+    """Pairs whose differences are ``d``: arm a = d, arm b = 0 (arms that both sat at 0 in every session would have
+    no spread, and their claim would be uninformative: claims.uninformative)."""
+    return Sample(np.asarray(d, dtype=float), np.zeros(len(d)), d)
 
 
 def sequential_run(c: Claim, samples: list[Sample], alpha_at: Callable[[int], float]) -> str:
