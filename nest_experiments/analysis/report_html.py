@@ -39,7 +39,7 @@ from markdown.extensions import Extension
 from markdown.extensions.toc import slugify
 from markdown.treeprocessors import Treeprocessor
 
-from nest_experiments.analysis import decisions
+from nest_experiments.analysis import decisions, sequential
 from nest_experiments.analysis import markdown as md
 from nest_experiments.analysis.results import flatten
 from nest_experiments.rundir import read_manifest, run_dirs, write_atomic
@@ -47,7 +47,10 @@ from nest_experiments.rundir import read_manifest, run_dirs, write_atomic
 REPORT_HTML = "report.html"
 CLAIMS_HEADING = "## The paper's claims, judged"
 _CLAIMS_SLOT = "NESTEXPCLAIMSTABLESLOT"
-VERDICT_CLASSES = {"agrees": "agrees", "contradicts": "contradicts", "undecided": "undecided"}
+# every verdict of analysis.sequential, each its own colour (a decision, an open question, or why nothing was judged)
+VERDICT_CLASSES = {sequential.AGREES: "agrees", sequential.CONTRADICTS: "contradicts",
+                   sequential.UNDECIDED: "undecided", sequential.TOO_FEW: "toofew",
+                   sequential.UNINFORMATIVE: "uninformative", sequential.NO_DATA: "nodata"}
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 
 STYLE = """
@@ -65,11 +68,20 @@ nav ul { columns: 2; }
 td.agrees { background: #cdeccd !important; color: #0b4d0b; font-weight: bold; }
 td.contradicts { background: #f6c9c9 !important; color: #7a0b0b; font-weight: bold; }
 td.undecided { background: #fbe7b5 !important; color: #6b4a00; font-weight: bold; }
-td.other { background: #e4e4e4 !important; }
+td.toofew { background: #dbe6f5 !important; color: #1f3d66; }
+td.uninformative { background: #e8def3 !important; color: #47306b; }
+td.nodata { background: #e4e4e4 !important; color: #444; }
+td.other { background: #ffffff !important; }
 td.hot { background: #f6c9c9 !important; font-weight: bold; }
 details { border: 1px solid #ddd; margin: .4em 0; padding: .3em .6em; }
 details > summary { cursor: pointer; font-weight: bold; }
 .legend span { padding: .1em .5em; margin-right: .5em; }
+.legend span.agrees { background: #cdeccd; }
+.legend span.contradicts { background: #f6c9c9; }
+.legend span.undecided { background: #fbe7b5; }
+.legend span.toofew { background: #dbe6f5; }
+.legend span.uninformative { background: #e8def3; }
+.legend span.nodata { background: #e4e4e4; }
 .missing { color: #7a0b0b; font-style: italic; }
 """
 
@@ -145,8 +157,8 @@ def _num(value: str) -> str:
 def claims_table(rows: Sequence[Mapping[str, str]]) -> str:
     """``claims.csv``'s rows as an HTML table, each verdict cell coloured by its verdict."""
     head = ["claim", "paper", "ours: effect [CI]", "p (alpha)", "n", "verdict", "sessions still needed"]
-    out = ['<p class="legend">Verdicts: <span class="agrees">agrees</span><span class="contradicts">contradicts'
-           '</span><span class="undecided">undecided</span></p>',
+    legend = "".join(f'<span class="{cls}">{_e(v)}</span>' for v, cls in VERDICT_CLASSES.items())
+    out = [f'<p class="legend">Verdicts: {legend}</p>',
            '<table class="claims"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"]
     for r in rows:
         margin = f" (margin {_num(r.get('margin', ''))})" if r.get("margin") else ""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.analysis.plot import plot_folder
+from nest_experiments.analysis.report_html import VERDICT_CLASSES
 from nest_experiments.pytest_plugin import skip_or_fail
 from nest_experiments.studies.nest.claims import PAPER_CLAIMS
 from tests.integration.cdp_page import chromium
@@ -47,12 +48,16 @@ def test_report_html_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         # every figure of the report and of every run is in the page, and decodes (a data: URI of a whole PNG)
         assert len(images) == len(run_pngs) + len(report_pngs)
         assert all(ok and src == "data:image/png;base64," for ok, src in images)
-        verdicts = page.evaluate("Array.from(document.querySelectorAll('table.claims td.agrees, "
-                                 "table.claims td.contradicts, table.claims td.undecided')).map(td => "
-                                 "[td.className, getComputedStyle(td).backgroundColor])")
-        assert verdicts, "no coloured verdict cell"
-        colours = {cls: bg for cls, bg in verdicts}
-        assert len(set(colours.values())) == len(colours)  # each verdict its own colour
+        # every claim's verdict cell carries its verdict's class, and each verdict has its own colour; three
+        # blocks of the synthetic sweep decide nothing, so "too few", "uninformative" and "no data" are present
+        verdicts = page.evaluate("Array.from(document.querySelectorAll('table.claims tbody tr')).map(tr => "
+                                 "[tr.cells[5].className, tr.cells[5].textContent, "
+                                 "getComputedStyle(tr.cells[5]).backgroundColor])")
+        assert verdicts and all(cls in VERDICT_CLASSES.values() for cls, _, _ in verdicts), verdicts
+        assert all(text.startswith(v) for cls, text, _ in verdicts for v, c in VERDICT_CLASSES.items() if c == cls)
+        colours = {cls: bg for cls, _, bg in verdicts}
+        assert len(colours) >= 3 and len(set(colours.values())) == len(colours), colours
+        assert "rgb(255, 255, 255)" not in colours.values()  # none left uncoloured
         claims = page.evaluate("document.querySelector('table.claims').rows.length")
         assert claims == 1 + len(PAPER_CLAIMS)  # a header and the NeST claims
         # the run list: the saturated run flagged, the injected warning shown as text, not run
