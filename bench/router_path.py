@@ -1,11 +1,15 @@
 """The router runtime against the prototype of issue 52: the guest path's own latency, and PIE / FQ-PIE / netem
 through it at 5, 10 and 20 Mbit/s.
 
-    sudo .venv/bin/python bench/router_path.py [--duration 30s] [--pings 1000] [--skip-path | --skip-links]
+    sudo .venv/bin/python bench/router_path.py [--duration 30s] [--pings 1000] [--load 0,2,4]
+                                               [--skip-path | --skip-links]
 
-Part 1, the path: one router guest per setting (1 or 2 vCPUs) with two links (the default experiment's two
-bottlenecks), nothing shaped, ``ping -i 0.01`` through both at once (net.routed.calibrate): RTT min / p50 / p99 /
-max, against a host veth's (the prototype: 0.05 / 0.11-0.16 / 0.2-2.8 ms) and the target p99 <= 1 ms added.
+Part 1, the path: one router guest per setting with two links (the default experiment's two bottlenecks),
+nothing shaped, ``ping -i 0.01`` through both at once (net.routed.calibrate): RTT min / p50 / p99 / max, against
+a host veth's (the prototype: 0.05 / 0.11-0.16 / 0.2-2.8 ms) and the target p99 <= 1 ms added. Settings: qemu
+under the normal scheduler or at SCHED_FIFO 1 (vm.router.router_priority), each with 0, 2 and 4 busy loops
+beside it (the host's applications), and 2 vCPUs (not at FIFO: vm.router refuses as many vCPUs as host
+CPUs at FIFO).
 
 Part 2, the links: ``run`` (the router runtime, one guest for the sweep) of the dumbbell with 5 CUBIC iperf3
 flows, HTB at 5 / 10 / 20 Mbit/s with PIE or FQ-PIE at a 5 ms target on the forward egress and 20 ms of netem on
@@ -57,17 +61,27 @@ flows = 5
 """
 
 
-def path_part(pings: int) -> None:
+def path_part(pings: int, loads: list[int]) -> None:
     from nest_experiments.net.routed import calibrate
     from nest_experiments.vm.router import RouterVM
 
-    print(f"guest path, 2 links at once, {pings} pings each at 10 ms (host veth: 0.05 / 0.11-0.16 / 0.2-2.8 ms)")
-    print(f"{'setting':<12} {'boot s':>7} {'min':>7} {'p50':>7} {'p99':>7} {'max':>7} {'lost':>5} {'p99/1ms':>8}")
-    for cpus in (1, 2):
-        with RouterVM(slots=2, missing=frozenset({"pie", "fq_pie", "netem"}), console=None, cpus=cpus) as r:
-            f = calibrate(r, pings=pings)["all"]
-        print(f"{f'{cpus} vCPU':<12} {r.boot_s:>7.1f} {f['min_ms']:>7.3f} {f['p50_ms']:>7.3f} {f['p99_ms']:>7.3f} "
-              f"{f['max_ms']:>7.2f} {f['sent'] - f['received']:>5} {f['p99_ms'] / 1.0:>8.2f}")
+    print(f"guest path, 2 links at once, {pings} pings each at 10 ms (host veth: 0.05 / 0.11-0.16 / 0.2-2.8 ms);")
+    print("load: busy loops at normal priority beside it (the run's applications); qemu at SCHED_FIFO 1 or not")
+    print(f"{'setting':<22} {'boot s':>7} {'min':>7} {'p50':>7} {'p99':>7} {'max':>7} {'lost':>5} {'p99/1ms':>8}")
+    settings = [(1, fifo, load) for load in loads for fifo in (0, 1)] + [(2, 0, loads[0])]  # 2 vCPUs: no FIFO
+    for cpus, fifo, load in settings:
+        with RouterVM(slots=2, missing=frozenset({"pie", "fq_pie", "netem"}), console=None, cpus=cpus,
+                      fifo=fifo) as r:
+            hogs = [subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) for _ in range(load)]
+            try:
+                f = calibrate(r, pings=pings)["all"]
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+        name = f"{cpus} vCPU {'FIFO 1' if fifo else 'normal'} +{load}"
+        print(f"{name:<22} {r.boot_s:>7.1f} {f['min_ms']:>7.3f} {f['p50_ms']:>7.3f} {f['p99_ms']:>7.3f} "
+              f"{f['max_ms']:>7.2f} {f['sent'] - f['received']:>5} {f['p99_ms'] / 1.0:>8.2f}", flush=True)
 
 
 def links_part(duration: str) -> int:
@@ -114,11 +128,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", default="30s")
     p.add_argument("--pings", type=int, default=1000)
+    p.add_argument("--load", default="0,2,4", help="busy loops beside the path part, per setting (default 0,2,4)")
     p.add_argument("--skip-path", action="store_true")
     p.add_argument("--skip-links", action="store_true")
     args = p.parse_args()
     if not args.skip_path:
-        path_part(args.pings)
+        path_part(args.pings, [int(n) for n in args.load.split(",")])
     return 0 if args.skip_links else links_part(args.duration)
 
 

@@ -196,8 +196,9 @@ def _prctl() -> Callable[..., int]:
     return _libc.prctl  # type: ignore[no-any-return]
 
 
-def _make_preexec() -> Callable[[], None]:
-    """preexec_fn for qemu: die with SIGKILL when the parent dies (even by kill -9)."""
+def _make_preexec(fifo: int = 0) -> Callable[[], None]:
+    """preexec_fn for qemu: die with SIGKILL when the parent dies (even by kill -9); with ``fifo`` (1-99) run at
+    that ``SCHED_FIFO`` priority (every thread qemu starts inherits it)."""
     prctl = _prctl()  # resolved before the fork
     parent = os.getpid()
 
@@ -205,6 +206,8 @@ def _make_preexec() -> Callable[[], None]:
         prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl took effect
             os._exit(1)
+        if fifo:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
 
     return preexec
 
@@ -550,6 +553,7 @@ def run_in_vm(
     softirq_fifo: int | None = None,
     on_started: Callable[[HostLoad], None] | None = None,
     devices: Sequence[str] = (),
+    host_fifo: int = 0,
 ) -> VMResult:
     """Boot the guest, run ``argv`` in ``cwd`` with exactly ``env`` (plus a default PATH), power off.
 
@@ -563,8 +567,11 @@ def run_in_vm(
     while qemu runs. ``softirq_fifo`` (default :func:`softirq_priority`):
     the guest's ``ksoftirqd`` threads at that ``SCHED_FIFO`` priority (0: not).
     ``on_started``: given the host's load sampler once qemu runs (its ``samples`` grow while it does).
-    ``devices``: more qemu arguments (:func:`qemu_argv`).
+    ``devices``: more qemu arguments (:func:`qemu_argv`). ``host_fifo`` (1-99): qemu and all its threads at that
+    ``SCHED_FIFO`` priority on the host (the router runtime: :func:`nest_experiments.vm.router.router_priority`).
     """
+    if not 0 <= host_fifo <= 99:
+        raise VMError(f"host_fifo={host_fifo}: use 0 (off) or a SCHED_FIFO priority from 1 to 99")
     t_setup = time.monotonic()
     cwd = Path(cwd)
     awake = host_awake() if keep_host_awake is None else keep_host_awake
@@ -609,7 +616,7 @@ def run_in_vm(
             setup = t0 - t_setup
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, process_group=0,
-                                    preexec_fn=_make_preexec(), close_fds=True)
+                                    preexec_fn=_make_preexec(host_fifo), close_fds=True)
             if awake:
                 wakers = _start_wakers(os.cpu_count() or 1)
             load = HostLoad(proc.pid).start()

@@ -51,6 +51,35 @@ CLOCK_ROUNDS = 9
 MAX_SLOTS = 8
 
 
+def router_priority(setting: str | None = None) -> int:
+    """The ``SCHED_FIFO`` priority of the router guest's qemu on the host (0: the normal scheduler).
+
+    The guest is the wire: every packet of a routed link waits for qemu's
+    vCPU and I/O threads to be scheduled, twice per crossing. Under the
+    normal scheduler they queue behind the run's applications, and the path's
+    tail grows with the host's load. Measured on this project's machine
+    (``ping -i 0.01`` through the guest's two links, 2000 per slot, RTT ms
+    p50 / p99 / max; ``bench/router_path.py --load``): idle 1.16 / 2.47 / 6.7
+    normal, 1.01 / 1.95 / 14.4 at FIFO 1; beside two busy loops 1.44 / 41.9 /
+    63.6 against 0.87 / 1.66 / 95.2; beside four 1.59 / 12.8 / 28.2 against
+    0.96 / 1.80 / 7.7. (Nice -10 instead: 1.04 / 5.06 / 31.5 beside two; host
+    wakers or the guest's ``idle=poll`` made it worse: p99 5.5 and 9.4 idle.) With as many vCPUs as host CPUs
+    at FIFO the guest starved the host (2 of 2: the agent never answered), so :class:`RouterVM` refuses that.
+    qemu's work is bounded by the packets and timers of the links (~0.45 of
+    a CPU per 5 Mbit/s pipe, :data:`nest_experiments.net.routed.ROUTED_RATE_LIMIT_BPS`
+    caps the sum), and the kernel's real-time throttling keeps 5 % of each CPU
+    for the rest; what the applications lose to it the guard's machine rule
+    reports. ``NEST_EXP_ROUTER_FIFO``: 0 turns it off, 1-99 sets the priority; default 1.
+    """
+    value = (setting if setting is not None else os.environ.get("NEST_EXP_ROUTER_FIFO", "1")).strip().lower()
+    if value in ("0", "off", "no", "false"):
+        return 0
+    priority = int(value) if value.isdigit() else -1
+    if not 1 <= priority <= 99:
+        raise VMError(f"NEST_EXP_ROUTER_FIFO={value!r}: use 0 (off) or a SCHED_FIFO priority from 1 to 99")
+    return priority
+
+
 @dataclass(frozen=True)
 class Slot:
     """One link's NIC pair: the TAPs' names on the host and the NICs' MAC addresses."""
@@ -100,11 +129,16 @@ class RouterVM:
     """The router guest for a sweep. Use as a context manager; see the module's docstring."""
 
     def __init__(self, *, slots: int, missing: frozenset[str], console: TextIO | None = sys.stderr,
-                 memory_mb: int = 512, cpus: int = 1) -> None:
+                 memory_mb: int = 512, cpus: int = 1, fifo: int | None = None) -> None:
         self._missing = frozenset(missing)
         self.slots = plan_slots(slots, f"{os.getpid() % 0x10000:04x}")
         self.console = console
         self.memory_mb, self.cpus = memory_mb, cpus
+        self.fifo = router_priority() if fifo is None else fifo
+        if self.fifo and cpus >= (os.cpu_count() or 1):
+            # measured: 2 vCPUs at FIFO 1 on this project's 2-core machine, the agent never answered (300 s)
+            raise VMError(f"the router guest at SCHED_FIFO needs fewer vCPUs ({cpus}) than host CPUs "
+                          f"({os.cpu_count()}): its vCPU threads would starve the host; use NEST_EXP_ROUTER_FIFO=0")
         self.offset_s = 0.0
         self.offset_error_s = float("nan")
         self.boot_s = 0.0
@@ -176,7 +210,7 @@ class RouterVM:
                                           agent_spec(self.slots)], cwd=Path("/"), rw_dirs=[], env={},
                                          timeout_s=14 * 24 * 3600.0, console=self.console, memory_mb=self.memory_mb,
                                          cpus=self.cpus, keep_host_awake=False, on_started=on_started,
-                                         devices=qemu_devices(self.slots, sock_path))
+                                         devices=qemu_devices(self.slots, sock_path), host_fifo=self.fifo)
             except BaseException as exc:  # reported by start() / close()
                 self._error = exc
             finally:
@@ -285,4 +319,4 @@ class RouterVM:
         """For the manifest: the guest's boot, its clock offset and the qemu process."""
         return {"slots": len(self.slots), "boot_s": self.boot_s, "clock_offset_s": round(self.offset_s, 6),
                 "clock_offset_error_s": round(self.offset_error_s, 6), "qemu_pid": self.pid,
-                "memory_mb": self.memory_mb, "vcpus": self.cpus, "path_rtt": self.path}
+                "memory_mb": self.memory_mb, "vcpus": self.cpus, "host_fifo": self.fifo, "path_rtt": self.path}

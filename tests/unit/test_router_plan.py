@@ -244,3 +244,38 @@ def test_qemu_is_judged_per_thread_not_as_one_process() -> None:
     assert mon.summary()["cpu"]["saturated_t"] == [1.0, 2.0]
     cpu = mon.summary(per_thread=frozenset({42}))["cpu"]
     assert cpu["saturated_t"] == [2.0] and [p["comm"] for p in cpu["processes"]] == ["sipp"]
+
+
+def test_router_priority_reads_its_variable_and_refuses_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.vm.router import router_priority
+
+    monkeypatch.delenv("NEST_EXP_ROUTER_FIFO", raising=False)
+    assert router_priority() == 1  # the default: qemu at SCHED_FIFO 1
+    assert router_priority("0") == 0 and router_priority("off") == 0 and router_priority("42") == 42
+    for bad in ("100", "-1", "high"):
+        with pytest.raises(VMError, match="NEST_EXP_ROUTER_FIFO"):
+            router_priority(bad)
+
+
+def test_router_at_fifo_refuses_as_many_vcpus_as_host_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.vm.router import RouterVM
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    with pytest.raises(VMError, match="fewer vCPUs"):
+        RouterVM(slots=2, missing=frozenset({"pie"}), cpus=2, fifo=1)
+    assert RouterVM(slots=2, missing=frozenset({"pie"}), cpus=2, fifo=0).fifo == 0  # nothing started yet
+    assert RouterVM(slots=2, missing=frozenset({"pie"}), cpus=1, fifo=1).summary()["host_fifo"] == 1
+
+
+def test_qemu_preexec_sets_fifo_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nest_experiments.vm import qemu
+
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(qemu.os, "sched_setscheduler",
+                        lambda pid, policy, param: calls.append((policy, param.sched_priority)))
+    monkeypatch.setattr(qemu, "_prctl", lambda: (lambda *a: 0))
+    monkeypatch.setattr(qemu.os, "getppid", qemu.os.getpid)  # as in the child: its parent is this process
+    qemu._make_preexec()()
+    assert calls == []
+    qemu._make_preexec(3)()
+    assert calls == [(qemu.os.SCHED_FIFO, 3)]
