@@ -18,6 +18,7 @@ from nest_experiments.config.core import (
     _wire_links,
     as_name_long,
 )
+from nest_experiments.config.design import parse_design
 from nest_experiments.config.kinds import APP_KINDS
 from nest_experiments.config.tomlread import Table, as_bool, as_int, as_name, as_str, one_of, positive_int
 from nest_experiments.units import parse_time
@@ -26,8 +27,10 @@ from nest_experiments.units import parse_time
 def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
-    top.mark("sweep", "paper", "experiment", "links", "apps", "firewalls")  # sweep, paper: applied by nest_experiments.config.sweep
+    # sweep, paper: applied by nest_experiments.config.sweep; design: the paper's set-up (config.design)
+    top.mark("sweep", "paper", "design", "experiment", "links", "apps", "firewalls")
     top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
+    parse_design(raw)
     e = top.table("experiment")
     name = e.get("name", as_name_long)
     topology = topo.load("experiment.topology", e.get("topology", as_str, "dumbbell"))
