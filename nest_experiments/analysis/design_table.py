@@ -15,7 +15,7 @@ from typing import Any
 from nest_experiments.analysis import markdown as md
 from nest_experiments.config.design import DesignLine, lines
 from nest_experiments.errors import ConfigError
-from nest_experiments.rundir import RunFolder
+from nest_experiments.rundir import RunFolder, write_atomic
 
 DESIGN_FILE = "design.json"
 HEADING = "## The paper's design and ours"
@@ -51,7 +51,7 @@ def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
 
 def write(folder: Path, found: Sequence[Mapping[str, Any]]) -> Path:
     path = folder / DESIGN_FILE
-    path.write_text(json.dumps(list(found), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(list(found), indent=1, sort_keys=True) + "\n")
     return path
 
 

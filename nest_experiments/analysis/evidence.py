@@ -192,8 +192,7 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
     write_json(out / RUNS, {"runs": runs})
     design = design_table.of_folder(run_dirs(sweep)) or (design_table.read(prior) if before else [])
     if design:  # the paper's design and ours, as the runs were resolved (config.design)
-        write_json(out / design_table.DESIGN_FILE, design)
-        written.append(out / design_table.DESIGN_FILE)
+        written.append(design_table.write(out, design))
     tables, table_files = _export_tables(sweep, out / TABLES_DIR, (*ALWAYS_TABLES, *study.evidence_tables),
                                          prior=prior if before else None)
     report_files, left_out = _copy_sweep_report(sweep, out / SWEEP_REPORT_DIR,
