@@ -296,7 +296,8 @@ def _tcpdump_version() -> str:
 
 
 def read_records(path: Path, offset: Decimal) -> Iterator[qdelay.Record]:
-    """Records of a pcap, times on the run clock (``t = timestamp - offset``)."""
+    """Records of a pcap, times on the run clock (``t = timestamp - offset``; tcpdump's nanosecond stamps, which
+    dpkt reads as Decimals)."""
     import dpkt
 
     with path.open("rb") as fh:
@@ -312,7 +313,7 @@ def read_records(path: Path, offset: Decimal) -> Iterator[qdelay.Record]:
                 return
             except (dpkt.NeedData, dpkt.UnpackError):
                 return  # a record cut short when tcpdump stopped
-            rec = qdelay.frame_record(float(Decimal(ts) - offset), frame, linktype)
+            rec = qdelay.frame_record(float(ts - offset), frame, linktype)
             if rec is not None:
                 yield rec
 
@@ -376,12 +377,13 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
         ingress = [r for d in target["ingress_devs"] for r in read_records(cap / f"{node}-{d}-in.pcap", offset)]
         exit_file = (f"{target['exit_node']}-{target['exit_dev']}-in.pcap" if target.get("exit_node")
                      else f"{node}-{dev}-out.pcap")
-        m = qdelay.match_packets(ingress, read_records(cap / exit_file, offset))
+        exits = list(read_records(cap / exit_file, offset))
+        m = qdelay.match_packets(ingress, exits)
         leaf = _leaf_rows(qrows, egresses.get((node, dev), {}), node, dev)
         times = sorted({float(r["t"]) for r in leaf})
         s = _summary(target, m, window, times, leaf, egresses.get((node, dev), {}))
         if target.get("exit_node"):  # the router runtime: the host's part (to a's TAP) and the guest's apart
-            s.update(_split(cap, offset, ingress, node, dev, exit_file, window))
+            s.update(_split(cap, offset, ingress, exits, node, dev, window))
         summary.append(s)
         warnings += _checks(s)
         rows += _rows(node, dev, m, times)
@@ -393,14 +395,14 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
     return summary, warnings
 
 
-def _split(cap: Path, offset: Decimal, ingress: list[qdelay.Record], node: str, dev: str, exit_file: str,
-           window: tuple[float, float]) -> dict[str, Any]:
+def _split(cap: Path, offset: Decimal, ingress: list[qdelay.Record], exits: list[qdelay.Record], node: str,
+           dev: str, window: tuple[float, float]) -> dict[str, Any]:
     """A routed link's per-packet delay in two parts: from the router's ingress to its TAP (``-Q out``: the host's
     forwarding and the TAP's own queue) and from the TAP through the guest (its path, its qdisc) to b's end."""
     tap_out = list(read_records(cap / f"{node}-{dev}-out.pcap", offset))
     out: dict[str, Any] = {}
     for name, m in (("host_part", qdelay.match_packets(ingress, tap_out)),
-                    ("guest_part", qdelay.match_packets(tap_out, read_records(cap / exit_file, offset)))):
+                    ("guest_part", qdelay.match_packets(tap_out, exits))):
         f = qdelay.delay_figures(m, window=window, sample_times=[])
         out[f"{name}_mean_ms"], out[f"{name}_p99_ms"] = _r(f.mean_per_packet_ms), _r(f.p99_ms)
     return out
