@@ -122,7 +122,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return doctor(probe_vm=not args.no_vm)
     if args.command == "plot":
-        from nest_experiments.analysis.plot import plot_folder
+        from nest_experiments.reports.plot import plot_folder
 
         for path in plot_folder(args.folder, report=not args.no_report, run_plots=not args.no_run_plots):
             print(path)
@@ -148,7 +148,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from nest_experiments.analysis import evidence
+    from nest_experiments.reports import evidence
 
     if args.readme is not None:
         if args.sweep is not None:
@@ -169,7 +169,7 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from nest_experiments.analysis import claimmap
+    from nest_experiments.reports import claimmap
     from nest_experiments.resources import claim_maps_dir
     from nest_experiments.studies import STUDIES
 
@@ -194,7 +194,8 @@ def _claims(args: argparse.Namespace) -> int:
 def _freeze(folder: Path, date: str | None) -> int:
     import datetime
 
-    from nest_experiments.analysis import evidence, preregistration
+    from nest_experiments.analysis import preregistration
+    from nest_experiments.reports import evidence
     from nest_experiments.studies import STUDIES, experiment_name, study_for
 
     if evidence.is_evidence(folder):

@@ -140,7 +140,7 @@ def _until_decided(args: argparse.Namespace) -> int:
     results = (args.results or _default_results()).resolve()
     folder = results / first[0].experiment.name
     if getattr(args, "continue_from", None):  # the evidence fits this sweep, before anything runs
-        from nest_experiments.analysis import evidence
+        from nest_experiments.reports import evidence
 
         committed_runs(raw, evidence.committed_sessions(args.continue_from, first[0].experiment.name))
         if not args.check:
@@ -254,8 +254,8 @@ def _default_results() -> Path:
 def _plot(folder: Path) -> None:
     """Per-run figures and the sweep's report; the command's last line says how many sessions were CPU-saturated
     and what that leaves the claims (runs.outcome.saturation_summary)."""
-    from nest_experiments.analysis.plot import plot_folder
     from nest_experiments.analysis.utilization import print_summary
+    from nest_experiments.reports.plot import plot_folder
     from nest_experiments.runs.outcome import saturation_summary
 
     print_summary(folder)
