@@ -10,8 +10,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nest_experiments.errors import ConfigError, Interrupted, NestExpError
+
+if TYPE_CHECKING:
+    from nest_experiments.runs.request import RunRequest
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,12 +115,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
-        from nest_experiments.resources import experiment_file
         from nest_experiments.runs.launch import run_command
 
-        if args.experiment is not None:
-            args.experiment = experiment_file(args.experiment)
-        return run_command(args)
+        return run_command(_run_request(args))
     if args.command == "doctor":
         from nest_experiments.runs.doctor import doctor
 
@@ -136,7 +137,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "task":
         from nest_experiments.runs.cluster_task import task_command
 
-        return task_command(args)
+        return task_command(args.spec, out=args.out)
     if args.command == "serve-blocks":
         from nest_experiments.runs.blocks_in_vm import run_in_process, serve
 
@@ -145,6 +146,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     if handler is None:
         raise NestExpError(f"unknown command {args.command}")
     return int(handler(args) or 0)
+
+
+def _run_request(args: argparse.Namespace) -> RunRequest:
+    """``run``'s arguments as the library's typed request (a shipped experiment's name resolved to its file)."""
+    from nest_experiments.resources import experiment_file
+    from nest_experiments.runs.request import RunRequest
+
+    return RunRequest(experiment=experiment_file(args.experiment) if args.experiment is not None else None,
+                      runtime=args.runtime, reps=args.reps, paper=args.paper, overrides=tuple(args.set),
+                      results=args.results, only=tuple(args.only), check=args.check, plot=not args.no_plot,
+                      until_decided=args.until_decided, budget=args.budget, max_reps=args.max_reps,
+                      continue_from=args.continue_from, cluster=args.cluster)
 
 
 def _evidence(args: argparse.Namespace) -> int:
