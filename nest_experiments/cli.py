@@ -10,8 +10,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nest_experiments.errors import ConfigError, Interrupted, NestExpError
+
+if TYPE_CHECKING:
+    from nest_experiments.runs.request import RunRequest
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,18 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
-        from nest_experiments.resources import experiment_file
         from nest_experiments.runs.launch import run_command
 
-        if args.experiment is not None:
-            args.experiment = experiment_file(args.experiment)
-        return run_command(args)
+        return run_command(_run_request(args))
     if args.command == "doctor":
         from nest_experiments.runs.doctor import doctor
 
         return doctor(probe_vm=not args.no_vm)
     if args.command == "plot":
-        from nest_experiments.analysis.plot import plot_folder
+        from nest_experiments.reports.plot import plot_folder
 
         for path in plot_folder(args.folder, report=not args.no_report, run_plots=not args.no_run_plots):
             print(path)
@@ -136,7 +137,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "task":
         from nest_experiments.runs.cluster_task import task_command
 
-        return task_command(args)
+        return task_command(args.spec, out=args.out)
     if args.command == "serve-blocks":
         from nest_experiments.runs.blocks_in_vm import run_in_process, serve
 
@@ -147,8 +148,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     return int(handler(args) or 0)
 
 
+def _run_request(args: argparse.Namespace) -> RunRequest:
+    """``run``'s arguments as the library's typed request (a shipped experiment's name resolved to its file)."""
+    from nest_experiments.resources import experiment_file
+    from nest_experiments.runs.request import RunRequest
+
+    return RunRequest(experiment=experiment_file(args.experiment) if args.experiment is not None else None,
+                      runtime=args.runtime, reps=args.reps, paper=args.paper, overrides=tuple(args.set),
+                      results=args.results, only=tuple(args.only), check=args.check, plot=not args.no_plot,
+                      until_decided=args.until_decided, budget=args.budget, max_reps=args.max_reps,
+                      continue_from=args.continue_from, cluster=args.cluster)
+
+
 def _evidence(args: argparse.Namespace) -> int:
-    from nest_experiments.analysis import evidence
+    from nest_experiments.reports import evidence
 
     if args.readme is not None:
         if args.sweep is not None:
@@ -169,7 +182,7 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from nest_experiments.analysis import claimmap
+    from nest_experiments.reports import claimmap
     from nest_experiments.resources import claim_maps_dir
     from nest_experiments.studies import STUDIES
 
@@ -194,7 +207,8 @@ def _claims(args: argparse.Namespace) -> int:
 def _freeze(folder: Path, date: str | None) -> int:
     import datetime
 
-    from nest_experiments.analysis import evidence, preregistration
+    from nest_experiments.analysis import preregistration
+    from nest_experiments.reports import evidence
     from nest_experiments.studies import STUDIES, experiment_name, study_for
 
     if evidence.is_evidence(folder):

@@ -36,7 +36,7 @@ QDISC_KINDS = "qdisc/kinds.toml"
 LADDERS = "media/ladders"
 EXPERIMENTS = "experiments"
 DASHJS_PAGE = "web/dashjs_player.html"
-CLAIM_MAPS = "docs/claims"  # the papers' claim maps (a clone's, generated: analysis.claimmap)
+CLAIM_MAPS = "docs/claims"  # the papers' claim maps (a clone's, generated: reports.claimmap)
 DASHJS_PACKAGE = "web/node_modules/dashjs"
 DASHJS_SCRIPT = f"{DASHJS_PACKAGE}/dist/modern/umd/dash.all.min.js"
 

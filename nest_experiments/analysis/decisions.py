@@ -44,7 +44,7 @@ from nest_experiments.rundir import RunFolder, run_dirs, write_json
 
 SEQUENTIAL_FILE = "sequential.json"  # in the sweep folder: written by run --until-decided
 PRIOR_DIR = "prior"  # in the sweep folder: the evidence folder it goes on from (run --continue-from)
-PRIOR_SESSIONS = "sessions.csv"  # an evidence folder's session table (analysis.evidence.SESSIONS)
+PRIOR_SESSIONS = "sessions.csv"  # an evidence folder's session table (reports.evidence.SESSIONS)
 CellFn = Callable[[Mapping[str, Any]], dict[str, Value]]
 MetricsFn = Callable[[RunFolder], Mapping[str, float | None]]
 

@@ -1,7 +1,7 @@
 """A sweep's results as numbers: per-run metrics, cells, statistics (the shared report machinery).
 
 Pure: reads run folders (DESIGN.md §4) only, never touches the network.
-:mod:`nest_experiments.analysis.report_md` writes them as Markdown,
+:mod:`nest_experiments.reports.report_md` writes them as Markdown,
 :mod:`nest_experiments.analysis.report_figures` draws them and
 :mod:`nest_experiments.analysis.report_checks` holds the sanity checks. What a paper's
 study adds (its figure numbers, which checks, its claims) lives in

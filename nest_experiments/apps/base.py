@@ -33,8 +33,9 @@ SERVER_MODULE = "nest_experiments.dash.server"  # our HTTP server (DASH and obje
 
 class App(abc.ABC):
     def __init__(self, cfg: AppConfig, *, net: Network, run_dir: Path, clock: Callable[[], float],
-                 duration_s: float) -> None:
+                 duration_s: float, in_vm: bool = False) -> None:
         self.cfg = cfg
+        self.in_vm = in_vm  # the run is inside the VM runtime's guest (TCG: slower starts; the runner says so)
         self.net = net
         self.run_dir = run_dir
         self.clock = clock

@@ -47,13 +47,12 @@ from nest_experiments.errors import RunError
 from nest_experiments.net import mptcp
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.rundir import write_json
-from nest_experiments.runs import runtime
 
-READY_TIMEOUT_S = 20.0 if runtime.current() != "vm" else 120.0
-BROWSER_READY_TIMEOUT_S = 4 * READY_TIMEOUT_S  # Chromium started and the namespace's addresses settled
+READY_TIMEOUT_S = {False: 20.0, True: 120.0}  # by App.in_vm: on the host or in the VM runtime's guest
+BROWSER_READY_FACTOR = 4  # Chromium started and the namespace's addresses settled: 4 x READY_TIMEOUT_S
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 # one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
-SUBFLOW_INTERVAL_S = 1.0 if runtime.current() != "vm" else 5.0
+SUBFLOW_INTERVAL_S = {False: 1.0, True: 5.0}  # by App.in_vm
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 OUR_PORTS = (20000, 29999)  # our server's port: fixed per app name (the player is started before the server listens)
 CLIENT_MODULES = {"nest": "nest_experiments.dash.client", "dashjs": "nest_experiments.dash.browser",
@@ -163,11 +162,11 @@ class Dash(App):
                                    flags=node_flags)
             mptcp.apply(plan, what=f"apps.{c.name}")
 
-    def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float | None = None) -> dict[str, Any]:
         """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""
         c = self.cfg
         out = self.raw_dir / f"{c.name}.{who}.out"
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + (READY_TIMEOUT_S[self.in_vm] if timeout_s is None else timeout_s)
         while time.monotonic() < deadline:
             for line in out.read_text().splitlines():
                 try:
@@ -234,7 +233,8 @@ class Dash(App):
         if c.player == "dashjs":
             argv += ["--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
         self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
-        self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_TIMEOUT_S)  # Chromium is up before ready
+        # Chromium is up before ready
+        self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_FACTOR * READY_TIMEOUT_S[self.in_vm])
 
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
@@ -254,7 +254,7 @@ class Dash(App):
             link_of = {str(link.address(node, spec.base).ip): link.name
                        for node in (c.client, c.server) for link in spec.links_of(node)}
             self.subflows = SubflowSampler(app=c.name, ns=self.net.ns(c.client), port=self.port, link_of=link_of,
-                                           clock=self.clock, interval_s=SUBFLOW_INTERVAL_S)
+                                           clock=self.clock, interval_s=SUBFLOW_INTERVAL_S[self.in_vm])
             self.subflows.start()
 
     def finish(self, deadline: float) -> None:

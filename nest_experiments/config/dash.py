@@ -234,7 +234,7 @@ def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
     chosen = {k: v for k, v in values.items() if v is not None}
     try:
         racing.params_from(chosen)
-    except ValueError as exc:
+    except ConfigError as exc:  # its message: 'KEY: why'
         key, _, why = str(exc).partition(": ")
         raise ConfigError(join(p.path, key.removesuffix("_s")), why) from None
     return {"racing": policy, "racing_params": tuple(sorted(chosen.items()))}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL
-from nest_experiments.errors import MissingToolError
+from nest_experiments.errors import ConfigError, MissingToolError
 
 PORT = 8443  # where our apps run it: TCP and, for h3, UDP
 TRANSPORTS = ("tcp", "h2", "h3", "race")  # what Caddy serves here (Caddy 2.6 has no MPTCP listener); race as h3
@@ -66,7 +66,7 @@ def config(*, root: Path, addr: str, port: int, transport: str, access_log: Path
            chain: Path | None = None, key: Path | None = None) -> dict[str, Any]:
     """Caddy's JSON configuration serving ``root`` on ``addr:port`` for ``transport``."""
     if transport not in TRANSPORTS:
-        raise ValueError(f"Caddy serves {TRANSPORTS}, not {transport!r}")
+        raise ConfigError("", f"Caddy serves {TRANSPORTS}, not {transport!r}")
     tls = transport != "tcp"
     server: dict[str, Any] = {
         "listen": [host_port(addr, port)],
@@ -82,7 +82,7 @@ def config(*, root: Path, addr: str, port: int, transport: str, access_log: Path
     apps: dict[str, Any] = {"http": {"servers": {"dash": server}}}
     if tls:
         if chain is None or key is None:
-            raise ValueError("a TLS transport needs the certificate chain and key")
+            raise ConfigError("", "a TLS transport needs the certificate chain and key")
         server["tls_connection_policies"] = [{"certificate_selection": {"any_tag": ["dash"]}, "default_sni": addr}]
         apps["tls"] = {"certificates": {"load_files": [{"certificate": str(chain), "key": str(key), "tags": ["dash"]}]}}
     return {

@@ -84,7 +84,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
     if args.transport == "race":
         try:
             params = racing.params_from(args.racing_params)
-        except (ValueError, TypeError) as exc:
+        except (ConfigError, ValueError, TypeError) as exc:
             raise ConfigError("--racing-params", str(exc)) from None
         args.racer = racing.Racer(policy=args.racing, params=params)
         opts = FetcherOptions(clock=clock, ca=args.ca, insecure=args.insecure, h3_client=args.h3_client)

@@ -81,6 +81,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nest_experiments.dash.racing_log import RacingRow
+from nest_experiments.errors import ConfigError
 
 POLICIES = ("chromium", "firefox", "quic_only", "tcp_only", "dynamic")
 
@@ -143,12 +144,12 @@ class RacingParams:
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) < 0:
-                raise ValueError(f"{f.name}: must not be negative")
+                raise ConfigError(f.name, "must not be negative")
         for name in ("probe_window", "min_probes"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name}: at least 1")
+                raise ConfigError(name, "at least 1")
         if self.min_probes > self.probe_window:
-            raise ValueError(f"min_probes: {self.min_probes} exceeds probe_window ({self.probe_window})")
+            raise ConfigError("min_probes", f"{self.min_probes} exceeds probe_window ({self.probe_window})")
 
 
 PARAM_NAMES = tuple(f.name for f in fields(RacingParams))
@@ -265,7 +266,7 @@ class Racer:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise ValueError(f"racing policy {self.policy!r}: one of {', '.join(POLICIES)}")
+            raise ConfigError("", f"racing policy {self.policy!r}: one of {', '.join(POLICIES)}")
 
     def _log(self, now: float, event: str, protocol: str = "", *, value: float | None = None,
              detail: str = "", conn_id: str = "") -> None:
@@ -568,9 +569,9 @@ def h3_port(header: str) -> int | None:
 
 
 def params_from(values: dict[str, float]) -> RacingParams:
-    """:class:`RacingParams` from ``{name: number}`` (the client's ``--racing-params``); ValueError names the key."""
+    """:class:`RacingParams` from ``{name: number}`` (the client's ``--racing-params``); ConfigError names the key."""
     unknown = sorted(set(values) - set(PARAM_NAMES))
     if unknown:
-        raise ValueError(f"{unknown[0]}: unknown racing parameter; known: {', '.join(PARAM_NAMES)}")
+        raise ConfigError(unknown[0], f"unknown racing parameter; known: {', '.join(PARAM_NAMES)}")
     kwargs: dict[str, Any] = {k: int(v) if k in INT_PARAMS else float(v) for k, v in values.items()}
     return RacingParams(**kwargs)

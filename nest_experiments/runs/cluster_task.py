@@ -17,7 +17,6 @@ worker process that started it dies, and then tears its run down and removes its
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import io
 import json
@@ -110,11 +109,12 @@ def _term_with_parent() -> None:
 # ---------------------------------------------------------------- the run's process
 
 
-def task_command(args: argparse.Namespace) -> int:
-    """``python -m nest_experiments task SPEC|- [--out DIR]`` (internal: started by :func:`execute`)."""
-    payload = json.loads(sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text())
-    if args.out is not None:  # in the VM's guest: run into DIR, the host side packs it
-        return run_into(payload, args.out)
+def task_command(spec: str, *, out: Path | None = None) -> int:
+    """``python -m nest_experiments task SPEC|- [--out DIR]`` (internal: started by :func:`execute`): the run's
+    payload from the file ``spec`` (``-``: stdin); ``out``: run into this folder (in the VM's guest)."""
+    payload = json.loads(sys.stdin.read() if spec == "-" else Path(spec).read_text())
+    if out is not None:  # in the VM's guest: run into DIR, the host side packs it
+        return run_into(payload, out)
     tar_fd = os.dup(1)
     os.dup2(2, 1)  # stdout carries the run folder: anything the run prints goes to stderr
     from nest_experiments.runs.runner import signals_as_exceptions

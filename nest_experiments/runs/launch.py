@@ -8,13 +8,13 @@ results folder shared read-write.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +25,23 @@ from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import exit_code, now_iso
 from nest_experiments.runs.phases import append_sweep_record, new_sweep_id
 from nest_experiments.runs.preflight import preflight
+from nest_experiments.runs.request import RunRequest
 from nest_experiments.units import parse_time
 
 VM_INPUTS = ".vm-inputs"  # in the results folder: files the guest must read that lie where it cannot see them
 
 
-def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
-    raw = read_toml(args.experiment) if args.experiment else load_default_raw()
-    if getattr(args, "paper", False):
+def load_runs(req: RunRequest) -> tuple[dict[str, Any], list[RunSpec]]:
+    raw = read_toml(req.experiment) if req.experiment else load_default_raw()
+    if req.paper:
         raw = apply_paper(raw)
-    raw = apply_overrides(raw, list(args.set))
-    if args.reps is not None and args.reps < 1:
+    raw = apply_overrides(raw, list(req.overrides))
+    if req.reps is not None and req.reps < 1:
         raise NestExpError("--reps must be at least 1")
-    runs = expand(raw, repetitions=args.reps)
-    if args.only:
+    runs = expand(raw, repetitions=req.reps)
+    if req.only:
         prefix = f"{runs[0].experiment.name}/" if runs else ""  # as `--check` lists them: EXPERIMENT/RUN
-        only = {o.removeprefix(prefix) for o in args.only}
+        only = {o.removeprefix(prefix) for o in req.only}
         unknown = sorted(only - {r.name for r in runs})
         if unknown:
             raise NestExpError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(r.name for r in runs)}")
@@ -48,31 +49,30 @@ def load_runs(args: argparse.Namespace) -> tuple[dict[str, Any], list[RunSpec]]:
     return raw, runs
 
 
-def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
+def run_command(req: RunRequest, *, router: Any = None) -> int:
     """``run``; ``router``: the router runtime's guest, when a caller (``--until-decided``'s blocks) holds one."""
-    if getattr(args, "until_decided", False):
-        return _until_decided(args)
-    if getattr(args, "continue_from", None):
+    if req.until_decided:
+        return _until_decided(req)
+    if req.continue_from:
         raise NestExpError("--continue-from goes with --until-decided (it goes on from committed evidence until "
                            "the claims are decided)")
-    raw, runs = load_runs(args)
+    raw, runs = load_runs(req)
     preflight(runs)  # this machine's players and tools, before anything is created (--check too)
-    results = (args.results or _default_results()).resolve()
-    if args.check:
+    results = (req.results or _default_results()).resolve()
+    if req.check:
         for r in runs:
             print(f"{r.experiment.name}/{r.name}")
         return 0
-    if getattr(args, "cluster", None):
-        return _run_on_cluster(args, runs, results)
+    if req.cluster:
+        return _run_on_cluster(req, runs, results)
     if os.geteuid() != 0:
         raise NestExpError("running an experiment needs root (network namespaces): use sudo")
-    where = runtime.choose(args.runtime or runs[0].experiment.runtime, runs)
-    quick = ("" if getattr(args, "in_block", False) or runtime.current() == "vm"
-             else quick_look_note(raw, paper=bool(getattr(args, "paper", False))))
+    where = runtime.choose(req.runtime or runs[0].experiment.runtime, runs)
+    quick = "" if req.in_block or runtime.current() == "vm" else quick_look_note(raw, paper=req.paper)
     if quick:  # once the runs are sure to start (an error before stays the command's one line)
         print(quick, file=sys.stderr, flush=True)
     if where == "vm":
-        return _run_in_vm(args, runs, results)
+        return _run_in_vm(req, runs, results)
     from nest_experiments.runs.runner import run_sweep
 
     sweep_id = new_sweep_id()
@@ -80,13 +80,13 @@ def run_command(args: argparse.Namespace, *, router: Any = None) -> int:
     with _router(runs) if where == "router" and router is None else contextlib.nullcontext(router) as guest:
         outcomes = run_sweep(runs, results_root=results, warmup_s=runtime.warmup_s(), sweep_id=sweep_id,
                              router=guest)
-    if not args.no_plot and runtime.current() != "vm":
+    if req.plot and runtime.current() != "vm":
         t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
         append_sweep_record(results / runs[0].experiment.name,  # the plot's share of runs.phases' sweep log
                             {"id": sweep_id, "side": "host", "plot": round(time.monotonic() - t_plot, 3),
                              "command_s": round(time.monotonic() - t0, 3)})
-    elif runtime.current() != "vm" and not getattr(args, "in_block", False):
+    elif runtime.current() != "vm" and not req.in_block:
         _say_saturation(results / runs[0].experiment.name)
     return exit_code(outcomes)
 
@@ -122,30 +122,30 @@ def _router(runs: list[RunSpec]) -> Iterator[Any]:
         yield guest
 
 
-def _until_decided(args: argparse.Namespace) -> int:
+def _until_decided(req: RunRequest) -> int:
     """``--until-decided``: block after block (each through this same command, with ``--reps`` the block and
     ``--only`` its runs: host, VM or cluster alike) until the study's claims are decided (runs.until_decided)."""
     from nest_experiments.runs.until_decided import Budget, block_runs, committed_runs, run_until_decided, study_of
 
-    if args.reps is not None or args.only:
+    if req.reps is not None or req.only:
         raise NestExpError("--until-decided picks the blocks and runs itself: drop --reps / --only (use --max-reps)")
-    if args.max_reps is not None and args.max_reps < 1:
+    if req.max_reps is not None and req.max_reps < 1:
         raise NestExpError("--max-reps must be at least 1")
-    seconds = parse_time("--budget", args.budget, allow_zero=False) if args.budget else None
-    budget = Budget(seconds=seconds, max_reps=args.max_reps or Budget().max_reps)
-    raw, _ = load_runs(argparse.Namespace(**{**vars(args), "until_decided": False}))
+    seconds = parse_time("--budget", req.budget, allow_zero=False) if req.budget else None
+    budget = Budget(seconds=seconds, max_reps=req.max_reps or Budget().max_reps)
+    raw, _ = load_runs(req)
     first = block_runs(raw, 1)
     study = study_of(first[0].experiment.name)  # an experiment without claims stops here, before anything runs
     preflight(first)
-    results = (args.results or _default_results()).resolve()
+    results = (req.results or _default_results()).resolve()
     folder = results / first[0].experiment.name
-    if getattr(args, "continue_from", None):  # the evidence fits this sweep, before anything runs
-        from nest_experiments.analysis import evidence
+    if req.continue_from:  # the evidence fits this sweep, before anything runs
+        from nest_experiments.reports import evidence
 
-        committed_runs(raw, evidence.committed_sessions(args.continue_from, first[0].experiment.name))
-        if not args.check:
-            evidence.adopt(args.continue_from, folder)
-    if args.check:
+        committed_runs(raw, evidence.committed_sessions(req.continue_from, first[0].experiment.name))
+        if not req.check:
+            evidence.adopt(req.continue_from, folder)
+    if req.check:
         for r in first:
             print(f"{r.experiment.name}/{r.name}")
         print(f"block 1 of at most {budget.max_reps}; {len(study.claims_for(first[0].experiment.name))} claims "
@@ -154,12 +154,12 @@ def _until_decided(args: argparse.Namespace) -> int:
     codes: list[int] = []
     # the blocks' runtime (a cell key of the sessions): a cluster's workers choose their own, so there only a
     # runtime the file or --runtime names
-    wanted = args.runtime or first[0].experiment.runtime
-    where = wanted if getattr(args, "cluster", None) else runtime.choose(wanted, first)
+    wanted = req.runtime or first[0].experiment.runtime
+    where = wanted if req.cluster else runtime.choose(wanted, first)
 
-    def block_args(runs: list[RunSpec]) -> argparse.Namespace:
-        return argparse.Namespace(**{**vars(args), "until_decided": False, "reps": runs[0].repetition, "in_block": True,
-                                     "only": [r.name for r in runs], "no_plot": True, "continue_from": None})
+    def block_request(runs: list[RunSpec]) -> RunRequest:
+        return replace(req, until_decided=False, reps=runs[0].repetition, in_block=True,
+                       only=tuple(r.name for r in runs), plot=False, continue_from=None)
 
     def drive(run_block: Callable[[list[RunSpec]], int]) -> None:
         def counted(runs: list[RunSpec]) -> int:
@@ -169,23 +169,23 @@ def _until_decided(args: argparse.Namespace) -> int:
         run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study,
                           runtime=where if where in ("host", "router", "vm") else None)
 
-    in_vm = not getattr(args, "cluster", None) and os.geteuid() == 0 and where == "vm"
+    in_vm = not req.cluster and os.geteuid() == 0 and where == "vm"
     if in_vm:  # one VM for every block (runs.blocks_in_vm)
-        _until_decided_in_vm(args, results, budget, first, block_args, drive)
-    elif where == "router" and not getattr(args, "cluster", None):  # one router guest for every block
+        _until_decided_in_vm(req, results, budget, first, block_request, drive)
+    elif where == "router" and not req.cluster:  # one router guest for every block
         with _router(first) as guest:
-            drive(lambda runs: run_command(block_args(runs), router=guest))
+            drive(lambda runs: run_command(block_request(runs), router=guest))
     else:  # each block through this same command: host, or a cluster
-        drive(lambda runs: run_command(block_args(runs)))
-    if not args.no_plot:
+        drive(lambda runs: run_command(block_request(runs)))
+    if req.plot:
         _plot(folder)
     elif folder.is_dir():
         _say_saturation(folder)
     return max(codes, default=0)
 
 
-def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, first: list[RunSpec],
-                         block_args: Callable[[list[RunSpec]], argparse.Namespace],
+def _until_decided_in_vm(req: RunRequest, results: Path, budget: Any, first: list[RunSpec],
+                         block_request: Callable[[list[RunSpec]], RunRequest],
                          drive: Callable[[Callable[[list[RunSpec]], int]], None]) -> None:
     """The blocks of ``--until-decided`` in one VM (runs.blocks_in_vm): the guest serves an inbox in the results
     folder; each block's runs are prepared, matched and annotated on the host as a VM sweep's are."""
@@ -196,14 +196,14 @@ def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, f
 
     results.mkdir(parents=True, exist_ok=True)
     with run_lock():
-        experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
+        experiment = _visible_to_guest(req.experiment.resolve(), results) if req.experiment else None
         inbox = new_inbox(results, VM_INPUTS)
         host_load: list[Any] = []
         ids: dict[int, str] = {}
 
         def argv(runs: list[RunSpec]) -> list[str]:
             before_guest_runs(runs)  # media and byte code, as for a VM sweep
-            return [sys.executable, "-m", "nest_experiments", *_guest_args(block_args(runs), results, experiment)]
+            return [sys.executable, "-m", "nest_experiments", *_guest_args(block_request(runs), results, experiment)]
 
         def env(runs: list[RunSpec]) -> dict[str, str]:
             ids[runs[0].repetition] = new_sweep_id()
@@ -231,16 +231,17 @@ def _until_decided_in_vm(args: argparse.Namespace, results: Path, budget: Any, f
                 (results / VM_INPUTS).rmdir()  # when no other runner's files are in it
 
 
-def _run_on_cluster(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+def _run_on_cluster(req: RunRequest, runs: list[RunSpec], results: Path) -> int:
     """``--cluster``: the runs as tasks on a Dask cluster (nest_experiments.runs.cluster); the same folder and report."""
     from nest_experiments.runs.cluster import parse_cluster, run_on_cluster
 
-    address, _ = parse_cluster(args.cluster)  # a bad value stops here, before anything starts
+    cluster = req.cluster or ""
+    address, _ = parse_cluster(cluster)  # a bad value stops here, before anything starts
     if address == "local" and os.geteuid() != 0:
         raise NestExpError("--cluster local:N runs the emulations on this machine: it needs root (use sudo)")
-    outcomes = run_on_cluster(runs, cluster=args.cluster, results_root=results,
-                              runtime=args.runtime or runs[0].experiment.runtime)
-    if not args.no_plot:
+    outcomes = run_on_cluster(runs, cluster=cluster, results_root=results,
+                              runtime=req.runtime or runs[0].experiment.runtime)
+    if req.plot:
         _plot(results / runs[0].experiment.name)
     return exit_code(outcomes)
 
@@ -254,8 +255,8 @@ def _default_results() -> Path:
 def _plot(folder: Path) -> None:
     """Per-run figures and the sweep's report; the command's last line says how many sessions were CPU-saturated
     and what that leaves the claims (runs.outcome.saturation_summary)."""
-    from nest_experiments.analysis.plot import plot_folder
     from nest_experiments.analysis.utilization import print_summary
+    from nest_experiments.reports.plot import plot_folder
     from nest_experiments.runs.outcome import saturation_summary
 
     print_summary(folder)
@@ -274,30 +275,30 @@ def _say_saturation(folder: Path) -> None:
     print(f"{line}; no report (--no-plot): `plot {folder}` writes it", file=sys.stderr, flush=True)
 
 
-def _run_in_vm(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+def _run_in_vm(req: RunRequest, runs: list[RunSpec], results: Path) -> int:
     from nest_experiments.net.procs import run_lock
 
     with run_lock():  # the guest has its own /run: without this a host emulation could start beside the VM
-        return _run_in_vm_locked(args, runs, results)
+        return _run_in_vm_locked(req, runs, results)
 
 
-def _run_in_vm_locked(args: argparse.Namespace, runs: list[RunSpec], results: Path) -> int:
+def _run_in_vm_locked(req: RunRequest, runs: list[RunSpec], results: Path) -> int:
     from nest_experiments.runs.sweep_in_vm import run_in_guest
 
     results.mkdir(parents=True, exist_ok=True)
-    experiment = _visible_to_guest(args.experiment.resolve(), results) if args.experiment else None
-    argv = [sys.executable, "-m", "nest_experiments", *_guest_args(args, results, experiment)]
+    experiment = _visible_to_guest(req.experiment.resolve(), results) if req.experiment else None
+    argv = [sys.executable, "-m", "nest_experiments", *_guest_args(req, results, experiment)]
     record: dict[str, Any] = {"id": new_sweep_id(), "side": "vm_host", "started": now_iso(), "runs": len(runs)}
     t0 = time.monotonic()
     try:
         code = run_in_guest(argv, runs, results, record=record)
     finally:
         _drop_guest_copy(experiment)
-    if not args.no_plot:
+    if req.plot:
         t_plot = time.monotonic()
         _plot(results / runs[0].experiment.name)
         record["plot"] = round(time.monotonic() - t_plot, 3)
-    elif not getattr(args, "in_block", False):
+    elif not req.in_block:
         _say_saturation(results / runs[0].experiment.name)
     record["command_s"] = round(time.monotonic() - t0, 3)
     append_sweep_record(results / runs[0].experiment.name, record)  # the host's side of runs.phases' sweep log
@@ -327,16 +328,16 @@ def _visible_to_guest(experiment: Path, results: Path) -> Path:
     return copy
 
 
-def _guest_args(args: argparse.Namespace, results: Path, experiment: Path | None = None) -> list[str]:
+def _guest_args(req: RunRequest, results: Path, experiment: Path | None = None) -> list[str]:
     out = ["run", "--runtime", "host", "--results", str(results), "--no-plot"]
     if experiment is not None:
         out.insert(1, str(experiment))
-    if args.reps is not None:
-        out += ["--reps", str(args.reps)]
-    if args.paper:
+    if req.reps is not None:
+        out += ["--reps", str(req.reps)]
+    if req.paper:
         out.append("--paper")
-    for item in args.set:
+    for item in req.overrides:
         out += ["--set", item]
-    for name in args.only:
+    for name in req.only:
         out += ["--only", name]
     return out

@@ -42,7 +42,7 @@ def saturation_summary(folder: Path) -> str:
     """The last line of ``run`` (after the sweep and its plots, on the host for a VM sweep, after the last block
     with ``--until-decided``): how many of the sweep's sessions were CPU-saturated and what that leaves its claims
     (:meth:`nest_experiments.studies.Study.saturation`, the claims' own rule), and where the report is."""
-    from nest_experiments.analysis.report_md import REPORT_DIR, REPORT_MD
+    from nest_experiments.reports.report_md import REPORT_DIR, REPORT_MD
     from nest_experiments.studies import study_for
 
     headline = study_for(folder).saturation(folder).headline()

@@ -228,7 +228,8 @@ class Run:
             self.manifest["topology_s"] = dict(net.build_s)
             write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
-                                           duration_s=self.exp.duration_s) for a in self.exp.apps]
+                                           duration_s=self.exp.duration_s, in_vm=runtime.current() == "vm")
+                         for a in self.exp.apps]
             for app in self.apps:
                 app.warm = self.warm
             try:

@@ -4,8 +4,11 @@ any other experiment), each owning its metrics, checks, figure references, claim
 A sweep's report is the study whose ``experiments`` list the sweep's
 experiment name (``[experiment] name`` in a run's ``config.toml``, else the
 folder's name); any other experiment gets :data:`generic.STUDY`. Studies
-import the report machinery (:mod:`nest_experiments.analysis`); the machinery imports only :func:`study_for`.
-No study imports another: what two share lives in :mod:`nest_experiments.analysis`.
+import the report machinery (:mod:`nest_experiments.analysis`), which imports no study. What is above them
+(:mod:`nest_experiments.reports`, :mod:`nest_experiments.runs`, the command line) imports only this package:
+:data:`STUDIES`, :func:`study_for`, the :class:`Study` type, never a study's own module
+(``tests/unit/test_import_rules.py``). No study imports another: what two share lives in
+:mod:`nest_experiments.analysis`.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class Study:
     paper_claims: tuple[PaperClaim, ...] = ()
     cell_of: decisions.CellFn | None = None  # a run's resolved config -> the values its claims name
     session_metrics: decisions.MetricsFn | None = None  # a run folder -> its per-session metrics
-    # the frames of results.load an evidence folder keeps (nest_experiments.analysis.evidence; runs and metrics always)
+    # the frames of results.load an evidence folder keeps (nest_experiments.reports.evidence; runs and metrics always)
     evidence_tables: tuple[str, ...] = ("qoe", "segments", "cpu")
 
     def sessions(self, folder: Path) -> pd.DataFrame:

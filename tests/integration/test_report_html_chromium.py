@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.analysis.plot import plot_folder
-from nest_experiments.analysis.report_html import VERDICT_CLASSES
 from nest_experiments.pytest_plugin import skip_or_fail
+from nest_experiments.reports.plot import plot_folder
+from nest_experiments.reports.report_html import VERDICT_CLASSES
 from nest_experiments.studies.nest.claims import PAPER_CLAIMS
 from tests.integration.cdp_page import chromium
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep

@@ -96,7 +96,7 @@ def test_plain_config_has_no_tls_and_mptcp_is_refused() -> None:
     assert conf["apps"]["http"]["servers"]["dash"]["protocols"] == ["h1"] and "tls" not in conf["apps"]
     assert "tls_connection_policies" not in conf["apps"]["http"]["servers"]["dash"]
     assert caddy.host_port("fd00::2", 8443) == "[fd00::2]:8443"
-    with pytest.raises(ValueError, match="mptcp"):
+    with pytest.raises(ConfigError, match="mptcp"):
         _conf("mptcp")
 
 

@@ -1,4 +1,4 @@
-"""The papers' claim maps (nest_experiments/analysis/claimmap.py): every declared claim quotes the paper, every
+"""The papers' claim maps (nest_experiments/reports/claimmap.py): every declared claim quotes the paper, every
 quoted finding has a claim or a reason, and docs/claims/ is what `claims map` generates."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.analysis import claimmap
 from nest_experiments.analysis.claims import Claim
 from nest_experiments.cli import main
 from nest_experiments.errors import ConfigError
+from nest_experiments.reports import claimmap
 from nest_experiments.studies import STUDIES
 
 PROJECT = Path(__file__).resolve().parents[2]

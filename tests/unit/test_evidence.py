@@ -1,4 +1,4 @@
-"""Committed evidence regenerates (nest_experiments/analysis/evidence.py).
+"""Committed evidence regenerates (nest_experiments/reports/evidence.py).
 
 - every evidence folder under evidence/: its claims.csv is what the evaluator gives on its sessions.csv, and
   ``plot`` on a copy of it writes the same claims.csv and report.md again;
@@ -20,12 +20,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import decisions, evidence, preregistration
+from nest_experiments.analysis import decisions, preregistration
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import FIDELITY
 from nest_experiments.cli import main
 from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
+from nest_experiments.reports import evidence
 from nest_experiments.resources import experiment_file, shipped_experiments
 from nest_experiments.runs.until_decided import committed_runs
 from nest_experiments.studies import STUDIES
@@ -296,7 +297,7 @@ def test_the_readme_rows_say_the_verdict_and_what_an_open_claim_needs() -> None:
 
 
 def evidence_row(row: dict[str, object]) -> list[str]:
-    from nest_experiments.analysis.evidence_report import claim_row
+    from nest_experiments.reports.evidence_report import claim_row
 
     return claim_row(row)
 

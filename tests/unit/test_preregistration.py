@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.analysis import evidence, preregistration
+from nest_experiments.analysis import preregistration
 from nest_experiments.analysis.claims import Claim
 from nest_experiments.cli import main
 from nest_experiments.errors import NestExpError
+from nest_experiments.reports import evidence
 from nest_experiments.studies import STUDIES
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"

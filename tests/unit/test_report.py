@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from nest_experiments.analysis import report, stats
-from nest_experiments.analysis.report_md import write_sweep_report
 from nest_experiments.cli import main
+from nest_experiments.reports.report_md import write_sweep_report
 from nest_experiments.studies import generic, nest, study_for
 from tests.unit.sweep_synth import ALL_FILES, RunSpec, make_run, make_sweep
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from nest_experiments.analysis import report, report_figures
 from nest_experiments.analysis.axes import AQM_COLORS
-from nest_experiments.analysis.report_md import write_sweep_report
+from nest_experiments.reports.report_md import write_sweep_report
 from tests.unit.sweep_synth import make_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

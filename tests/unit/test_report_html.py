@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from nest_experiments.analysis.plot import plot_folder
-from nest_experiments.analysis.report_html import VERDICT_CLASSES, short_point, to_html, write_report_html
+from nest_experiments.reports.plot import plot_folder
+from nest_experiments.reports.report_html import VERDICT_CLASSES, short_point, to_html, write_report_html
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep
 
 

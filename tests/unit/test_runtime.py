@@ -59,12 +59,11 @@ def test_a_failed_run_makes_the_exit_status_1_and_the_summary_counts_it() -> Non
 def test_a_vm_sweep_holds_the_host_s_emulation_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guest has its own /run (and lock): the host takes the machine's lock for the VM's whole sweep, so that
     no host emulation starts beside it; the sweep's host record goes to sweeps.jsonl."""
-    import argparse
-
     from nest_experiments.errors import NestExpError
     from nest_experiments.net import procs
     from nest_experiments.runs import launch, sweep_in_vm
     from nest_experiments.runs.phases import read_sweep_records
+    from nest_experiments.runs.request import RunRequest
 
     monkeypatch.setattr(procs, "STATE_DIR", tmp_path / "state")
     seen: list[str] = []
@@ -77,9 +76,9 @@ def test_a_vm_sweep_holds_the_host_s_emulation_lock(tmp_path: Path, monkeypatch:
         return 0
 
     monkeypatch.setattr(sweep_in_vm, "run_in_guest", fake_guest)
-    args = argparse.Namespace(experiment=None, reps=None, paper=False, set=[], only=[], no_plot=True)
-    runs = launch.load_runs(argparse.Namespace(experiment=None, paper=False, set=[], reps=None, only=[]))[1]
-    assert launch._run_in_vm(args, runs, tmp_path / "results") == 0
+    req = RunRequest(plot=False)
+    runs = launch.load_runs(RunRequest())[1]
+    assert launch._run_in_vm(req, runs, tmp_path / "results") == 0
     assert seen == ["run"]
     with procs.run_lock():  # released after the VM
         pass

@@ -17,11 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import decisions, evidence
+from nest_experiments.analysis import decisions
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.analysis.report_html import write_report_html
-from nest_experiments.analysis.report_md import write_sweep_report
 from nest_experiments.cli import main
+from nest_experiments.reports import evidence
+from nest_experiments.reports.report_html import write_report_html
+from nest_experiments.reports.report_md import write_sweep_report
 from nest_experiments.runs import launch
 from nest_experiments.runs.outcome import saturation_summary
 from tests.unit.sweep_synth import RunSpec, make_run, make_sweep

@@ -312,18 +312,19 @@ def test_a_pool_started_for_another_run_is_released(monkeypatch: pytest.MonkeyPa
 
 
 def test_only_takes_run_names_as_check_lists_them_with_or_without_the_experiment() -> None:
-    import argparse
+    from dataclasses import replace
 
     from nest_experiments.errors import NestExpError
     from nest_experiments.runs.launch import load_runs
+    from nest_experiments.runs.request import RunRequest
 
     root = Path(__file__).resolve().parents[2]
-    args = argparse.Namespace(experiment=root / "experiments" / "racing_firewall.toml", paper=False, set=[],
-                              reps=None, only=["racing_firewall/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",
-                                               "forward-dvl-0.25-pfifo-60_action-accept_racing-chromium_r1"])
-    _, runs = load_runs(args)
+    req = RunRequest(experiment=root / "experiments" / "racing_firewall.toml",
+                     only=("racing_firewall/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",
+                           "forward-dvl-0.25-pfifo-60_action-accept_racing-chromium_r1"))
+    _, runs = load_runs(req)
     assert sorted(r.name for r in runs) == ["forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",
                                             "forward-dvl-0.25-pfifo-60_action-accept_racing-chromium_r1"]
-    args.only = ["other_experiment/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1"]
+    req = replace(req, only=("other_experiment/forward-2mbit-pfifo-60_action-shape_racing-dynamic_r1",))
     with pytest.raises(NestExpError, match="--only: no run named other_experiment/"):
-        load_runs(args)
+        load_runs(req)

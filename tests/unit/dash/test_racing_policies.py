@@ -16,6 +16,7 @@ from nest_experiments.dash.racing import (
     h3_port,
     params_from,
 )
+from nest_experiments.errors import ConfigError
 
 ALT = 'h3=":443"; ma=86400'
 
@@ -449,13 +450,13 @@ def test_rows_carry_protocols_and_values() -> None:
 
 
 def test_unknown_policy_and_bad_params() -> None:
-    with pytest.raises(ValueError, match="racing policy 'edge'"):
+    with pytest.raises(ConfigError, match="racing policy 'edge'"):
         Racer(policy="edge")
-    with pytest.raises(ValueError, match="idle_timeout_s: must not be negative"):
+    with pytest.raises(ConfigError, match="idle_timeout_s: must not be negative"):
         RacingParams(idle_timeout_s=-1)
-    with pytest.raises(ValueError, match="min_probes"):
+    with pytest.raises(ConfigError, match="min_probes"):
         RacingParams(min_probes=11, probe_window=10)
-    with pytest.raises(ValueError, match="idle_timeout: unknown racing parameter"):
+    with pytest.raises(ConfigError, match="idle_timeout: unknown racing parameter"):
         params_from({"idle_timeout": 29})
     assert params_from({"probe_window": 5.0, "min_probes": 2}).probe_window == 5
 

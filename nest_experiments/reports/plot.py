@@ -1,12 +1,12 @@
 """PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
 
-On an evidence folder (``evidence.json``, :mod:`nest_experiments.analysis.evidence`), :func:`plot_folder` rebuilds
+On an evidence folder (``evidence.json``, :mod:`nest_experiments.reports.evidence`), :func:`plot_folder` rebuilds
 its claim table, report and figures from the committed tables alone.
 
 On an experiment (sweep) folder, :func:`plot_folder` also writes the sweep
-report (``report/report.md``, see :mod:`nest_experiments.analysis.report_md`), the files
+report (``report/report.md``, see :mod:`nest_experiments.reports.report_md`), the files
 its study adds beside it (:attr:`nest_experiments.studies.Study.outputs`) and, from all of them and the
-per-run PNGs, one self-contained ``report/report.html`` (:mod:`nest_experiments.analysis.report_html`).
+per-run PNGs, one self-contained ``report/report.html`` (:mod:`nest_experiments.reports.report_html`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
     A sweep folder whose runs all failed still gets its report (which lists
     them); a single run folder that did not complete is an error.
     """
-    from nest_experiments.analysis import evidence
+    from nest_experiments.reports import evidence
 
     if evidence.is_evidence(folder):  # committed evidence: the claim table and report from its tables alone
         return evidence.rebuild(folder)
@@ -44,8 +44,8 @@ def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) ->
         for run_dir in runs:
             out += plot_run(run_dir)
     if sweep and report:
-        from nest_experiments.analysis.report_html import write_report_html
-        from nest_experiments.analysis.report_md import REPORT_DIR, write_sweep_report
+        from nest_experiments.reports.report_html import write_report_html
+        from nest_experiments.reports.report_md import REPORT_DIR, write_sweep_report
         from nest_experiments.studies import study_for
 
         out += write_sweep_report(folder)

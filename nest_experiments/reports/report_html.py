@@ -1,7 +1,7 @@
 """The sweep report as one self-contained HTML file: ``<sweep>/report/report.html``.
 
 ``plot`` writes it after ``report.md``, ``claims.csv`` and the study's own
-files (:func:`nest_experiments.analysis.plot.plot_folder`), from those files
+files (:func:`nest_experiments.reports.plot.plot_folder`), from those files
 and the run folders alone:
 
 - the sweep report (``report.md``) converted to HTML (Python-Markdown, its
@@ -301,7 +301,7 @@ def write_report_html(folder: Path, report_dir: Path, *, study_files: Sequence[P
                       figures: Callable[[Path], Sequence[Path]] = run_pngs) -> Path:
     """``report_dir/report.html`` from ``report_dir``'s report.md and claims.csv, the run folders of ``folder``
     and the study's files (its ``.md`` files are converted; the rest are inlined where they are figures)."""
-    from nest_experiments.analysis.report_md import CLAIMS_CSV, REPORT_MD
+    from nest_experiments.reports.report_md import CLAIMS_CSV, REPORT_MD
 
     report_md = report_dir / REPORT_MD
     text = report_md.read_text() if report_md.exists() else f"# Sweep report: {folder.name}\n\nNo report.md.\n"

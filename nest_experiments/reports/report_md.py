@@ -163,7 +163,7 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
 
 
 def saturation_paragraph(saturation: decisions.Saturation, *, where: str = WARNINGS_HEADING) -> str:
-    """A report's first paragraph: :meth:`.decisions.Saturation.headline` in bold (the line that ends ``run``) and,
+    """A report's first paragraph: :meth:`nest_experiments.analysis.decisions.Saturation.headline` in bold (the line that ends ``run``) and,
     when some session was saturated, the section (``where``) that lists the saturated runs and by which rule."""
     listed = f" The saturated runs, and by which rule: \"{where}\" below." if saturation.saturated else ""
     return f"**{saturation.headline()}.**{listed}"

@@ -238,7 +238,7 @@ def render(folder: Path, manifest: Any, verdicts: Sequence[Verdict], sessions: p
            runs: Sequence[Mapping[str, Any]], figures: Sequence[Path]) -> str:
     """The evidence folder's ``report.md`` (deterministic: no paths outside the folder, no clock); its first line
     after the title says how many sessions were CPU-saturated and what that leaves the claims."""
-    from nest_experiments.analysis.report_md import saturation_paragraph, verdicts_section
+    from nest_experiments.reports.report_md import saturation_paragraph, verdicts_section
 
     study = STUDIES[manifest.study]
     sequential = (folder / decisions.SEQUENTIAL_FILE).exists()

@@ -6,8 +6,8 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
   came from, the cell columns of ``sessions.csv``, and a summary of the machine and runtime (runtimes, kernels,
   clocksources, accelerators, the versions every run shared, runs and saturated runs, first start and last end);
   the file that makes a folder an evidence folder;
-- ``sessions.csv``: the study's per-session table (:func:`.decisions.session_table`), what the claims are judged on;
-- ``claims.csv``: the claims judged on ``sessions.csv`` (:func:`.decisions.judge_sweep`; the replay of the looks
+- ``sessions.csv``: the study's per-session table (:func:`nest_experiments.analysis.decisions.session_table`), what the claims are judged on;
+- ``claims.csv``: the claims judged on ``sessions.csv`` (:func:`nest_experiments.analysis.decisions.judge_sweep`; the replay of the looks
   when ``sequential.json`` is there);
 - ``sequential.json``: the looks of ``run --until-decided`` (copied from the sweep);
 - ``runs.json``: per run folder its status, runtime, kernel, clocksource, accelerator, start, CPU-saturated 1 s
@@ -23,7 +23,7 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
   alone: the claim table, sessions per cell, saturated sessions, the command, the machine, the figures.
 
 A sweep that went on from an evidence folder (``run --until-decided --continue-from evidence/<name>``:
-:func:`adopt` copies it into the sweep folder, :data:`.decisions.PRIOR_DIR`) exports as one folder: the sessions,
+:func:`adopt` copies it into the sweep folder, :data:`nest_experiments.analysis.decisions.PRIOR_DIR`) exports as one folder: the sessions,
 ``runs.json``, the tables and ``sweeps.jsonl`` are the committed ones followed by the new runs', ``evidence.json`` keeps the earlier
 commands (``earlier``), and the earlier sweep report moves to ``sweep_report/earlier/`` (without its HTML, which
 only the run folders could regenerate).
@@ -136,7 +136,7 @@ def committed_sessions(folder: Path, experiment: str) -> pd.DataFrame:
 
 def adopt(folder: Path, sweep: Path) -> None:
     """Copy the evidence folder ``folder`` into the results sweep folder ``sweep`` as the sessions it goes on from
-    (:data:`.decisions.PRIOR_DIR`). Again with the same evidence (a resume): nothing to do. A sweep that already goes
+    (:data:`nest_experiments.analysis.decisions.PRIOR_DIR`). Again with the same evidence (a resume): nothing to do. A sweep that already goes
     on from other evidence, or has run folders of its own, is refused: their sessions would mix."""
     prior = sweep / decisions.PRIOR_DIR
     if is_evidence(prior):
@@ -213,7 +213,7 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
 
 def cell_columns(sessions: pd.DataFrame) -> list[str]:
     """The study's cell columns of a session table: those between ``runtime`` and ``saturated``
-    (:func:`.decisions.session_table`'s layout)."""
+    (:func:`nest_experiments.analysis.decisions.session_table`'s layout)."""
     cols = list(sessions.columns)
     if "runtime" not in cols or "saturated" not in cols:
         return []
@@ -286,7 +286,7 @@ def _copy_sweep_report(sweep: Path, out: Path, *, earlier: Path | None = None) -
     """The report ``plot`` wrote in the sweep folder, into ``out`` (an HTML page over :data:`MAX_HTML_BYTES` left
     out); with ``earlier`` (the sweep report of the evidence the sweep went on from) that one into
     ``out/earlier/``, its HTML left out. Returns the files copied and, per file left out, why."""
-    from nest_experiments.analysis.report_md import REPORT_DIR
+    from nest_experiments.reports.report_md import REPORT_DIR
 
     src = sweep / REPORT_DIR
     if earlier is not None:
@@ -335,7 +335,7 @@ def verdicts(folder: Path, manifest: Manifest | None = None) -> list[Verdict]:
 def rebuild(folder: Path) -> list[Path]:
     """``claims.csv``, ``report.md`` and the figures of the evidence folder ``folder``, from its committed tables
     alone (what ``plot evidence/<name>`` runs)."""
-    from nest_experiments.analysis.evidence_report import claims_figure, render
+    from nest_experiments.reports.evidence_report import claims_figure, render
 
     manifest = read_manifest(folder)
     if not (folder / SESSIONS).is_file():
@@ -372,7 +372,7 @@ def readme_table(root: Path, kind: str = PAPER) -> str:
     (each study with claims, in :data:`STUDIES` order), each claim of each of its evidence folders: the paper's
     number, ours (effect and CI), the level it was judged at, n, verdict; then each of its claims no folder judges,
     saying so and naming the experiment that would (:func:`unjudged`)."""
-    from nest_experiments.analysis.evidence_report import claim_cells, claim_row
+    from nest_experiments.reports.evidence_report import claim_cells, claim_row
 
     by_study = _folders_by_study(root)
     lines = ["| paper | evidence | claim | paper's number | ours: effect [CI] | level (Holm, look) | n | verdict |",
@@ -427,7 +427,7 @@ def verdict_counts(root: Path, kind: str = PAPER) -> dict[str, Counter[str]]:
 def counts_table(root: Path) -> str:
     """Per paper: its statements (the claim map), its claims, and their verdicts; the fidelity checks on a line
     of their own."""
-    from nest_experiments.analysis import claimmap
+    from nest_experiments.reports import claimmap
 
     heads = [*VERDICT_ORDER, NO_EVIDENCE, POST_HOC]
     lines = ["| paper | statements: declared / not testable / not declared | claims | " + " | ".join(heads) + " |",
