@@ -105,8 +105,8 @@ def test_bad_rows_name_their_key(row: dict[str, Any], where: str, words: str) ->
 
 def test_a_sweep_report_and_its_evidence_draw_the_design_table(tmp_path: Path) -> None:
     from nest_experiments.analysis import design_table
-    from nest_experiments.analysis.evidence import export
-    from nest_experiments.analysis.plot import plot_folder
+    from nest_experiments.reports.evidence import export
+    from nest_experiments.reports.plot import plot_folder
     from tests.unit.sweep_synth import make_sweep
 
     root = make_sweep(tmp_path / "sweep", reps=2, targets=(5,))
