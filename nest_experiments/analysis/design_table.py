@@ -8,12 +8,13 @@ folder as ``design.json`` (:data:`DESIGN_FILE`), drawn as one Markdown table.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nest_experiments.analysis import markdown as md
-from nest_experiments.config.design import DesignLine, lines
+from nest_experiments.config.design import DesignLine, departs, lines
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import RunFolder, write_atomic
 
@@ -28,25 +29,42 @@ def records(found: Sequence[DesignLine]) -> list[dict[str, Any]]:
              "claims": list(d.row.claims)} for d in found]
 
 
-def of_run(run_dir: Path) -> list[dict[str, Any]]:
-    """The design records of one run (its ``config.toml``); none when it has no ``[[design]]`` rows or no config."""
+def _lines_of(run_dir: Path) -> list[DesignLine]:
     try:
         raw = RunFolder(run_dir).config()
     except (OSError, ValueError):
         return []
     try:
-        return records(lines(raw))
+        return lines(raw)
     except ConfigError:  # a folder written by an older version whose rows no longer read
         return []
 
 
+def of_run(run_dir: Path) -> list[dict[str, Any]]:
+    """The design records of one run (its ``config.toml``); none when it has no ``[[design]]`` rows or no config."""
+    return records(_lines_of(run_dir))
+
+
 def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
-    """The design of a sweep: its first run's with rows (every run of a sweep has the same file)."""
+    """The design of a sweep: each row with ours over all its runs (a swept key's run has one value of the axis:
+    the sweep's ours is every value its runs had, in order), and whether that departs from the paper."""
+    merged: list[DesignLine] = []
+    seen: list[list[Any]] = []
     for run_dir in runs:
-        found = of_run(run_dir)
-        if found:
-            return found
-    return []
+        found = _lines_of(run_dir)
+        if not found:
+            continue
+        if not merged:
+            merged, seen = list(found), [[] for _ in found]
+        for i, line in enumerate(found[:len(merged)]):
+            for v in line.ours if isinstance(line.ours, list) else [line.ours]:
+                if v not in seen[i]:
+                    seen[i].append(v)
+    out = []
+    for line, values in zip(merged, seen, strict=True):
+        ours = values[0] if len(values) == 1 and not isinstance(line.ours, list) else values
+        out.append(replace(line, ours=ours, departs=line.row.stated and departs(line.row.paper, ours)))
+    return records(out)
 
 
 def write(folder: Path, found: Sequence[Mapping[str, Any]]) -> Path:

@@ -114,16 +114,19 @@ def test_a_sweep_report_and_its_evidence_draw_the_design_table(tmp_path: Path) -
     rows = "\n".join(f"[[design]]\n{line}" for line in (
         'item = "video clip"\npaper = "184s"\nsource = "Sec. III-C"\nkey = "experiment.duration"\n'
         'why = "a quick look"\neffect = "start-up weighs more"\nclaims = ["video_bitrate"]',
-        'item = "base RTT"\npaper = "not stated"\nours = "20ms"\nwhy = "Fig. 1 gives none"'))
+        'item = "base RTT"\npaper = "not stated"\nours = "20ms"\nwhy = "Fig. 1 gives none"',
+        'item = "AQM"\npaper = ["pie", "fq_pie"]\nsource = "Sec. III-D"\nkey = "links.bn1.forward.qdisc.kind"'))
     for run in sorted(p for p in root.iterdir() if (p / "config.toml").exists()):
         (run / "config.toml").write_text((run / "config.toml").read_text() + "\n" + rows + "\n")
     assert raw["design"]  # (the shipped default has its own; the synthetic sweep gets two rows)
     plot_folder(root, run_plots=False)
     report = (root / "report" / "report.md").read_text()
     assert design_table.HEADING in report
-    assert "1 of 2 items depart from the paper's design in these runs: video clip." in report
+    # a swept key: each run has one AQM, the sweep both (the paper's two): no departure
+    assert "1 of 3 items depart from the paper's design in these runs: video clip." in report
+    assert "| AQM | pie, fq_pie | " in report or "| AQM | pie, fq_pie | fq_pie, pie |" in report
     assert "| **video clip** | 184s | 30s | a quick look | start-up weighs more (video_bitrate) | Sec. III-C |" in report
     out = tmp_path / "evidence"
     export(root, out, command="run")
-    assert [r["item"] for r in design_table.read(out)] == ["video clip", "base RTT"]
+    assert [r["item"] for r in design_table.read(out)] == ["video clip", "base RTT", "AQM"]
     assert "| **video clip** | 184s | 30s |" in (out / "report.md").read_text()
