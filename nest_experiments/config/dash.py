@@ -48,7 +48,7 @@ class DashApp(AppConfig):
     mptcp_subflows: int = 2
     # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
     mptcp_add_addr_timeout_s: int | None = None
-    http_server: str = "nest"  # the origin's software: "nest" (dash/server.py) or "caddy"
+    http_server: str = "nest"  # the origin's software: "nest" (dash/origin/server.py) or "caddy"
     h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
     player: str = "nest"  # dash.players.PLAYERS: ours, dash.js in headless Chromium, GPAC
     media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)

@@ -11,8 +11,10 @@ import nest_experiments
 
 PACKAGE = Path(nest_experiments.__file__).resolve().parent
 SYSTEM = ("net", "vm", "apps", "collectors", "runs", "pytest_plugin", "cli")  # what touches the system, or runs it
-PURE = ("errors", "units", "rundir", "resources", "results", "config", "parsers", "analysis", "studies")
+PURE = ("errors", "units", "rundir", "resources", "results", "config", "parsers", "analysis", "studies", "dash.core",
+        "training")
 ABOVE_NET = ("apps", "collectors", "runs", "analysis", "studies", "dash", "vm", "pytest_plugin", "cli")
+NOT_FROM_DASH = ("net", "vm", "apps", "collectors", "runs", "analysis", "studies", "training")  # what dash imports none of
 STUDIES = ("nest", "abr_quic", "under_hood", "h2quic", "racing", "generic")
 ROOT = {"__init__", "__main__", "cli", "errors", "units", "rundir", "resources", "results", "pytest_plugin"}
 
@@ -59,6 +61,13 @@ def test_net_imports_nothing_above_it() -> None:
     assert _violations(("net",), ABOVE_NET) == []
 
 
+def test_dash_imports_nothing_of_the_system_side_the_analysis_or_training() -> None:
+    assert _violations(("dash",), NOT_FROM_DASH) == []
+    assert _violations(("dash.content",), ("dash.core", "dash.http", "dash.origin", "dash.players")) == []
+    assert _violations(("dash.core",), ("dash.http", "dash.origin", "dash.players")) == []
+    assert _violations(("dash.http",), ("dash.origin", "dash.players")) == []
+
+
 def test_no_study_imports_another() -> None:
     def study(m: str) -> str | None:
         return next((s for s in STUDIES if _under(m, (f"studies.{s}",))), None)
@@ -90,7 +99,8 @@ def test_the_package_root_holds_only_the_entry_points() -> None:
 def test_the_rules_see_the_modules_they_judge() -> None:
     """A rule over no module would pass for nothing: the graph has the modules and edges the rules are about."""
     assert {"nest_experiments.analysis.report", "nest_experiments.studies.racing.sessions",
-            "nest_experiments.net.network", "nest_experiments.runs.runner", "nest_experiments.config.sweep"} <= set(GRAPH)
+            "nest_experiments.net.network", "nest_experiments.runs.runner", "nest_experiments.config.sweep",
+            "nest_experiments.dash.core.player", "nest_experiments.training.sim"} <= set(GRAPH)
     assert "nest_experiments.rundir" in GRAPH["nest_experiments.collectors.cpu"]
     assert "nest_experiments.net.network" in GRAPH["nest_experiments.runs.runner"]
     assert _violations(("runs",), ("net",))  # the orchestration does use the seam: the check can see such edges

@@ -11,34 +11,46 @@ from nest_experiments.dash.core.records import ABANDON, DecisionRow, SegmentRow
 
 @dataclass(frozen=True, kw_only=True)
 class PlaybackStarted:
+    """Playback began (every stream held its start threshold), ``startup_delay_s`` after the session's start."""
+
     t: float
     startup_delay_s: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class StallStarted:
+    """A stream's buffer ran empty before the end: playback stopped."""
+
     t: float
     stream: str  # the stream whose buffer ran empty
 
 
 @dataclass(frozen=True, kw_only=True)
 class StallEnded:
+    """Playback resumed after a stall of ``duration_s``."""
+
     t: float
     duration_s: float
 
 
 @dataclass(frozen=True, kw_only=True)
 class SegmentReceived:
+    """A media segment arrived (its ``segments.csv`` row)."""
+
     row: SegmentRow
 
 
 @dataclass(frozen=True, kw_only=True)
 class LevelChosen:
+    """A segment's level was chosen (its ``abr_decisions.csv`` row: by which rule, on what buffer and estimate)."""
+
     row: DecisionRow
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlaybackEnded:
+    """The session is over (``reason``: "ended" or why it stopped: the duration limit, "terminated", ...)."""
+
     t: float
     reason: str
 

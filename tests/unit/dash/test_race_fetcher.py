@@ -1,4 +1,4 @@
-"""The race transport's glue (dash/race.py) over fake connections: who serves, what racing.csv says.
+"""The race transport's glue (dash/http/race.py) over fake connections: who serves, what racing.csv says.
 
 The fakes connect after a set time or fail; requests answer at once, or fail
 (a QUIC stall). Times are real but short (tens of ms).
