@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.dash import media  # noqa: E402
-from nest_experiments.dash.abr import AbrAlgorithm, PlayerState, Sample, create_abr  # noqa: E402
+from nest_experiments.dash.content import media  # noqa: E402
+from nest_experiments.dash.core.abr.base import AbrAlgorithm, PlayerState, Sample  # noqa: E402
+from nest_experiments.dash.core.abr.registry import create_abr  # noqa: E402
 
 SEGMENTS = 48
 SEGMENT_S = 4.0

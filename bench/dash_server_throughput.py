@@ -1,6 +1,6 @@
 """DASH server and client throughput per CPU second, unshaped loopback in a private namespace.
 
-For each transport the server (``nest_experiments.dash.server``, or Caddy with
+For each transport the server (``nest_experiments.dash.origin.server``, or Caddy with
 ``--servers caddy``) and the fetcher CLI run in a fresh namespace ``nxt<hex>``;
 the client fetches one object repeatedly until ``--total-mb`` have moved.
 Over h3 every client of ``--h3-clients`` is measured against every server:
@@ -71,7 +71,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_server(ns: str, root: Path, kind: str, work: Path) -> tuple[subprocess.Popen[str], int]:
-    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.server",
+    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.origin.server",
            "--root", str(root), "--bind", "127.0.0.1", f"--port-{kind}", "0",
            "--quic-max-datagram", str(DATAGRAM), "--ca-out", str(work / "ca.pem")]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -85,7 +85,7 @@ def start_server(ns: str, root: Path, kind: str, work: Path) -> tuple[subprocess
 
 def start_caddy(ns: str, root: Path, kind: str, work: Path) -> tuple[subprocess.Popen[str], int]:
     """Caddy as the DASH app runs it (same configuration, one Go thread); ``ip netns exec`` and ``env`` exec it."""
-    from nest_experiments.dash import caddy, certs
+    from nest_experiments.dash.origin import caddy, certs
 
     files = certs.write_certs(work, ["127.0.0.1"])
     (work / "ca.pem").write_bytes(files.ca.read_bytes())
@@ -115,7 +115,7 @@ def fetch(ns: str, kind: str, port: int, repeat: int, client: str, ca: Path) -> 
     if client == "curl_cffi":
         argv = [str(Path(__file__).resolve()), "--curl-fetch", f"https://127.0.0.1:{port}/object.bin"]
     else:
-        argv = ["-m", "nest_experiments.dash.transports", "--kind", kind, "--host", "127.0.0.1", "--port", str(port),
+        argv = ["-m", "nest_experiments.dash.http.transports", "--kind", kind, "--host", "127.0.0.1", "--port", str(port),
                 "--get", "video=/object.bin", "--quic-max-datagram", str(DATAGRAM)]
         argv += ["--h3-client", client] if kind == "h3" else []
     cmd = ["ip", "netns", "exec", ns, sys.executable, *argv, "--repeat", str(repeat), "--ca", str(ca)]

@@ -4,7 +4,7 @@
                                             [--source VIDEO] [--max-height 360]
 
 Encodes into a temporary folder (not the cache), with the settings of
-``nest_experiments.dash.encode`` (every ffmpeg under ``nice -n 19``), and
+``nest_experiments.dash.content.encode`` (every ffmpeg under ``nice -n 19``), and
 prints one line per level: ladder rate, measured mean rate (media segment
 bytes over the clip), their ratio, whether it is within 10 %, and the wall
 seconds of that level's ffmpeg; then the packaging time and the total. Exit
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nest_experiments.dash import encode, media
+from nest_experiments.dash.content import encode, media
 
 
 def main() -> int:

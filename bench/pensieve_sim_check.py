@@ -11,7 +11,7 @@ The host has no netem: no added delay (the study's 80 ms RTT needs the VM;
 ``--runtime vm`` with ``--rtt 0.08`` and a ``delay`` in the file would test
 that).
 
-Simulation (``nest_experiments/dash/learned/sim.py``) of what the emulation
+Simulation (``nest_experiments/training/sim.py``) of what the emulation
 has: the same trace from the time the player's first video request went out
 (the trace starts at the run's t = 0), a 0.1 s grid, an RTT of ``--rtt``
 (default 2 ms: veth and HTB without netem), payload 1448/1514 of the HTB
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nest_experiments.config import traces  # noqa: E402
-from nest_experiments.dash import qoe  # noqa: E402
-from nest_experiments.dash.learned import sim  # noqa: E402
-from nest_experiments.dash.records import SegmentRow  # noqa: E402
+from nest_experiments.dash.core import qoe  # noqa: E402
+from nest_experiments.dash.core.records import SegmentRow  # noqa: E402
 from nest_experiments.rundir import MANIFEST, RunFolder, run_dirs  # noqa: E402
+from nest_experiments.training import sim  # noqa: E402
 from nest_experiments.units import parse_time  # noqa: E402
 
 BITRATE_TOLERANCE = (0.85, 1.15)

@@ -4,14 +4,14 @@
         [--iterations 15000] [--batch 64] [--seed 1] [--out FILE.npz] [--curve FILE.png]
     .venv/bin/python bench/pensieve_train.py --compare-only [--weights FILE.npz]
 
-Training (``nest_experiments/dash/learned/train.py``, numpy only) plays
+Training (``nest_experiments/training/train.py``, numpy only) plays
 ``--batch`` simulated sessions per iteration on the built-in trace families
 (fcc and hsdpa seeds 1000-1399, the fixed patterns dh, dl, dvl, h2eval from
 random starts), the ``abr_quic_tcp`` ladder, the study's player (max
 buffer 12 s, threshold 1 s) and link model (80 ms RTT, 0.95 payload,
-128 kbit/s audio: ``nest_experiments/dash/learned/sim.py``). It writes the
+128 kbit/s audio: ``nest_experiments/training/sim.py``). It writes the
 weights (``--out``; the shipped policy is
-``nest_experiments/dash/learned/pensieve.npz``) and the learning curve
+``nest_experiments/dash/core/abr/pensieve.npz``) and the learning curve
 (``--curve``: the training batches' mean QoE and the greedy policy's mean
 QoE on 40 validation sessions (fcc and hsdpa seeds 3000-3015, each pattern
 from 2 starts) every ``--eval-every`` iterations, with the rule-based ABRs'
@@ -44,8 +44,8 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nest_experiments.dash.learned import policy as learned  # noqa: E402
-from nest_experiments.dash.learned import sim, train  # noqa: E402
+from nest_experiments.dash.core.abr import pensieve_policy as learned  # noqa: E402
+from nest_experiments.training import sim, train  # noqa: E402
 
 BASELINES = ("bba", "bola", "mpc_fast", "mpc_robust", "throughput", "dynamic")
 CURVE_BASELINES = ("bba", "bola", "mpc_fast")

@@ -1,7 +1,7 @@
 """DASH player (and server) CPU seconds per minute of media, per transport, through a 5 Mbit/s bottleneck.
 
-For each transport the server (``nest_experiments.dash.server``) runs on ``s1``
-and the player (``nest_experiments.dash.client``) on ``h1`` of the dumbbell,
+For each transport the server (``nest_experiments.dash.origin.server``) runs on ``s1``
+and the player (``nest_experiments.dash.players.client``) on ``h1`` of the dumbbell,
 whose bottleneck is an HTB link of ``--rate`` (default 5 Mbit/s) both ways.
 Every transport streams the same content: ``--clip`` seconds of the
 ``abr_quic_tcp`` ladder pinned to one video level (``--video-kbps``, default
@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nest_experiments.config import parse_experiment
-from nest_experiments.dash import media
+from nest_experiments.dash.content import media
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, new_prefix, popen_in_ns, run_lock, stop
 
@@ -95,7 +95,7 @@ def python_in(net: Network, node: str, argv: list[str], *, stdout: int, err: Pat
 
 
 def start_server(net: Network, root: Path, kind: str, work: Path, t0: float) -> tuple[subprocess.Popen[bytes], int]:
-    argv = ["nest_experiments.dash.server", "--root", str(root), "--bind", net.addr("s1"), f"--port-{kind}", "0",
+    argv = ["nest_experiments.dash.origin.server", "--root", str(root), "--bind", net.addr("s1"), f"--port-{kind}", "0",
             "--t0", repr(t0), "--ca-out", str(work / f"{kind}.ca.pem")]
     proc = python_in(net, "s1", argv, stdout=subprocess.PIPE, err=work / f"{kind}.server.err")
     assert proc.stdout is not None
@@ -109,7 +109,7 @@ def start_server(net: Network, root: Path, kind: str, work: Path, t0: float) -> 
 
 def start_caddy(net: Network, root: Path, kind: str, work: Path) -> tuple[subprocess.Popen[bytes], int]:
     """Caddy on s1 as the DASH app configures it; ``ip netns exec`` and ``env`` exec it: the pid is Caddy's."""
-    from nest_experiments.dash import caddy, certs
+    from nest_experiments.dash.origin import caddy, certs
 
     home = work / f"{kind}.caddy"
     home.mkdir()
@@ -136,7 +136,7 @@ def start_caddy(net: Network, root: Path, kind: str, work: Path) -> tuple[subpro
 def play(net: Network, mpd: Path, kind: str, port: int, work: Path, t0: float, clip_s: float,
          h3_client: str) -> tuple[int, float, float]:
     """Run the player to the end; return (exit code, its CPU seconds, of which in the kernel), children included."""
-    argv = ["nest_experiments.dash.client", "--server", net.addr("s1"), "--port", str(port), "--transport", kind,
+    argv = ["nest_experiments.dash.players.client", "--server", net.addr("s1"), "--port", str(port), "--transport", kind,
             "--mpd", f"/{mpd.name}", "--abr", "grate", "--abr-audio", "grate", "--t0", repr(t0),
             "--out", str(work / f"{kind}.client"), "--max-duration", f"{clip_s + 60:g}", "--h3-client", h3_client]
     if kind in ("h2", "h3"):

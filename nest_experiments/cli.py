@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                                                  "host hands them over (runs.blocks_in_vm)")
     blocks.add_argument("inbox", type=Path, help="the folder the host writes block commands into")
     try:
-        from nest_experiments.dash.cli import add_media_parser
+        from nest_experiments.dash.content.cli import add_media_parser
     except ImportError:
         pass
     else:

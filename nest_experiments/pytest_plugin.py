@@ -86,7 +86,7 @@ def skip_or_fail(reason: str) -> NoReturn:
 def require_quicgo(client: str) -> None:
     """For an ``h3_client``: quic-go's fetcher must be built (setup.sh does, with Go >= 1.26); else skip (strict: fail)."""
     if client == "quic-go":
-        from nest_experiments.dash.quicgo import binary
+        from nest_experiments.dash.http.quicgo import binary
         from nest_experiments.errors import MissingToolError
 
         try:

@@ -19,8 +19,8 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nest_experiments.dash.racing_log import RacingRow
-    from nest_experiments.dash.records import SegmentRow
+    from nest_experiments.dash.core.racing_log import RacingRow
+    from nest_experiments.dash.core.records import SegmentRow
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")
@@ -284,13 +284,13 @@ class RunFolder:
 
     def segments(self) -> list[SegmentRow]:
         """``segments.csv`` as the player's rows (raises OSError without it)."""
-        from nest_experiments.dash.records import read_segments
+        from nest_experiments.dash.core.records import read_segments
 
         return read_segments(self.path / SEGMENTS)
 
     def racing(self) -> list[RacingRow]:
         """``racing.csv``'s events (none without the file)."""
-        from nest_experiments.dash.racing_log import read_racing
+        from nest_experiments.dash.core.racing_log import read_racing
 
         return read_racing(self.path / RACING) if self.has(RACING) else []
 

@@ -1,6 +1,6 @@
 // nest-h3get: the DASH player's HTTP/3 fetcher on quic-go.
 //
-// The player (nest_experiments.dash.quicgo) starts it in the client's
+// The player (nest_experiments.dash.http.quicgo) starts it in the client's
 // namespace, with the origin on the command line. It opens one QUIC
 // connection at once, then prints {"ready": ...} (or {"error": ...} and exits
 // 1). Requests arrive on stdin, one per line: "ID PATH KEEP" (KEEP -1: return

@@ -13,7 +13,7 @@ study adds (its figure numbers, which checks, its claims) lives in
   key ending in ``qdisc.kind``; without one, the non-FIFO qdisc of the run's egresses in ``links.json``) at
   each target (every key ending in ``qdisc.target``).
 - A *cell* is (context, at, compared): the repetitions of one point.
-- DASH metrics per stream come from :func:`nest_experiments.dash.qoe.summarize`
+- DASH metrics per stream come from :func:`nest_experiments.dash.core.qoe.summarize`
   on ``segments.csv`` (the figures the player writes to ``qoe.json``), among
   them the response latency (TTFB: ``t_first_byte - t_request``) and the QoE of
   the ABR paper's eq. (1) (per stream with its own stalls, and the session's sum); queue delays are means over the steady window

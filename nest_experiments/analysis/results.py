@@ -17,7 +17,7 @@ window, the AQM egresses, the DASH metrics, the queue delays) are the ones the r
 the network.
 
 - A run's *point* (its swept keys, without the repetition) is flattened to dotted keys.
-- DASH metrics per stream come from :func:`nest_experiments.dash.qoe.summarize` on ``segments.csv``; queue delays
+- DASH metrics per stream come from :func:`nest_experiments.dash.core.qoe.summarize` on ``segments.csv``; queue delays
   are means over the steady window (:func:`steady_window`) of the kernel's ``delay_ms`` (``qdisc.csv``) and of each
   measured method (``qdelay.csv``) on every egress that carries the run's AQM.
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from nest_experiments.dash import qoe
+from nest_experiments.dash.core import qoe
 from nest_experiments.rundir import (
     ACCESS,
     CPU,

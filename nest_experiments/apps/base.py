@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from nest_experiments.config import AppConfig
-from nest_experiments.dash import caddy, certs
+from nest_experiments.dash.origin import caddy, certs
 from nest_experiments.errors import RunError
 from nest_experiments.net.network import Network
 from nest_experiments.net.procs import popen_in_ns, stop, wait_exited
@@ -28,7 +28,7 @@ from nest_experiments.net.sockets import is_listening
 from nest_experiments.net.warm import WarmPool
 from nest_experiments.rundir import write_json
 
-SERVER_MODULE = "nest_experiments.dash.server"  # our HTTP server (DASH and objects apps), run as python -m
+SERVER_MODULE = "nest_experiments.dash.origin.server"  # our HTTP server (DASH and objects apps), run as python -m
 
 
 class App(abc.ABC):
@@ -118,7 +118,7 @@ class App(abc.ABC):
         return proc
 
     def start_caddy(self, *, node: str, root: Path, transport: str, ca: Path, port: int = caddy.PORT) -> None:
-        """Caddy serving ``root`` on ``node``'s ``port`` (:func:`nest_experiments.dash.caddy.config`), ready (TCP,
+        """Caddy serving ``root`` on ``node``'s ``port`` (:func:`nest_experiments.dash.origin.caddy.config`), ready (TCP,
         and UDP where it serves h3) when this returns.
 
         Its configuration, certificates, home and storage lie in a private temporary folder of the run; its

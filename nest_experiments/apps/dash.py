@@ -2,10 +2,10 @@
 
 ``prepare()`` generates (or reuses) the media, configures MPTCP when the
 transport is ``mptcp``, and starts the origin on the server node: our
-:mod:`nest_experiments.dash.server` (``http_server = "nest"``) or Caddy
-(``"caddy"``: quic-go for h3, configured by :mod:`nest_experiments.dash.caddy`,
+:mod:`nest_experiments.dash.origin.server` (``http_server = "nest"``) or Caddy
+(``"caddy"``: quic-go for h3, configured by :mod:`nest_experiments.dash.origin.caddy`,
 its JSON access log read by :mod:`nest_experiments.parsers.caddy`);
-``start()`` runs :mod:`nest_experiments.dash.client` on the client
+``start()`` runs :mod:`nest_experiments.dash.players.client` on the client
 node; ``finish()`` waits for the player and reads what it wrote. Raw files
 (server access log and stdout/stderr, the client's own CSVs) stay in
 ``raw/``. The server starts in ``prepare()``, before the run's t = 0 is
@@ -38,13 +38,16 @@ from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
 from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
 from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
-from nest_experiments.dash import caddy, encode, media, players, quicgo
-from nest_experiments.dash.playerargs import PlayerArgs
-from nest_experiments.dash.racing_log import RACING_FIELDS
-from nest_experiments.dash.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
-from nest_experiments.dash.records import DECISION_FIELDS, SEGMENT_FIELDS
+from nest_experiments.dash import players
+from nest_experiments.dash.content import encode, media
+from nest_experiments.dash.core.racing_log import RACING_FIELDS
+from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
+from nest_experiments.dash.core.records import DECISION_FIELDS, SEGMENT_FIELDS
+from nest_experiments.dash.http import quicgo
+from nest_experiments.dash.origin import caddy
+from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import RunError
-from nest_experiments.net import mptcp
+from nest_experiments.net import mptcp, sockets
 from nest_experiments.parsers import caddy as caddy_log
 from nest_experiments.rundir import write_json
 
@@ -55,8 +58,8 @@ ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
 SUBFLOW_INTERVAL_S = {False: 1.0, True: 5.0}  # by App.in_vm
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 OUR_PORTS = (20000, 29999)  # our server's port: fixed per app name (the player is started before the server listens)
-CLIENT_MODULES = {"nest": "nest_experiments.dash.client", "dashjs": "nest_experiments.dash.browser",
-                  "firefox": "nest_experiments.dash.firefoxplayer", "gpac": "nest_experiments.dash.gpacplayer"}
+CLIENT_MODULES = {"nest": "nest_experiments.dash.players.client", "dashjs": "nest_experiments.dash.players.browser",
+                  "firefox": "nest_experiments.dash.players.firefoxplayer", "gpac": "nest_experiments.dash.players.gpacplayer"}
 
 
 def server_port(app: str) -> int:
@@ -121,7 +124,7 @@ class Dash(App):
         self.when_ready(self._await_server)
 
     def _spawn_server(self) -> None:
-        """Our server (:mod:`nest_experiments.dash.server`) on a fixed port of its namespace (:func:`server_port`);
+        """Our server (:mod:`nest_experiments.dash.origin.server`) on a fixed port of its namespace (:func:`server_port`);
         :meth:`_await_server` waits until it says it listens."""
         c = self.cfg
         # MPTCP joins may target any of the server's addresses: listen on all of them
@@ -223,10 +226,11 @@ class Dash(App):
                           ca=self.ca if c.transport in ("h2", "h3", "race") else None)
 
     def _spawn_browser(self) -> None:
-        """dash.js in headless Chromium (:mod:`nest_experiments.dash.browser`) or Firefox
-        (:mod:`nest_experiments.dash.firefoxplayer`), its profile in a temp folder of the run."""
+        """dash.js in headless Chromium (:mod:`nest_experiments.dash.players.browser`) or Firefox
+        (:mod:`nest_experiments.dash.players.firefoxplayer`), its profile in a temp folder of the run."""
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
+        sockets.wait_addresses_settled(self.net.ns(c.client))  # a browser started before DAD ends sees it as a change
         argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--page", page, "--mpd-file", str(self.mpd),
                 "--profile", str(self.net.state.temp_dir(c.player) / "profile")]
@@ -237,7 +241,7 @@ class Dash(App):
         self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_FACTOR * READY_TIMEOUT_S[self.in_vm])
 
     def _spawn_gpac(self) -> None:
-        """GPAC's DASH client (:mod:`nest_experiments.dash.gpacplayer`), its log in the client's folder."""
+        """GPAC's DASH client (:mod:`nest_experiments.dash.players.gpacplayer`), its log in the client's folder."""
         c = self.cfg
         argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--mpd-file", str(self.mpd)]

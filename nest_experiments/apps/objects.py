@@ -6,9 +6,9 @@ the server node: Caddy (``http_server = "caddy"``, the default: its HTTP/3
 is quic-go, the ABR-over-QUIC paper's stack; access log ``raw/NAME.access.json``)
 or our server (``"nest"``: its HTTP/3 is aioquic; ``raw/NAME.access.csv``, on
 the server's own clock). ``start()`` runs
-``python -m nest_experiments.dash.objects fetch`` on the client node with the
+``python -m nest_experiments.apps.objects_client fetch`` on the client node with the
 run's t = 0, so that its times are on the run clock; ``finish()`` reads its
-CSV into ``objects.csv`` (:data:`nest_experiments.dash.objects.FIELDS` +
+CSV into ``objects.csv`` (:data:`nest_experiments.apps.objects_client.FIELDS` +
 ``app``). The client sends no request after the run's duration; objects it
 did not get to are a warning.
 """
@@ -22,14 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nest_experiments.apps import objects_client as objects
 from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
 from nest_experiments.config import AppConfig, ObjectsApp
-from nest_experiments.dash import caddy, objects
+from nest_experiments.dash.origin import caddy
 from nest_experiments.errors import RunError
 
 READY_TIMEOUT_S = 20.0
 CADDY_PORT = caddy.PORT
-CLIENT_MODULE = "nest_experiments.dash.objects"  # its ``fetch`` command
+CLIENT_MODULE = "nest_experiments.apps.objects_client"  # its ``fetch`` command
 
 
 def design(c: ObjectsApp) -> objects.Design:

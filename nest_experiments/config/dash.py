@@ -16,7 +16,7 @@ from nest_experiments.config.core import (
     two_nodes,
 )
 from nest_experiments.config.tomlread import Table, as_str, join, one_of, positive_int
-from nest_experiments.dash.playerargs import DEFAULT_ABR
+from nest_experiments.dash.core.abr.base import DEFAULT_ABR
 from nest_experiments.errors import ConfigError
 from nest_experiments.units import format_rate, parse_rate, parse_time
 
@@ -48,7 +48,7 @@ class DashApp(AppConfig):
     mptcp_subflows: int = 2
     # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
     mptcp_add_addr_timeout_s: int | None = None
-    http_server: str = "nest"  # the origin's software: "nest" (dash/server.py) or "caddy"
+    http_server: str = "nest"  # the origin's software: "nest" (dash/origin/server.py) or "caddy"
     h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
     player: str = "nest"  # dash.players.PLAYERS: ours, dash.js in headless Chromium, GPAC
     media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)
@@ -70,7 +70,9 @@ class DashApp(AppConfig):
 
 
 def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) -> DashApp:
-    from nest_experiments.dash import abr, media, players  # pure modules; loaded only when a dash app is used
+    from nest_experiments.dash import players  # pure modules; loaded only when a dash app is used
+    from nest_experiments.dash.content import media  # pure modules; loaded only when a dash app is used
+    from nest_experiments.dash.core.abr import registry as abr  # pure modules; loaded only when a dash app is used
 
     server, client = two_nodes(t, spec, "server", "client")
     ladder = t.get("ladder", one_of(tuple(media.available_ladders())), "eldorado_av1")
@@ -203,10 +205,10 @@ def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], 
 def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
     """``racing`` and ``racing_params`` of a dash app: our player over ``race`` only.
 
-    ``racing_params`` keys are :class:`nest_experiments.dash.racing.RacingParams` fields; a time
+    ``racing_params`` keys are :class:`nest_experiments.dash.core.racing.RacingParams` fields; a time
     (``idle_timeout = "29s"``) drops the field's ``_s``, counts and ratios are numbers.
     """
-    from nest_experiments.dash import racing
+    from nest_experiments.dash.core import racing
 
     own = BROWSER_RACING.get(player)
     if own is not None and transport == "race" and t.data.get("racing") == own and not t.has("racing_params"):
@@ -249,7 +251,8 @@ def _positive_number(path: str, value: object) -> float:
 def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[str, str, str, str | None]:
     """``player``, ``media``, ``codec``, ``source`` of a dash app (whether this machine has the player: the
     preflight's check, config.kinds)."""
-    from nest_experiments.dash import encode, players
+    from nest_experiments.dash import players
+    from nest_experiments.dash.content import encode
 
     player = t.get("player", one_of(players.PLAYERS), "nest")
     if transport not in players.TRANSPORTS[player]:

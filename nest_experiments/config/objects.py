@@ -1,4 +1,4 @@
-"""App kind ``objects``: object-download sessions (:mod:`nest_experiments.dash.objects`).
+"""App kind ``objects``: object-download sessions (:mod:`nest_experiments.apps.objects_client`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from nest_experiments.units import parse_size, parse_time
 
 # ---------------------------------------------------------------- objects (object-download sessions)
 
-OBJECT_MODES = ("sequential", "parallel")  # dash.objects.MODES
+OBJECT_MODES = ("sequential", "parallel")  # apps.objects_client.MODES
 OBJECT_TRANSPORTS = ("tcp", "h2", "h3")  # what both origins serve (Caddy has no MPTCP listener)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectsApp(AppConfig):
-    """Object-download sessions (:mod:`nest_experiments.dash.objects`): an origin on ``server`` serving generated
+    """Object-download sessions (:mod:`nest_experiments.apps.objects_client`): an origin on ``server`` serving generated
     object files, the download client on ``client``; one row per object in ``objects.csv``.
 
     ``sequential``: ``requests`` GETs one after another per session, ``pause`` between them; ``parallel``:

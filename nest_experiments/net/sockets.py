@@ -48,12 +48,14 @@ def listening_ports(table: str, state: str) -> set[int]:
     return ports
 
 
-def wait_addresses_settled(timeout_s: float = 10.0) -> None:
-    """Wait until this process's namespace has no tentative IPv6 address: Chromium treats DAD finishing as a
-    network change and aborts every request in flight (ERR_NETWORK_CHANGED)."""
+def wait_addresses_settled(ns: str, timeout_s: float = 10.0) -> None:
+    """Wait until ``ns`` has no tentative IPv6 address (DAD done): Chromium treats DAD finishing as a network change
+    and aborts every request in flight (ERR_NETWORK_CHANGED), so the browser players start only after it
+    (apps.dash)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        out = subprocess.run(["ip", "-6", "addr", "show", "tentative"], capture_output=True, text=True, check=False)
+        out = subprocess.run(ns_exec(ns, ["ip", "-6", "addr", "show", "tentative"]), capture_output=True, text=True,
+                             check=False)
         if out.returncode != 0 or not out.stdout.strip():
             return
         time.sleep(0.1)

@@ -154,7 +154,7 @@ def _head(sweep: Sweep, study: Study) -> list[str]:
              f"- Statistics: mean and 95% confidence interval (Student's t) over repetitions; two-sided "
              f"Mann-Whitney U between {c.plural} at each {a.name}. Where a group has fewer than {MIN_REPS} values the "
              f"report says \"{TOO_FEW}\" instead of a CI or a p-value.",
-             "- DASH metrics per stream from `segments.csv` (nest_experiments.dash.qoe; DESIGN.md §4 definitions; "
+             "- DASH metrics per stream from `segments.csv` (nest_experiments.dash.core.qoe; DESIGN.md §4 definitions; "
              "response latency = TTFB = t_first_byte - t_request; QoE = ABR paper eq. (1): sum of bitrates in Mbit/s "
              "- 4.3 x stall s - sum of |bitrate changes| in Mbit/s, per stream with its own stalls); "
              "queue delays are means over each run's steady window (from traffic start + 2 s to traffic end - 1 s).",

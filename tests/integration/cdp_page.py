@@ -1,7 +1,7 @@
 """A small DevTools-protocol client for tests: headless Chromium on a pipe (``--remote-debugging-pipe``: fds 3
 and 4, no port), one page, its console errors and every request it makes recorded.
 
-Not :class:`nest_experiments.dash.browser.Cdp` (which keeps replies only): a test of a page needs its events.
+Not :class:`nest_experiments.dash.players.browser.Cdp` (which keeps replies only): a test of a page needs its events.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.dash.browser import Cdp
+from nest_experiments.dash.players.browser import Cdp
 
 TIMEOUT_S = 30.0
 
 
 class Page(Cdp):
     """One page target of a Chromium started by :func:`chromium`, on the player's DevTools client
-    (:class:`nest_experiments.dash.browser.Cdp`) with every event of its session kept."""
+    (:class:`nest_experiments.dash.players.browser.Cdp`) with every event of its session kept."""
 
     def __init__(self, write_fd: int, read_fd: int) -> None:
         super().__init__(write_fd, read_fd, keep_events=True)

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from nest_experiments.dash.transports import open_fetcher, result_row
+from nest_experiments.dash.http.transports import open_fetcher, result_row
 
 
 async def rounds(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from nest_experiments.config.sweep import expand
-from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.dash.core.records import SEGMENT_FIELDS
 from nest_experiments.runs.outcome import RunOutcome
 from nest_experiments.runs.runner import Run
 from tests.integration.mptcp_paths import sample_paths

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nest_experiments.dash import media, qoe
-from nest_experiments.dash.records import SegmentRow, read_segments
+from nest_experiments.dash.content import media
+from nest_experiments.dash.core import qoe
+from nest_experiments.dash.core.records import SegmentRow, read_segments
 from nest_experiments.errors import ConfigError
 from nest_experiments.net.procs import stop
 from nest_experiments.net.rtnl import HtbRates
@@ -67,11 +68,11 @@ def play(net: TestNetwork, tmp: Path, *, clip_s: float, abr: str, max_buffer_s: 
     out, err = tmp / "client", tmp / "server.err"
     t0 = time.monotonic()
     with err.open("wb") as err_fh:
-        server = net.popen("s1", [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(mpd.parent),
+        server = net.popen("s1", [sys.executable, "-m", "nest_experiments.dash.origin.server", "--root", str(mpd.parent),
                                   "--bind", net.addr("s1"), "--port-tcp", "0", "--t0", repr(t0)], stderr=err_fh)
     try:
         port = _ready_port(server, err)
-        client = net.popen("h1", [sys.executable, "-m", "nest_experiments.dash.client", "--server", net.addr("s1"),
+        client = net.popen("h1", [sys.executable, "-m", "nest_experiments.dash.players.client", "--server", net.addr("s1"),
                                   "--port", str(port), "--transport", "tcp", "--mpd", f"/{mpd.name}", "--abr", abr,
                                   "--max-buffer", f"{max_buffer_s:g}", "--threshold", f"{THRESHOLD_S:g}",
                                   "--t0", repr(t0), "--out", str(out), "--max-duration", f"{clip_s + 60:g}"])

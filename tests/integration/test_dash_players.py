@@ -22,7 +22,7 @@ import pytest
 
 from nest_experiments.config import parse_experiment
 from nest_experiments.config.sweep import expand
-from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.dash.core.records import SEGMENT_FIELDS
 from nest_experiments.pytest_plugin import skip_or_fail
 from nest_experiments.runs.runner import Run
 
@@ -164,16 +164,18 @@ def test_sigterm_mid_session_leaves_no_chromium_and_keeps_what_was_played(
     import time
 
     from nest_experiments.dash import players
+    from nest_experiments.net.sockets import wait_addresses_settled
 
     raw = _raw("dashjs", "tcp")
     mpd = _mpd(raw)
     page = players.install_dashjs_page(mpd.parent)
     net = nest_network("dumbbell", links={"bottleneck": {"rate": "1mbit"}})
     access = tmp_path / "access.csv"
-    server = net.popen("s1", [sys.executable, "-m", "nest_experiments.dash.server", "--root", str(mpd.parent),
+    server = net.popen("s1", [sys.executable, "-m", "nest_experiments.dash.origin.server", "--root", str(mpd.parent),
                               "--bind", net.addr("s1"), "--port-tcp", "8080", "--access-log", str(access)])
     profile, out = tmp_path / "profile", tmp_path / "out"
-    driver = net.popen("h1", [sys.executable, "-m", "nest_experiments.dash.browser", "--server", net.addr("s1"),
+    wait_addresses_settled(net.ns("h1"))  # as apps.dash does before a browser starts (DAD: ERR_NETWORK_CHANGED)
+    driver = net.popen("h1", [sys.executable, "-m", "nest_experiments.dash.players.browser", "--server", net.addr("s1"),
                               "--port", "8080", "--transport", "tcp", "--page", page, "--mpd-file", str(mpd),
                               "--profile", str(profile), "--out", str(out), "--max-duration", "90"])
     try:
@@ -202,7 +204,7 @@ def _served_segments(access: Path) -> int:
 
 
 def browser_pids(profile: Path) -> list[int]:
-    from nest_experiments.dash.browser import profile_pids
+    from nest_experiments.dash.players.browser import profile_pids
 
     return profile_pids(profile)
 
@@ -221,7 +223,8 @@ def test_gpac_plays_the_clip(no_leftovers: None, tmp_path: Path, transport: str,
     missing, a GPAC that fails) is a failure. GPAC 1.0.x plays with grate (its bba0 stops after one segment)."""
     import shutil
 
-    from nest_experiments.dash import gpac, players
+    from nest_experiments.dash import players
+    from nest_experiments.dash.players import gpac
 
     why = players.missing("gpac", transport)
     if why is not None:

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.dash.mp4 import HEAD_BYTES
-from nest_experiments.dash.transports import H3_CLIENTS
+from nest_experiments.dash.content.mp4 import HEAD_BYTES
+from nest_experiments.dash.http.transports import H3_CLIENTS
 from nest_experiments.pytest_plugin import require_quicgo
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ def serving(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
     """The DASH server on every transport in ``netns``, killed at exit if still running."""
     t0 = time.monotonic()
     log, ca = tmp_path / "access.csv", tmp_path / "ca.pem"
-    cmd = ["ip", "netns", "exec", netns, sys.executable, "-m", "nest_experiments.dash.server",
+    cmd = ["ip", "netns", "exec", netns, sys.executable, "-m", "nest_experiments.dash.origin.server",
            "--root", str(content), "--bind", "127.0.0.1", "--access-log", str(log),
            "--t0", repr(t0), "--ca-out", str(ca)]  # fmt: skip
     for kind in ("tcp", "mptcp", "h2", "h3"):
@@ -138,7 +138,7 @@ def serving(netns: str, content: Path, tmp_path: Path) -> Iterator[Server]:
 def fetch(srv: Server, kind: str, *gets: str, repeat: int = 1, port: int | None = None,
           check: bool = True, h3_client: str = H3_CLIENTS[0]) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """Run the fetcher CLI in the namespace; return (results, summary)."""
-    cmd = ["ip", "netns", "exec", srv.ns, sys.executable, "-m", "nest_experiments.dash.transports",
+    cmd = ["ip", "netns", "exec", srv.ns, sys.executable, "-m", "nest_experiments.dash.http.transports",
            "--kind", kind, "--host", "127.0.0.1", "--port", str(port or srv.ports[kind]),
            "--ca", str(srv.ca), "--t0", repr(srv.t0), "--repeat", str(repeat), "--h3-client", h3_client]  # fmt: skip
     for get in gets:
@@ -285,7 +285,7 @@ def test_errors_name_the_url(server: Server) -> None:
 def test_server_without_mptcp_fails_clearly(content: Path) -> None:
     with namespace() as ns:
         _run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.mptcp.enabled=0")
-        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.server",
+        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "nest_experiments.dash.origin.server",
                "--root", str(content), "--bind", "127.0.0.1", "--port-mptcp", "0"]  # fmt: skip
         proc = _run(*cmd, check=False)
     assert proc.returncode == 1

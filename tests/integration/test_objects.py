@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.apps import objects_client as objects
 from nest_experiments.apps.objects import design
 from nest_experiments.config import ObjectsApp
 from nest_experiments.config.sweep import expand
-from nest_experiments.dash import objects
 from nest_experiments.runs.runner import Run
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ import pytest
 
 from nest_experiments import config as cfgmod
 from nest_experiments.config import DashApp, parse_experiment
-from nest_experiments.dash import caddy
-from nest_experiments.dash.records import ACCESS_LOG_FIELDS
+from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS
+from nest_experiments.dash.origin import caddy
 from nest_experiments.errors import ConfigError, RunError
 from nest_experiments.parsers import caddy as parse
 
@@ -124,6 +124,6 @@ def test_dash_bad_server_or_client_names_the_key(app: dict[str, Any], message: s
 
 
 def test_config_h3_clients_are_the_transport_stacks() -> None:
-    from nest_experiments.dash.transports import H3_CLIENTS
+    from nest_experiments.dash.http.transports import H3_CLIENTS
 
     assert cfgmod.DASH_H3_CLIENTS == H3_CLIENTS

@@ -8,7 +8,7 @@ import pytest
 
 from nest_experiments.config import DashApp, Experiment, read_toml
 from nest_experiments.config.sweep import apply_paper, expand
-from nest_experiments.dash import media
+from nest_experiments.dash.content import media
 from nest_experiments.net.kernel import features_needed
 from nest_experiments.studies import STUDIES
 from tests.unit.claim_cells import problems, sweep_cells

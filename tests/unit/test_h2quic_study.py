@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nest_experiments.analysis import sequential as seq
-from nest_experiments.dash.records import SegmentRow
+from nest_experiments.dash.core.records import SegmentRow
 from nest_experiments.reports.plot import plot_folder
 from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import h2quic, study_for

@@ -158,6 +158,26 @@ def test_each_row_imports_only_what_the_map_allows(row: str) -> None:
     assert bad == []
 
 
+NOT_FROM_DASH = ("net", "vm", "apps", "collectors", "runs", "analysis", "studies", "training")  # dash imports none
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    name = module.removeprefix("nest_experiments.")
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def _violations(froms: tuple[str, ...], tos: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every import from a module of ``froms`` (packages, with their sub-packages) to one of ``tos``."""
+    return sorted((m, i) for m in GRAPH if _within(m, froms) for i in GRAPH[m] if _within(i, tos))
+
+
+def test_dash_imports_nothing_of_the_system_side_the_analysis_or_training() -> None:
+    assert _violations(("dash",), NOT_FROM_DASH) == []
+    assert _violations(("dash.content",), ("dash.core", "dash.http", "dash.origin", "dash.players")) == []
+    assert _violations(("dash.core",), ("dash.http", "dash.origin", "dash.players")) == []
+    assert _violations(("dash.http",), ("dash.origin", "dash.players")) == []
+
+
 def test_no_study_imports_another() -> None:
     """Implied by the rows (no study's row may import another's), checked on its own: the rule the studies keep."""
     bad = [(m, i) for m in GRAPH if row_of(m) in STUDY_ROWS for i in GRAPH[m]
@@ -196,7 +216,8 @@ def test_the_rules_see_the_modules_they_judge(row: str) -> None:
 
 def test_the_graph_has_the_edges_the_rules_are_about() -> None:
     assert {"nest_experiments.analysis.report", "nest_experiments.studies.racing.sessions",
-            "nest_experiments.net.network", "nest_experiments.runs.runner", "nest_experiments.config.sweep"} <= set(GRAPH)
+            "nest_experiments.net.network", "nest_experiments.runs.runner", "nest_experiments.config.sweep",
+            "nest_experiments.dash.core.player", "nest_experiments.training.sim"} <= set(GRAPH)
     assert "nest_experiments.rundir" in GRAPH["nest_experiments.collectors.cpu"]
     assert "nest_experiments.net.network" in GRAPH["nest_experiments.runs.runner"]
     assert row_of("nest_experiments.studies.racing.sessions") == "studies.racing"

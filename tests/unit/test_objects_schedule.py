@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from nest_experiments.apps import objects_client as objects
 from nest_experiments.apps.objects import design, design_argv
 from nest_experiments.config import ObjectsApp, parse_experiment
-from nest_experiments.dash import objects
-from nest_experiments.dash.fetch import Fetcher, FetchResult
+from nest_experiments.dash.core.fetch import Fetcher, FetchResult
 from nest_experiments.errors import ConfigError
+from nest_experiments.studies.under_hood.metrics import jain_index
 
 MB = 1024**2
 
@@ -72,10 +73,10 @@ def test_object_row_throughput_over_first_to_last_byte_and_latency_to_first_byte
 
 
 def test_jain_index() -> None:
-    assert objects.jain_index([5.0, 5.0]) == 1.0
-    assert objects.jain_index([10.0, 0.0]) == 0.5
-    assert objects.jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
-    assert objects.jain_index([]) is None and objects.jain_index([0.0, 0.0]) is None
+    assert jain_index([5.0, 5.0]) == 1.0
+    assert jain_index([10.0, 0.0]) == 0.5
+    assert jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
+    assert jain_index([]) is None and jain_index([0.0, 0.0]) is None
 
 
 class FakeFetcher(Fetcher):

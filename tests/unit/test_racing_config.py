@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nest_experiments.config import DashApp, parse_experiment
-from nest_experiments.dash import racing
+from nest_experiments.dash.core import racing
 from nest_experiments.errors import ConfigError
 
 

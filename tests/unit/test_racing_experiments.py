@@ -9,7 +9,7 @@ import pytest
 
 from nest_experiments.config import DashApp, Experiment, read_toml
 from nest_experiments.config.sweep import apply_paper, expand
-from nest_experiments.dash.racing import params_from
+from nest_experiments.dash.core.racing import params_from
 from nest_experiments.studies import STUDIES
 from tests.unit.claim_cells import problems, sweep_cells
 

@@ -14,7 +14,7 @@ import pytest
 
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import Verdict
-from nest_experiments.dash.racing_log import RacingRow, write_racing
+from nest_experiments.dash.core.racing_log import RacingRow, write_racing
 from nest_experiments.reports.plot import plot_folder
 from nest_experiments.rundir import RunFolder, write_csv
 from nest_experiments.studies import STUDIES, study_for

@@ -9,7 +9,8 @@ import pytest
 
 from nest_experiments import resources
 from nest_experiments.config import core, topology
-from nest_experiments.dash import media, players
+from nest_experiments.dash import players
+from nest_experiments.dash.content import media
 from nest_experiments.errors import ConfigError
 
 

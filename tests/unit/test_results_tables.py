@@ -21,10 +21,11 @@ import pytest
 from nest_experiments import results
 from nest_experiments.analysis.results import TABLES
 from nest_experiments.apps import httperf as httperf_app
+from nest_experiments.apps import objects_client as objects_design
 from nest_experiments.collectors import capture, cpu, subflows, wire
-from nest_experiments.dash import netlog, qoe, records
-from nest_experiments.dash import objects as objects_design
-from nest_experiments.dash.racing_log import RACING_FIELDS
+from nest_experiments.dash.core import qoe, records
+from nest_experiments.dash.core.racing_log import RACING_FIELDS
+from nest_experiments.dash.players import netlog
 from nest_experiments.errors import NestExpError
 from nest_experiments.net import nftplan
 from nest_experiments.parsers import caddy, httperf, sipp

@@ -17,10 +17,10 @@ from nest_experiments.net.warm import warm_module
 
 
 def test_only_our_interpreter_running_a_module_starts_warm() -> None:
-    assert warm_module([sys.executable, "-m", "nest_experiments.dash.server", "--port-h2", "0"]) == \
-        "nest_experiments.dash.server"
-    assert warm_module([sys.executable, "-m", "nest_experiments.dash.client"]) == "nest_experiments.dash.client"
-    assert warm_module(["python3", "-m", "nest_experiments.dash.server"]) is None  # another interpreter
+    assert warm_module([sys.executable, "-m", "nest_experiments.dash.origin.server", "--port-h2", "0"]) == \
+        "nest_experiments.dash.origin.server"
+    assert warm_module([sys.executable, "-m", "nest_experiments.dash.players.client"]) == "nest_experiments.dash.players.client"
+    assert warm_module(["python3", "-m", "nest_experiments.dash.origin.server"]) is None  # another interpreter
     assert warm_module([sys.executable, "script.py"]) is None
     assert warm_module([sys.executable, "-m"]) is None
     assert warm_module(["env", "GOMAXPROCS=1", "caddy", "run"]) is None
@@ -34,8 +34,8 @@ def _apps(kind: str, **app: Any) -> Any:
 
 
 @pytest.mark.parametrize(("app", "modules"), [
-    ({}, (dash.SERVER_MODULE, "nest_experiments.dash.client")),
-    ({"transport": "h3", "http_server": "caddy"}, ("nest_experiments.dash.client",)),
+    ({}, (dash.SERVER_MODULE, "nest_experiments.dash.players.client")),
+    ({"transport": "h3", "http_server": "caddy"}, ("nest_experiments.dash.players.client",)),
     ({"player": "dashjs", "transport": "h3", "http_server": "caddy"}, ()),  # a browser starts cold
     ({"player": "dashjs", "transport": "h3"}, (dash.SERVER_MODULE,)),
     ({"player": "firefox", "transport": "h3", "http_server": "caddy"}, ()),

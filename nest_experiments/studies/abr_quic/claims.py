@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from nest_experiments.analysis.claims import Claim
 from nest_experiments.analysis.sequential import EQUIVALENT, GREATER, LESS
-from nest_experiments.dash.qoe import REBUFFER_PENALTY
+from nest_experiments.dash.core.qoe import REBUFFER_PENALTY
 
 TCP, H3 = {"transport": "tcp"}, {"transport": "h3"}
 PAIR_BY, STRATA = ("trace",), ("family",)
@@ -61,7 +61,7 @@ REBUFFER_MARGIN_S = 1.0
 MARGINS: dict[str, tuple[float, bool]] = {"bitrate": (0.10, True), "variation": (0.10, True),
                                           "rebuffer": (REBUFFER_MARGIN_S, False),
                                           "qoe": (REBUFFER_PENALTY * REBUFFER_MARGIN_S, False)}
-# the letter's ABRs -> our registry (Pensieve: our learned ABR, nest_experiments/dash/learned)
+# the letter's ABRs -> our registry (Pensieve: our learned ABR, nest_experiments/training)
 PAPER_ABRS = {"BOLA": "bola", "BB": "bba", "MPC-Fast": "mpc_fast", "MPC-Robust": "mpc_robust", "Pensieve": "pensieve"}
 PAPER_ONLY_ABRS = ("pensieve",)  # in --paper's sweep, not the default's
 

@@ -15,7 +15,7 @@ the trace itself, e.g. ``fcc-1``) and four numbers from ``segments.csv``
 - ``rebuffer``: total stall time of the session, both streams (s; Fig. 4);
 - ``qoe``: eq. (1) with linear ``q(R) = R`` in Mbit/s over the video
   segments, ``mu`` = 4.3, the session's stall time (Fig. 5;
-  :func:`nest_experiments.dash.qoe.qoe_eq1`).
+  :func:`nest_experiments.dash.core.qoe.qoe_eq1`).
 
 The paper's claims are data (:mod:`.claims`), judged on the per-session
 table (:func:`cell_of`, :func:`session_metrics`) by the shared evaluator
@@ -40,7 +40,7 @@ from typing import Any
 from nest_experiments.analysis import decisions
 from nest_experiments.analysis.claims import Value, Verdict
 from nest_experiments.analysis.report import Check, RunInput, ok
-from nest_experiments.dash import qoe
+from nest_experiments.dash.core import qoe
 from nest_experiments.rundir import QOE, SEGMENTS, RunFolder, read_manifest, run_dirs
 
 EXPERIMENT = "abr_quic_tcp"
@@ -87,7 +87,7 @@ class Session:
 
 
 def segment_metrics(rows: Sequence[Any]) -> dict[str, float]:
-    """The four numbers of one session from its ``segments.csv`` rows (:class:`~nest_experiments.dash.records.SegmentRow`)."""
+    """The four numbers of one session from its ``segments.csv`` rows (:class:`~nest_experiments.dash.core.records.SegmentRow`)."""
     video = qoe.by_stream(rows).get("video", [])
     rates = [float(r.bitrate_bps) for r in video if r.bitrate_bps is not None]
     if not rates:

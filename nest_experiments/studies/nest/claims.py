@@ -18,7 +18,7 @@ target-specific finding.
 
 Metrics per session (:func:`session_metrics`): the shared report's per-run
 numbers (:func:`nest_experiments.analysis.results.run_metrics`: the DASH
-metrics of ``segments.csv`` via :mod:`nest_experiments.dash.qoe`, the
+metrics of ``segments.csv`` via :mod:`nest_experiments.dash.core.qoe`, the
 steady-window queue-delay means), under the report's keys (``video.switches``,
 ``audio.app_rtt_s`` ...: kbit/s, s, ms as in the report), plus per
 bottleneck:

@@ -193,7 +193,7 @@ def _mechanism(sessions: Sequence[Session]) -> list[str]:
     lines = ["## What Chromium did (its NetLog)", "",
              "Per browser session: the QUIC sessions it opened, the requests bound to each, and every NetLog event "
              "that could take it off QUIC (failed handshakes, broken marks, closes, cancels and resets, the "
-             "main-job delay), from `racing.csv` (`nest_experiments/dash/netlog.py`; the mechanism: "
+             "main-job delay), from `racing.csv` (`nest_experiments/dash/players/netlog.py`; the mechanism: "
              "`docs/racing_chromium_mechanism.md`).", ""]
     for s in sorted(browser, key=lambda s: (s.condition, s.block, s.run)):
         rows = RunFolder(s.path).racing()

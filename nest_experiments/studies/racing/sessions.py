@@ -45,7 +45,7 @@ from nest_experiments.analysis.markdown import number as fmt
 from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.analysis.results import stall_at_end
 from nest_experiments.analysis.stats import MIN_REPS
-from nest_experiments.dash.racing_log import RacingRow
+from nest_experiments.dash.core.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
 from nest_experiments.studies.base import Claim
@@ -128,7 +128,7 @@ def _duration(config: dict[str, Any]) -> float | None:
 
 
 def _segment_s(run_dir: Path) -> float:
-    from nest_experiments.dash import media
+    from nest_experiments.dash.content import media
 
     app = next((a for a in (RunFolder(run_dir).config().get("apps") or {}).values()
                 if isinstance(a, dict) and a.get("kind") == "dash"), {})

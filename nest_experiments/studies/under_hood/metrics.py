@@ -34,7 +34,6 @@ from typing import Any
 from nest_experiments import rundir
 from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.analysis.stats import quantile
-from nest_experiments.dash.objects import jain_index
 from nest_experiments.rundir import CPU, SATURATED, SEGMENTS, RunFolder, experiment_name, read_manifest, run_dirs
 from nest_experiments.units import parse_time
 
@@ -42,6 +41,13 @@ OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_p
 TRANSPORTS = ("tcp", "h3")
 SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
 REPORT_FILE = "under_hood.md"
+
+
+def jain_index(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one takes everything."""
+    if not values or not any(values):
+        return None
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
 
 
 # ---------------------------------------------------------------- samples

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nest_experiments.dash import media
-from nest_experiments.dash.fetch import FetchResult
-from nest_experiments.dash.mpd import Manifest, parse_mpd
-from nest_experiments.dash.player import DoneAction, FetchAction, PlayerSession
+from nest_experiments.dash.content import media
+from nest_experiments.dash.content.mpd import Manifest, parse_mpd
+from nest_experiments.dash.core.fetch import FetchResult
+from nest_experiments.dash.core.player import DoneAction, FetchAction, PlayerSession
 
 INIT_BYTES = 1000
 

@@ -1,5 +1,5 @@
 """ISO BMFF boxes for tests: an initialization segment with one track and a media segment's ``moof``, built the
-way ffmpeg's DASH muxer writes them (ISO/IEC 14496-12), so that :mod:`nest_experiments.dash.mp4` is tested on
+way ffmpeg's DASH muxer writes them (ISO/IEC 14496-12), so that :mod:`nest_experiments.dash.content.mp4` is tested on
 bytes it did not write."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import pytest
 from dash_simlink import manifest_for
 from mp4_boxes import init_segment, media_segment
 
-from nest_experiments.dash import media
-from nest_experiments.dash.abandon import (
+from nest_experiments.dash.content import media
+from nest_experiments.dash.core.abandon import (
     ABANDON_LOAD_S,
     DASHJS_INITIAL_BPS,
     AbandonRule,
@@ -21,9 +21,10 @@ from nest_experiments.dash.abandon import (
     Trace,
     optimal_level,
 )
-from nest_experiments.dash.abr import AbrAlgorithm, Decision, PlayerState, create_abr
-from nest_experiments.dash.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
-from nest_experiments.dash.player import (
+from nest_experiments.dash.core.abr.base import AbrAlgorithm, Decision, PlayerState
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.fetch import ABANDONED, TRANSFER_WATCH, Fetcher, FetchResult
+from nest_experiments.dash.core.player import (
     SCHEDULE_GAP_S,
     FetchAction,
     PlayerConfig,
@@ -32,7 +33,7 @@ from nest_experiments.dash.player import (
     WaitAction,
     play,
 )
-from nest_experiments.dash.records import ABANDON, abandoned
+from nest_experiments.dash.core.records import ABANDON, abandoned
 
 LADDER = (300_000, 750_000, 1_200_000, 2_400_000)
 SEG = 4.0

@@ -6,8 +6,14 @@ import itertools
 
 import pytest
 
-from nest_experiments.dash import abr
-from nest_experiments.dash.abr import Decision, PlayerState, Sample, create_abr
+from nest_experiments.dash.core.abr import registry
+from nest_experiments.dash.core.abr.base import AbrAlgorithm, Decision, PlayerState, Sample
+from nest_experiments.dash.core.abr.bola import Bola
+from nest_experiments.dash.core.abr.dashjs import BolaLadder, DashJs, _BolaState
+from nest_experiments.dash.core.abr.dynamic import Dynamic
+from nest_experiments.dash.core.abr.mpc import Mpc
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.abr.throughput import ThroughputEstimator
 from nest_experiments.errors import ConfigError
 
 LADDER = (200_000, 400_000, 600_000, 800_000, 1_000_000, 1_500_000, 2_500_000, 4_000_000)  # ABR paper, Table I
@@ -51,7 +57,7 @@ def choose(name: str, st: PlayerState, **params: object) -> int:
 
 def test_registry_lists_every_algorithm() -> None:
     expected = {"grate", "throughput", "throughput_sliding", "bba", "bola", "mpc_fast", "mpc_robust", "dynamic"}
-    assert expected <= set(abr.available_abrs())
+    assert expected <= set(registry.available_abrs())
 
 
 def test_unknown_algorithm_names_the_key() -> None:
@@ -59,14 +65,14 @@ def test_unknown_algorithm_names_the_key() -> None:
         create_abr("nope")
 
 
-def test_register_a_custom_algorithm() -> None:
-    class Lowest(abr.AbrAlgorithm):
+def test_register_a_custom_algorithm(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Lowest(AbrAlgorithm):
         name = "lowest_test"
 
         def choose(self, state: PlayerState) -> Decision:
             return Decision(level=0)
 
-    abr.register_abr("lowest_test", Lowest)
+    monkeypatch.setitem(registry.ABRS, "lowest_test", Lowest)  # the registry is a literal dict: one entry
     assert choose("lowest_test", state(9.0, samples(1e7))) == 0
 
 
@@ -77,7 +83,7 @@ def test_first_segment_is_lowest(name: str) -> None:
 
 
 def test_first_segment_test_covers_every_registered_algorithm() -> None:
-    assert set(abr.available_abrs()) - {"lowest_test"} == {
+    assert set(registry.available_abrs()) - {"lowest_test"} == {
         "grate", "throughput", "throughput_sliding", "bba", "bola", "dynamic", "dashjs", "mpc_fast", "mpc_robust",
         "pensieve", "fixed"}
 
@@ -165,14 +171,14 @@ def test_throughput_latency_dead_time() -> None:
 
 
 def test_sliding_window_widens_on_variance() -> None:
-    est = abr.ThroughputEstimator(method="sliding_window")
+    est = ThroughputEstimator(method="sliding_window")
     assert est.sample_size([1.0] * 10) == 4
     assert est.sample_size([1.0] * 6 + [2.0]) == 5  # the newest pair jumped
     assert est.sample_size([1.0, 2.0]) == 2
 
 
 def test_ewma_constant_rate_is_that_rate() -> None:
-    est = abr.ThroughputEstimator()
+    est = ThroughputEstimator()
     assert est.average_bps(samples(*([3e6] * 4))) == pytest.approx(3e6)
 
 
@@ -199,7 +205,7 @@ def test_bba(buffer: float, last: int, expected: int) -> None:
 
 
 def test_bola_parameters_scaled_to_max_buffer() -> None:
-    bola = abr.Bola()
+    bola = Bola()
     st = state(5.0, samples(3e6))
     utilities, gp, vp = bola.parameters(st)
     assert utilities[0] == pytest.approx(1.0)
@@ -211,18 +217,18 @@ def test_bola_parameters_scaled_to_max_buffer() -> None:
 
 @pytest.mark.parametrize(("buffer", "expected"), [(0.0, 0), (3.0, 0), (10.0, TOP), (12.0, TOP)])
 def test_bola_buffer_to_level(buffer: float, expected: int) -> None:
-    assert abr.Bola().level_for_buffer(state(buffer, samples(3e6)), buffer) == expected
+    assert Bola().level_for_buffer(state(buffer, samples(3e6)), buffer) == expected
 
 
 def test_bola_level_grows_with_buffer() -> None:
-    bola = abr.Bola()
+    bola = Bola()
     st = state(5.0, samples(3e6))
     levels = [bola.level_for_buffer(st, b / 2) for b in range(0, 21)]
     assert levels == sorted(levels) and levels[0] == 0 and levels[-1] == TOP
 
 
 def test_bola_startup_then_steady() -> None:
-    bola = abr.Bola()
+    bola = Bola()
     first = bola.choose(state(2.0, samples(10e6)))
     assert first.memo["bola_state"] == "startup" and first.level == TOP  # throughput-based
     second = bola.choose(state(5.0, samples(10e6, 10e6), memo=first.memo))
@@ -259,7 +265,7 @@ def brute_force_mpc(st: PlayerState, rate: float, horizon: int) -> int:
 @pytest.mark.parametrize(("buffer", "rate", "last"), [(2.0, 1e6, 3), (8.0, 3e6, 5), (0.5, 5e6, 0), (9.0, 300e3, 7)])
 def test_mpc_matches_enumeration(buffer: float, rate: float, last: int) -> None:
     st = state(buffer, samples(2e6), last=last)
-    mpc = abr.Mpc(horizon=3)
+    mpc = Mpc(horizon=3)
     assert mpc.best_first_level(st, rate) == brute_force_mpc(st, rate, 3)
 
 
@@ -288,14 +294,14 @@ def test_mpc_extremes(name: str) -> None:
 
 def test_mpc_horizon_shrinks_at_the_end() -> None:
     st = state(4.0, samples(3e6), segment_count=2, next_index=1)
-    assert choose("mpc_fast", st) == abr.Mpc(horizon=1).best_first_level(st, 3e6 * 1.0)
+    assert choose("mpc_fast", st) == Mpc(horizon=1).best_first_level(st, 3e6 * 1.0)
 
 
 # ------------------------------------------------------------------- DYNAMIC
 
 
 def test_dynamic_switches_to_bola_above_stable_buffer_and_back_below_half() -> None:
-    dyn = abr.Dynamic()
+    dyn = Dynamic()
     low = dyn.choose(state(3.0, samples(2e6, 2e6)))
     assert low.memo["use_bola"] is False
     high = dyn.choose(state(10.5, samples(2e6, 2e6), memo=low.memo))
@@ -311,7 +317,7 @@ def test_dynamic_uses_throughput_rule_when_buffer_low() -> None:
     assert choose("dynamic", st) == choose("throughput", st)
 
 
-# ------------------------------------------------- dash.js 5.2.1's default chain (abr.DashJs)
+# ------------------------------------------------- dash.js 5.2.1's default chain (DashJs)
 
 RACING = (70_000, 180_000, 350_000, 650_000, 1_300_000)  # media/ladders/youtube_racing.toml, 5 s segments
 
@@ -341,14 +347,14 @@ def racing_state(buffer_s: float, history: tuple[Sample, ...] = (), **kw: object
 
 def test_dashjs_bola_ladder_for_the_racing_ladder_at_dashjs_buffer_time_30_s() -> None:
     # dash.js's formulas (BolaRule 68053-68231): T = max(30, 10 + 2 x 5) = 30, gp = (u_max - 1) / (T / 10 - 1)
-    ladder = abr.BolaLadder.of(RACING, 30.0)
+    ladder = BolaLadder.of(RACING, 30.0)
     assert ladder is not None
     assert (ladder.gp, ladder.vp) == (pytest.approx(1.46081, abs=1e-5), pytest.approx(6.84551, abs=1e-5))
     assert [round(ladder.max_buffer(q), 2) for q in range(5)] == [16.85, 23.31, 27.86, 32.10, 36.85]
     assert [round(ladder.min_buffer(q), 2) for q in range(5)] == [0.0, 12.73, 18.49, 22.92, 27.36]
     # the score's "u - 1" puts a level's choice Vp below its min_buffer (as in dash.js): 18.49 - 6.85 = 11.64
     assert [ladder.level(b) for b in (5.0, 10.0, 11.5, 11.8, 17.0, 24.6)] == [0, 1, 1, 2, 3, 4]
-    assert abr.BolaLadder.of((48_000,), 30.0) is None  # one bitrate: BOLA_STATE_ONE_BITRATE
+    assert BolaLadder.of((48_000,), 30.0) is None  # one bitrate: BOLA_STATE_ONE_BITRATE
 
 
 @pytest.mark.parametrize(("switches", "cap"), [
@@ -362,7 +368,7 @@ def test_dashjs_bola_ladder_for_the_racing_ladder_at_dashjs_buffer_time_30_s() -
     (((3, 0), *[(4, 0)] * 6, (4, 1)), 3),  # 1 drop in 7 no-drops: 0.14 > 0.075
 ])
 def test_dashjs_switch_history_rule(switches: tuple[tuple[int, int], ...], cap: int | None) -> None:
-    assert abr.DashJs.switch_history(switches, 4) == cap
+    assert DashJs.switch_history(switches, 4) == cap
 
 
 def test_dashjs_no_rule_asks_before_the_first_segment_so_the_level_stays() -> None:
@@ -405,7 +411,7 @@ def test_dashjs_bola_takes_over_at_12_s_starts_from_the_throughput_and_places_a_
     bola = d.memo["bola"]
     assert d.memo["use_bola"] and bola.state == "startup"  # STEADY only once a segment arrived under BOLA
     assert d.level == 3  # STARTUP: the safe throughput's level (0.72 Mbit/s -> 650 kbit/s)
-    ladder = abr.BolaLadder.of(RACING, 30.0)
+    ladder = BolaLadder.of(RACING, 30.0)
     assert ladder is not None and bola.placeholder_s == pytest.approx(ladder.min_buffer(3) - 12.5)
     # the hysteresis: below 6 s the throughput rule is back, between 6 and 12 s BOLA stays
     assert create_abr("dashjs").choose(racing_state(8.0, history, memo={**d.memo, "seen": 3})).memo["use_bola"]
@@ -414,7 +420,7 @@ def test_dashjs_bola_takes_over_at_12_s_starts_from_the_throughput_and_places_a_
 
 def steady(placeholder_s: float, current: int, **kw: object) -> dict[str, object]:
     """A DashJs memo with BOLA in STEADY (its state after the takeover and one segment)."""
-    bola = abr._BolaState(state="steady", placeholder_s=placeholder_s, current=current, last_duration_s=5.0,
+    bola = _BolaState(state="steady", placeholder_s=placeholder_s, current=current, last_duration_s=5.0,
                           advanced=True, **kw)  # type: ignore[arg-type]
     return {"use_bola": True, "bola": bola, "switches": (), "seen": 0, "abandons": 0}
 
@@ -438,7 +444,7 @@ def test_dashjs_bola_o_holds_the_level_and_the_excess_buffer_becomes_a_wait() ->
     slow = racing_samples(0.25e6, 0.25e6, 0.25e6, level=1, buffers=(5.0, 10.0, 25.0))
     memo = {**steady(0.0, 1), "seen": 3}
     d = create_abr("dashjs").choose(racing_state(25.0, slow, memo=memo))
-    ladder = abr.BolaLadder.of(RACING, 30.0)
+    ladder = BolaLadder.of(RACING, 30.0)
     assert ladder is not None and ladder.max_buffer(1) == pytest.approx(23.3108, abs=1e-4)
     assert d.level == 1 and d.delay_s == pytest.approx(25.0 - ladder.max_buffer(1))
     at_top = create_abr("dashjs").choose(racing_state(40.0, racing_samples(3e6, 3e6, level=4), memo={**steady(

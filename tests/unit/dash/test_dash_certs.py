@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from nest_experiments.dash import certs
+from nest_experiments.dash.origin import certs
 
 
 def _load(issued: certs.Issued) -> tuple[x509.Certificate, x509.Certificate, x509.Certificate]:

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.dash import browser, dashjs
-from nest_experiments.dash.certs import issue
-from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.dash.content.mpd import parse_mpd
+from nest_experiments.dash.origin.certs import issue
+from nest_experiments.dash.players import browser, dashjs
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "encode"
 EPOCH = 1_800_000_000_000.0  # ms: the wall clock at the run's t = 0 in these events
 
 
 def _manifest() -> Any:
-    from nest_experiments.dash import encode, media
+    from nest_experiments.dash.content import encode, media
 
     ladder = media.parse_ladder({
         "name": "t", "segment_duration_s": 4, "duration_s": 8,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import encode, media, mp4
-from nest_experiments.dash.mpd import init_url, parse_mpd, segment_url
+from nest_experiments.dash.content import encode, media, mp4
+from nest_experiments.dash.content.mpd import init_url, parse_mpd, segment_url
 from nest_experiments.errors import ConfigError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "encode"

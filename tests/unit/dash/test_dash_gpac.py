@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import gpac
-from nest_experiments.dash.mpd import parse_mpd
+from nest_experiments.dash.content.mpd import parse_mpd
+from nest_experiments.dash.players import gpac
 from nest_experiments.errors import ConfigError, MissingToolError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gpac"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import gpac, gpacplayer, players
-from nest_experiments.dash.mpd import parse_mpd
-from nest_experiments.dash.records import SEGMENT_FIELDS
+from nest_experiments.dash import players
+from nest_experiments.dash.content.mpd import parse_mpd
+from nest_experiments.dash.core.records import SEGMENT_FIELDS
+from nest_experiments.dash.players import gpac, gpacplayer
 from nest_experiments.errors import MissingToolError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gpac"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from dash_simlink import SimLink, manifest_for, run
 
-from nest_experiments.dash import qoe
-from nest_experiments.dash.abr import create_abr
-from nest_experiments.dash.player import PlayerConfig, PlayerSession
-from nest_experiments.dash.records import SegmentRow
+from nest_experiments.dash.core import qoe
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.player import PlayerConfig, PlayerSession
+from nest_experiments.dash.core.records import SegmentRow
 
 
 def seg(stream: str, index: int, t_last: float | None) -> SegmentRow:

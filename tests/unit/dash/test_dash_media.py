@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import cli, media, mpd
+from nest_experiments.dash.content import cli, media, mpd
 from nest_experiments.errors import ConfigError
 
 GPAC_MPD = Path(__file__).resolve().parents[2] / "data" / "gpac" / "manifest.mpd"

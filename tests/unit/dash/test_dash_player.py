@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pytest
 from dash_simlink import SimLink, manifest_for, run
 
-from nest_experiments.dash import media
-from nest_experiments.dash.abr import create_abr
-from nest_experiments.dash.fetch import Fetcher, FetchResult
-from nest_experiments.dash.player import (
+from nest_experiments.dash.content import media
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.fetch import Fetcher, FetchResult
+from nest_experiments.dash.core.player import (
     FetchAction,
     LevelChosen,
     PlaybackEnded,

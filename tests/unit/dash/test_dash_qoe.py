@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nest_experiments.dash import qoe
-from nest_experiments.dash.records import SegmentRow, read_segments, write_segments
+from nest_experiments.dash.core import qoe
+from nest_experiments.dash.core.records import SegmentRow, read_segments, write_segments
 
 
 def row(

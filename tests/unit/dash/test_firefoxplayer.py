@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import firefoxplayer as ff
 from nest_experiments.dash import players
-from nest_experiments.dash.firefoxplayer import Marionette
+from nest_experiments.dash.players import firefoxplayer as ff
+from nest_experiments.dash.players.firefoxplayer import Marionette
 
 
 def test_race_turns_http3_on_forces_nothing_and_allows_our_root() -> None:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from nest_experiments.dash import transports
+from nest_experiments.dash.http import transports
 from nest_experiments.errors import ConfigError
 
 
@@ -36,7 +36,7 @@ def test_the_player_imports_its_quic_stack_before_it_says_ready(transport: str, 
                                                                  loaded: str | None) -> None:
     # a fresh interpreter: this one may have imported both stacks already
     code = ("import sys\n"
-            "from nest_experiments.dash import client\n"
+            "from nest_experiments.dash.players import client\n"
             "before = {m for m in ('qh3', 'aioquic') if m in sys.modules}\n"
             "client.warm(client.parse_args(sys.argv[1:]))\n"
             "print(sorted(before), sorted(m for m in ('qh3', 'aioquic') if m in sys.modules))\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nest_experiments.dash.http1 import (
+from nest_experiments.dash.http.http1 import (
     MAX_HEAD,
     HttpError,
     format_request,

@@ -7,9 +7,12 @@ import dataclasses
 
 import pytest
 
-from nest_experiments.dash.abr import DashJs, PlayerState, Sample, ThroughputEstimator, create_abr
-from nest_experiments.dash.fetch import Fetcher, FetchResult
-from nest_experiments.dash.httpcache import MEDIA_CACHE_CONTROL, CachingFetcher, max_age_s
+from nest_experiments.dash.core.abr.base import PlayerState, Sample
+from nest_experiments.dash.core.abr.dashjs import DashJs
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.abr.throughput import ThroughputEstimator
+from nest_experiments.dash.core.fetch import Fetcher, FetchResult
+from nest_experiments.dash.http.httpcache import MEDIA_CACHE_CONTROL, CachingFetcher, max_age_s
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nest_experiments.dash import media
-from nest_experiments.dash.abr import PlayerState, Sample, create_abr
-from nest_experiments.dash.learned import policy as learned
-from nest_experiments.dash.learned import sim
+from nest_experiments.dash.content import media
+from nest_experiments.dash.core.abr import pensieve_policy as learned
+from nest_experiments.dash.core.abr.base import PlayerState, Sample
+from nest_experiments.dash.core.abr.registry import create_abr
 from nest_experiments.errors import ConfigError
+from nest_experiments.training import sim
 
 CLIP_S = 80.0
 

@@ -9,13 +9,14 @@ import pytest
 from dash_simlink import INIT_BYTES, SimLink, run
 
 from nest_experiments.config import traces
-from nest_experiments.dash import media, qoe
-from nest_experiments.dash.abr import create_abr
-from nest_experiments.dash.learned import policy as learned
-from nest_experiments.dash.learned import sim, train
-from nest_experiments.dash.mpd import Manifest, parse_mpd
-from nest_experiments.dash.player import PlayerConfig, PlayerSession
-from nest_experiments.dash.records import SegmentRow
+from nest_experiments.dash.content import media
+from nest_experiments.dash.content.mpd import Manifest, parse_mpd
+from nest_experiments.dash.core import qoe
+from nest_experiments.dash.core.abr import pensieve_policy as learned
+from nest_experiments.dash.core.abr.registry import create_abr
+from nest_experiments.dash.core.player import PlayerConfig, PlayerSession
+from nest_experiments.dash.core.records import SegmentRow
+from nest_experiments.training import sim, train
 
 CLIP_S = 80.0
 RTT_S = 0.02

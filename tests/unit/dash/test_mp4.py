@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mp4_boxes import init_segment, media_segment
 
-from nest_experiments.dash import mp4
+from nest_experiments.dash.content import mp4
 
 AAC = 1024  # samples per AAC frame
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.dash import browser, netlog
-from nest_experiments.dash.racing_log import RacingRow, read_racing, write_racing
+from nest_experiments.dash.core.racing_log import RacingRow, read_racing, write_racing
+from nest_experiments.dash.players import browser, netlog
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "netlog"
 ORIGIN = "10.0.3.2:8443"

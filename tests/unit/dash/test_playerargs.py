@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import abr, browser, client, gpacplayer, players
-from nest_experiments.dash.playerargs import DEFAULT_ABR, PlayerArgs
+from nest_experiments.dash import players
+from nest_experiments.dash.core.abr import registry as abr
+from nest_experiments.dash.core.abr.base import DEFAULT_ABR
+from nest_experiments.dash.players import browser, client, gpacplayer
+from nest_experiments.dash.players.playerargs import PlayerArgs
 
 SESSION = PlayerArgs(server="10.0.1.2", port=8443, transport="h2", out=Path("/tmp/out"), abr="bola",
                      max_buffer_s=12.5, threshold_s=0.5, t0=1234.000001, go_file=Path("/tmp/go"),

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash import quicgo
-from nest_experiments.dash.fetch import FetchResult
-from nest_experiments.dash.mp4 import HEAD_BYTES
+from nest_experiments.dash.content.mp4 import HEAD_BYTES
+from nest_experiments.dash.core.fetch import FetchResult
+from nest_experiments.dash.http import quicgo
 from nest_experiments.errors import MissingToolError, RunError
 
 # Speaks nest-h3get's protocol: answers "ID PATH KEEP" with a fixed CLOCK_MONOTONIC reading plus 1/2/3 s,

@@ -1,4 +1,4 @@
-"""The race transport's glue (dash/race.py) over fake connections: who serves, what racing.csv says.
+"""The race transport's glue (dash/http/race.py) over fake connections: who serves, what racing.csv says.
 
 The fakes connect after a set time or fail; requests answer at once, or fail
 (a QUIC stall). Times are real but short (tens of ms).
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from nest_experiments.dash import race
-from nest_experiments.dash.fetch import FetchResult
-from nest_experiments.dash.racing import Racer, RacingParams
-from nest_experiments.dash.transports import FetcherOptions, _Exchange, _Pending
+from nest_experiments.dash.core.fetch import FetchResult
+from nest_experiments.dash.core.racing import Racer, RacingParams
+from nest_experiments.dash.http import race
+from nest_experiments.dash.http.transports import FetcherOptions, _Exchange, _Pending
 from nest_experiments.errors import RunError
 
 ALT = 'h3=":8443"; ma=86400'

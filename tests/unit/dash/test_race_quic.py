@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from nest_experiments.dash import race
-from nest_experiments.dash.racing import Racer, RacingParams
-from nest_experiments.dash.transports import PY_QUIC_STACKS, FetcherOptions, H3Fetcher
+from nest_experiments.dash.core.racing import Racer, RacingParams
+from nest_experiments.dash.http import race
+from nest_experiments.dash.http.transports import PY_QUIC_STACKS, FetcherOptions, H3Fetcher
 
 SIZE = 2_000_000
 
@@ -25,7 +25,7 @@ SIZE = 2_000_000
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], int]]:
     root = tmp_path_factory.mktemp("root")
     (root / "big.bin").write_bytes(os.urandom(SIZE))
-    proc = subprocess.Popen([sys.executable, "-m", "nest_experiments.dash.server", "--root", str(root),
+    proc = subprocess.Popen([sys.executable, "-m", "nest_experiments.dash.origin.server", "--root", str(root),
                              "--bind", "127.0.0.1", "--port-h3", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

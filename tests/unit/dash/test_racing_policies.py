@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from nest_experiments.dash.racing import (
+from nest_experiments.dash.core.racing import (
     Plan,
     QuicSample,
     QuicWatch,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nest_experiments.dash.server import resolve
+from nest_experiments.dash.origin.server import resolve
 
 
 @pytest.fixture
