@@ -59,7 +59,7 @@ from nest_experiments.studies import STUDIES, Study, study_for
 
 MANIFEST = "evidence.json"
 FORMAT_KEY = "results_format"  # evidence.json's: the results format of its tables (results.RESULTS_FORMAT)
-SESSIONS = "sessions.csv"
+SESSIONS = decisions.PRIOR_SESSIONS  # sessions.csv: named once, in decisions (below this module)
 CLAIMS = "claims.csv"
 RUNS = "runs.json"
 REPORT = "report.md"

@@ -26,7 +26,7 @@ from typing import Any
 
 from nest_experiments.analysis import evidence
 from nest_experiments.analysis.results import RESULTS_FORMAT, metric_v2
-from nest_experiments.rundir import write_atomic, write_json
+from nest_experiments.rundir import write_atomic, write_bytes_atomic, write_json
 
 NAME_COLUMNS = ("metric", "per")  # the columns of a table whose cells are metric names
 
@@ -81,9 +81,7 @@ def _rename_cells(path: Path) -> Path | None:
     out = io.StringIO()
     csv.writer(out, lineterminator=_terminator(text)).writerows(new)
     if zipped:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(gzip.compress(out.getvalue().encode(), mtime=0))
-        tmp.replace(path)
+        write_bytes_atomic(path, gzip.compress(out.getvalue().encode(), mtime=0))
     else:
         write_atomic(path, out.getvalue())
     return path

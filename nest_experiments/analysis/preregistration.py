@@ -164,6 +164,6 @@ def has_sessions(folder: Path) -> bool:
     from nest_experiments.analysis.decisions import PRIOR_DIR, PRIOR_SESSIONS
     from nest_experiments.rundir import RunFolder, run_dirs
 
-    if (folder / "sessions.csv").is_file() or (folder / PRIOR_DIR / PRIOR_SESSIONS).is_file():
+    if (folder / PRIOR_SESSIONS).is_file() or (folder / PRIOR_DIR / PRIOR_SESSIONS).is_file():
         return True
     return any((RunFolder(d).manifest() or {}).get("status") == "completed" for d in run_dirs(folder))

@@ -45,6 +45,7 @@ from nest_experiments.rundir import (
     IPERF3,
     IPERF3_SUMMARY,
     LINKS,
+    MANIFEST,
     OBJECTS,
     QDELAY,
     QDISC,
@@ -414,7 +415,7 @@ class Results:
         done = self.runs[self.runs.status == "completed"] if "status" in self.runs else self.runs.iloc[:0]
         frames = []
         for _, r in done.iterrows():
-            d = self.folder if self.folder.name == r["run"] and (self.folder / "manifest.json").exists() \
+            d = self.folder if self.folder.name == r["run"] and (self.folder / MANIFEST).exists() \
                 else self.folder / str(r["run"])
             frame = _qoe_frame(d) if t.file == QOE else _frame(d, t.file)
             if frame.empty:

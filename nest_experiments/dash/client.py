@@ -7,7 +7,7 @@
 With ``--transport race`` (QUIC/TCP connection racing, :mod:`.race`; ``--racing``
 chromium|firefox|quic_only|tcp_only|dynamic, ``--racing-params JSON``) it also
 writes ``racing.csv`` (:mod:`.racing_log`), even when the session failed.
-Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.records`)
+Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.rundir.rows`)
 and ``qoe.json`` (:func:`nest_experiments.dash.qoe.summarize` plus the end
 reason) into ``DIR``. Every time is ``time.monotonic() - t0``: the run's
 clock, shared by every namespace (one CLOCK_MONOTONIC per kernel). Errors
@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -35,9 +34,10 @@ from nest_experiments.dash.fetch import Fetcher
 from nest_experiments.dash.player import PlayerReport, play
 from nest_experiments.dash.playerargs import DEFAULT_ABR, PlayerArgs
 from nest_experiments.dash.race import RaceFetcher
-from nest_experiments.dash.racing_log import write_racing
 from nest_experiments.dash.transports import H3_CLIENTS, KINDS, PY_QUIC_STACKS, FetcherOptions, open_fetcher, quic_stack
 from nest_experiments.errors import ConfigError, NestExpError, RunError
+from nest_experiments.rundir import DECISIONS, QOE, RACING, SEGMENTS, write_atomic
+from nest_experiments.rundir.rows import write_decisions, write_racing, write_segments
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,14 +129,10 @@ def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float,
 
 def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_s: float, client: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    records.write_segments(out / "segments.csv", report.segments)
-    records.write_decisions(out / "abr_decisions.csv", report.decisions)
+    write_segments(out / SEGMENTS, report.segments)
+    write_decisions(out / DECISIONS, report.decisions)
     doc = qoe_document(report, transport=transport, threshold_s=threshold_s, client=client)
-    fd, tmp = tempfile.mkstemp(prefix=".qoe.json.", dir=out)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, out / "qoe.json")
+    write_atomic(out / QOE, json.dumps(doc, indent=2) + "\n")
 
 
 def warm(args: argparse.Namespace) -> None:
@@ -168,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if getattr(args, "racer", None) is not None:  # the race's events, even of a session that failed
                 args.out.mkdir(parents=True, exist_ok=True)
-                write_racing(args.out / "racing.csv", args.racer.rows)
+                write_racing(args.out / RACING, args.racer.rows)
         if not report.segments:
             raise RunError(f"no segment was received ({report.end_reason})")
         write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold,

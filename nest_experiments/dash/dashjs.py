@@ -38,7 +38,8 @@ from typing import Any
 
 from nest_experiments.dash.mpd import Manifest
 from nest_experiments.dash.qoe import EndStall
-from nest_experiments.dash.records import ABANDON, DecisionRow, SegmentRow
+from nest_experiments.dash.records import ABANDON
+from nest_experiments.rundir.rows import DecisionRow, SegmentRow
 
 Event = Mapping[str, Any]
 MEDIA_SEGMENT = "MediaSegment"

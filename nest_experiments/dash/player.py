@@ -60,8 +60,9 @@ from nest_experiments.dash.mp4 import Track, parse_init, presentation_end_s
 from nest_experiments.dash.mpd import AdaptationSet, Manifest, init_url, parse_mpd, segment_url
 from nest_experiments.dash.playerargs import DEFAULT_ABR
 from nest_experiments.dash.qoe import EndStall
-from nest_experiments.dash.records import ABANDON, TIMEOUT, DecisionRow, SegmentRow
+from nest_experiments.dash.records import ABANDON, TIMEOUT
 from nest_experiments.errors import ConfigError, RunError
+from nest_experiments.rundir.rows import DecisionRow, SegmentRow
 
 EPS = 1e-9
 STREAMS = ("video", "audio")

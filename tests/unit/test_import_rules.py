@@ -14,7 +14,8 @@ SYSTEM = ("net", "vm", "apps", "collectors", "runs", "pytest_plugin", "cli")  # 
 PURE = ("errors", "units", "rundir", "resources", "results", "config", "parsers", "analysis", "studies")
 ABOVE_NET = ("apps", "collectors", "runs", "analysis", "studies", "dash", "vm", "pytest_plugin", "cli")
 STUDIES = ("nest", "abr_quic", "under_hood", "h2quic", "racing", "generic")
-ROOT = {"__init__", "__main__", "cli", "errors", "units", "rundir", "resources", "results", "pytest_plugin"}
+ROOT = {"__init__", "__main__", "cli", "errors", "units", "resources", "results", "pytest_plugin"}
+ROOT_PACKAGES = ("rundir",)  # a contract of the root with a module below it (rundir.rows: the row schemas)
 
 
 def _module(path: Path) -> str:
@@ -85,6 +86,14 @@ def test_no_module_is_in_an_import_circle() -> None:
 
 def test_the_package_root_holds_only_the_entry_points() -> None:
     assert {p.stem for p in PACKAGE.glob("*.py")} == ROOT
+    assert all((PACKAGE / p / "__init__.py").is_file() for p in ROOT_PACKAGES)
+
+
+def test_the_run_folder_contract_imports_only_the_root() -> None:
+    """rundir (and its row schemas) is below everything that writes or reads a run folder: the players (dash), the
+    apps, the analysis; it imports only the exception tree."""
+    assert {i for m in GRAPH if _under(m, ("rundir",)) for i in GRAPH[m] if not _under(i, ("rundir",))} == \
+        {"nest_experiments.errors"}
 
 
 def test_the_rules_see_the_modules_they_judge() -> None:
