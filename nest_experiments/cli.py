@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evidence", help="export a sweep into an evidence folder, or regenerate the README's table",
                         description="SWEEP OUT --command C: make OUT the evidence folder of the results sweep SWEEP "
                                     "(sessions, claims, looks, per-run summary, tidy tables, report); `plot OUT` "
-                                    "rebuilds it. --readme: write the README's result table from evidence/.")
+                                    "rebuilds it. --readme: write the README's result table from evidence/. "
+                                    "--migrate FOLDER: re-export an evidence folder of an older results format.")
     ev.add_argument("sweep", nargs="?", type=Path, help="a results sweep folder, e.g. results/nest_paper")
     ev.add_argument("out", nargs="?", type=Path, help="the evidence folder to write, e.g. evidence/nest_paper")
     ev.add_argument("--command", dest="made_by", metavar="COMMAND", default="",
@@ -67,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the result table of every evidence folder into README (default README.md; the "
                          "evidence folders beside it, in evidence/)")
     ev.add_argument("--check", action="store_true", help="with --readme: change nothing, exit 1 if it is stale")
+    ev.add_argument("--migrate", nargs="+", type=Path, metavar="FOLDER",
+                    help="re-export evidence folders of an older results format under today's metric names (their "
+                         "verdicts unchanged) and rebuild their claims and report")
     claims = sub.add_parser("claims", help="the papers' claim maps (docs/claims/), or freeze a folder's claims",
                             description="map: write docs/claims/<study>.md from each study's sentences and claims "
                                         "(--check: compare only, exit 1 if stale).")
@@ -163,6 +167,13 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
 def _evidence(args: argparse.Namespace) -> int:
     from nest_experiments.reports import evidence
 
+    if args.migrate:
+        from nest_experiments.reports.evidence_migrate import migrate
+
+        for folder in args.migrate:
+            written = migrate(folder)
+            print(f"{folder}: {'migrated' if written else 'in the current results format already'}")
+        return 0
     if args.readme is not None:
         if args.sweep is not None:
             raise ConfigError("evidence", "--readme takes no sweep folder: give either SWEEP OUT --command or --readme")

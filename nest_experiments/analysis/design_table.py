@@ -8,8 +8,8 @@ folder as ``design.json`` (:data:`DESIGN_FILE`), drawn as one Markdown table.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

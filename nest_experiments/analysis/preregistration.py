@@ -10,7 +10,8 @@ carries the record into the evidence folder.
 :func:`marked` gives each claim judged on a folder the reasons it is *post hoc*, which every table shows beside
 it: the claim's own (:attr:`.claims.Claim.post_hoc`: its declaration or margin came after data of its design,
 e.g. a margin chosen after five blocks), a declaration that differs from the frozen one, or one the record does
-not hold (declared after the freeze). A record frozen after the data (``before_data`` false: the committed
+not hold (declared after the freeze); a metric renamed by a results format (issue 54's units,
+:func:`current_names`) is not a change. A record frozen after the data (``before_data`` false: the committed
 evidence, frozen when this machinery arrived) registers nothing in advance: its marks are the declarations' own.
 """
 
@@ -121,11 +122,24 @@ def marked(folder: Path | None, claims: Sequence[Claim]) -> tuple[Claim, ...]:
             if entry is None:
                 reasons.append(f"declared after the freeze of {doc['date']}")
             elif entry.get("sha256") != declaration_hash(c):
-                changed = changed_fields(c, entry.get("declaration") or {})
+                changed = changed_fields(c, current_names(entry.get("declaration") or {}))
                 if changed:
                     reasons.append(f"its {', '.join(changed)} changed after the freeze of {doc['date']}")
         out.append(replace(c, post_hoc="; ".join(reasons)))
     return tuple(out)
+
+
+METRIC_FIELDS = ("metric", "per")  # the declared fields that name a results metric
+
+
+def current_names(frozen: Mapping[str, Any]) -> dict[str, Any]:
+    """A frozen declaration with its metric names in today's results format (``metric_v2`` of
+    :mod:`nest_experiments.analysis.results`: a record frozen under format 1 names ``video.avg_bitrate_bps`` what is
+    ``video.avg_bitrate_kbps`` now). A rename of the names is no change of the claim: the record keeps its hash (what
+    was frozen), and the comparison reads its names as renamed."""
+    from nest_experiments.analysis.results import metric_v2
+
+    return {k: metric_v2(v) if k in METRIC_FIELDS and isinstance(v, str) else v for k, v in frozen.items()}
 
 
 def changed_fields(c: Claim, frozen: Mapping[str, Any]) -> list[str]:
@@ -150,6 +164,6 @@ def has_sessions(folder: Path) -> bool:
     from nest_experiments.analysis.decisions import PRIOR_DIR, PRIOR_SESSIONS
     from nest_experiments.rundir import RunFolder, run_dirs
 
-    if (folder / "sessions.csv").is_file() or (folder / PRIOR_DIR / PRIOR_SESSIONS).is_file():
+    if (folder / PRIOR_SESSIONS).is_file() or (folder / PRIOR_DIR / PRIOR_SESSIONS).is_file():
         return True
     return any((RunFolder(d).manifest() or {}).get("status") == "completed" for d in run_dirs(folder))

@@ -16,6 +16,9 @@ window, the AQM egresses, the DASH metrics, the queue delays) are the ones the r
 (:mod:`nest_experiments.analysis`, :mod:`nest_experiments.analysis.report`): one reader. Reads files only; never touches
 the network.
 
+- Every metric key ends in its unit (``video.avg_bitrate_kbps``, ``video.app_rtt_ms``, ``qdelay_ms.<egress>.<source>``;
+  :func:`unit_of`); a count or a score has none (``video.switches``, ``video.qoe``). These names are results format
+  :data:`RESULTS_FORMAT` (2, issue 54); format 1 named kbit/s ``_bps`` and ms ``_s`` (:func:`metric_v2` maps them).
 - A run's *point* (its swept keys, without the repetition) is flattened to dotted keys.
 - DASH metrics per stream come from :func:`nest_experiments.dash.core.qoe.summarize` on ``segments.csv``; queue delays
   are means over the steady window (:func:`steady_window`) of the kernel's ``delay_ms`` (``qdisc.csv``) and of each
@@ -42,6 +45,7 @@ from nest_experiments.rundir import (
     IPERF3,
     IPERF3_SUMMARY,
     LINKS,
+    MANIFEST,
     OBJECTS,
     QDELAY,
     QDISC,
@@ -90,30 +94,62 @@ class Metric:
     source: str | None = None  # queue-delay metrics: "kernel" or the qdelay.csv method
 
 
-# QoeSummary field, label, unit, scale to the unit
-_STREAM_FIELDS: tuple[tuple[str, str, str, float], ...] = (
-    ("switches", "bitrate switches", "count", 1.0),
-    ("avg_bitrate_bps", "average bitrate", "kbit/s", 1e-3),
-    ("avg_throughput_bps", "average throughput", "kbit/s", 1e-3),
-    ("avg_buffer_s", "average playback buffer", "s", 1.0),
-    ("app_rtt_s", "average application RTT", "ms", 1e3),
-    ("app_jitter_s", "average application jitter", "ms", 1e3),
-    ("response_latency_s", "average response latency (TTFB)", "ms", 1e3),
-    ("qoe", "QoE (eq. 1)", "score", 1.0),
+# Every metric key ends in its unit (issue 54): ``_kbps`` kbit/s, ``_ms`` ms, ``_s`` s; a count (``switches``) or a
+# score (``qoe``) has none. The values keep the report's units (kbit/s, ms), in which the claims' margins read.
+UNIT_SUFFIXES = (("_kbps", "kbit/s"), ("_mbps", "Mbit/s"), ("_bps", "bit/s"), ("_ms", "ms"), ("_s", "s"),
+                 ("_pct", "%"))
+# the results format: 1 until issue 54 (``avg_bitrate_bps`` held kbit/s, ``app_rtt_s`` ms, ``qdelay.*`` had no
+# unit), 2 since (:func:`metric_v2`); an evidence folder records the format of its tables (``evidence.json``)
+RESULTS_FORMAT = 2
+_V1_FIELDS = {"avg_bitrate_bps": "avg_bitrate_kbps", "avg_throughput_bps": "avg_throughput_kbps",
+              "app_rtt_s": "app_rtt_ms", "app_jitter_s": "app_jitter_ms", "response_latency_s": "response_latency_ms"}
+_V1_HEADS = {"qdelay": "qdelay_ms", "qdelay_kernel": "qdelay_kernel_ms"}  # results' and the NeST study's delays
+
+
+def metric_v2(key: str) -> str:
+    """A format-1 metric key (:data:`RESULTS_FORMAT`) under its format-2 name; any other key as it is."""
+    head, dot, rest = key.partition(".")
+    if head in _V1_HEADS and dot:
+        return f"{_V1_HEADS[head]}.{rest}"
+    if head in (*STREAMS, "session") and rest in _V1_FIELDS:
+        return f"{head}.{_V1_FIELDS[rest]}"
+    return key
+
+
+def unit_of(key: str) -> str:
+    """The unit a metric key's suffix names (its first dotted part for a per-egress key), "" without one."""
+    head, _, rest = key.partition(".")
+    for name in (rest, head) if head in (*STREAMS, "session") else (head, rest):
+        for suffix, unit in UNIT_SUFFIXES:
+            if name.endswith(suffix):
+                return unit
+    return ""
+
+
+# QoeSummary field (s, bit/s), metric name (its true unit), label, unit, scale from the field to the unit
+_STREAM_FIELDS: tuple[tuple[str, str, str, str, float], ...] = (
+    ("switches", "switches", "bitrate switches", "count", 1.0),
+    ("avg_bitrate_bps", "avg_bitrate_kbps", "average bitrate", "kbit/s", 1e-3),
+    ("avg_throughput_bps", "avg_throughput_kbps", "average throughput", "kbit/s", 1e-3),
+    ("avg_buffer_s", "avg_buffer_s", "average playback buffer", "s", 1.0),
+    ("app_rtt_s", "app_rtt_ms", "average application RTT", "ms", 1e3),
+    ("app_jitter_s", "app_jitter_ms", "average application jitter", "ms", 1e3),
+    ("response_latency_s", "response_latency_ms", "average response latency (TTFB)", "ms", 1e3),
+    ("qoe", "qoe", "QoE (eq. 1)", "score", 1.0),
+    ("stall_s", "stall_s", "stall time", "s", 1.0),
 )
-_SCALE = {f: scale for f, _, _, scale in _STREAM_FIELDS}
 DASH_METRICS: tuple[Metric, ...] = tuple(
-    Metric(key=f"{s}.{f}", label=f"{s} {label}", unit=unit)
-    for s in STREAMS for f, label, unit, _ in _STREAM_FIELDS
+    Metric(key=f"{s}.{name}", label=f"{s} {label}", unit=unit)
+    for s in STREAMS for f, name, label, unit, _ in _STREAM_FIELDS if f != "stall_s"
 ) + (Metric(key="session.stall_s", label="session stall time", unit="s", plot=False),
      Metric(key="session.qoe", label="session QoE (eq. 1)", unit="score", plot=False))
 
 
 def delay_metric(egress: str, source: str) -> Metric:
-    """Mean queue delay on one egress from one source (``kernel`` or a ``qdelay.csv`` method)."""
+    """Mean queue delay on one egress from one source (``kernel`` or a ``qdelay.csv`` method), in ms."""
     what = "as the kernel reports it" if source == "kernel" else f"measured ({source})"
-    return Metric(key=f"qdelay.{egress}.{source}", label=f"mean queue delay {egress}, {what}", unit="ms", plot=False,
-                  egress=egress, source=source)
+    return Metric(key=f"qdelay_ms.{egress}.{source}", label=f"mean queue delay {egress}, {what}", unit="ms",
+                  plot=False, egress=egress, source=source)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,10 +255,10 @@ def dash_metrics(run_dir: Path, notes: list[str]) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for stream, summary in qoe.summarize(rows, stall_at_end=stall_at_end(run_dir, names[0] if names else "")).items():
-        for f, scale in (*_SCALE.items(), ("stall_s", 1.0)):
+        for f, name, _, _, scale in _STREAM_FIELDS:
             value = getattr(summary, f)
             if value is not None:
-                out[f"{stream}.{f}"] = float(value) * scale
+                out[f"{stream}.{name}"] = float(value) * scale
     return out
 
 
@@ -379,7 +415,7 @@ class Results:
         done = self.runs[self.runs.status == "completed"] if "status" in self.runs else self.runs.iloc[:0]
         frames = []
         for _, r in done.iterrows():
-            d = self.folder if self.folder.name == r["run"] and (self.folder / "manifest.json").exists() \
+            d = self.folder if self.folder.name == r["run"] and (self.folder / MANIFEST).exists() \
                 else self.folder / str(r["run"])
             frame = _qoe_frame(d) if t.file == QOE else _frame(d, t.file)
             if frame.empty:
@@ -556,7 +592,7 @@ def run_metrics(run_dir: Path) -> dict[str, tuple[float, str]]:
     m = read_manifest(run_dir) or {}
     notes: list[str] = []
     units = {metric.key: metric.unit for metric in DASH_METRICS}
-    out = {k: (v, units.get(k, "s" if k.endswith("stall_s") else "")) for k, v in dash_metrics(run_dir, notes).items()}
+    out = {k: (v, units.get(k, unit_of(k))) for k, v in dash_metrics(run_dir, notes).items()}
     egs = aqm_egresses(raw_egresses(run_dir, notes), flatten(m.get("point") or {}))
     _, delays = queue_delays(run_dir, egs, steady_window(run_dir), notes)
     out.update({metric.key: (value, metric.unit) for metric, value in delays.items()})

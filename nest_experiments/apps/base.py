@@ -26,7 +26,16 @@ from nest_experiments.net.network import Network
 from nest_experiments.net.procs import popen_in_ns, stop, wait_exited
 from nest_experiments.net.sockets import is_listening
 from nest_experiments.net.warm import WarmPool
-from nest_experiments.rundir import write_json
+from nest_experiments.rundir import (
+    CADDY_ACCESS_LOG,
+    ERR,
+    OUT,
+    RAW_DIR,
+    SERVER,
+    app_file,
+    write_bytes_atomic,
+    write_json,
+)
 
 SERVER_MODULE = "nest_experiments.dash.origin.server"  # our HTTP server (DASH and objects apps), run as python -m
 
@@ -55,7 +64,7 @@ class App(abc.ABC):
 
     @property
     def raw_dir(self) -> Path:
-        path = self.run_dir / "raw"
+        path = self.run_dir / RAW_DIR
         path.mkdir(exist_ok=True)
         return path
 
@@ -129,16 +138,16 @@ class App(abc.ABC):
         self.versions[f"apps.{name}.http_server"] = f"caddy {tool_version([exe, 'version'])}"
         home, addr = self.net.state.temp_dir("caddy"), self.net.addr(node)
         files = certs.write_certs(home, [addr])
-        ca.write_bytes(files.ca.read_bytes())
+        write_bytes_atomic(ca, files.ca.read_bytes())
         conf = caddy.config(root=root, addr=addr, port=port, transport=transport,
-                            access_log=self.raw_dir / f"{name}.access.json", storage=home / "storage",
+                            access_log=self.raw_dir / app_file(name, CADDY_ACCESS_LOG), storage=home / "storage",
                             chain=files.chain, key=files.key)  # fmt: skip
         write_json(home / "caddy.json", conf)
         # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
         # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
         env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
         proc = self.spawn(node, ["env", *env, exe, "run", "--config", str(home / "caddy.json")],
-                          log=f"{name}.server.out", stderr_log=f"{name}.server.err")
+                          log=app_file(name, SERVER, OUT), stderr_log=app_file(name, SERVER, ERR))
         self.wait_listening(node, port, proc=proc)
         if transport in ("h3", "race"):
             self.wait_listening(node, port, proto="udp", proc=proc)

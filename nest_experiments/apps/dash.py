@@ -40,16 +40,35 @@ from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import players
 from nest_experiments.dash.content import encode, media
-from nest_experiments.dash.core.racing_log import RACING_FIELDS
-from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS as ACCESS_FIELDS
-from nest_experiments.dash.core.records import DECISION_FIELDS, SEGMENT_FIELDS
 from nest_experiments.dash.http import quicgo
 from nest_experiments.dash.origin import caddy
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import RunError
 from nest_experiments.net import mptcp, sockets
 from nest_experiments.parsers import caddy as caddy_log
-from nest_experiments.rundir import write_json
+from nest_experiments.rundir import (
+    ACCESS,
+    ACCESS_LOG,
+    CA,
+    CADDY_ACCESS_LOG,
+    CLIENT,
+    DECISIONS,
+    ERR,
+    GO_FILE,
+    MPTCP,
+    NETLOG,
+    OUT,
+    PLAYER_DIR,
+    QOE,
+    RACING,
+    SEGMENTS,
+    SERVER,
+    SUBFLOWS,
+    app_file,
+    write_json,
+)
+from nest_experiments.rundir.rows import ACCESS_LOG_FIELDS as ACCESS_FIELDS
+from nest_experiments.rundir.rows import DECISION_FIELDS, RACING_FIELDS, SEGMENT_FIELDS
 
 READY_TIMEOUT_S = {False: 20.0, True: 120.0}  # by App.in_vm: on the host or in the VM runtime's guest
 BROWSER_READY_FACTOR = 4  # Chromium started and the namespace's addresses settled: 4 x READY_TIMEOUT_S
@@ -105,8 +124,8 @@ class Dash(App):
         ladder = media.load_ladder(c.ladder)
         self.mpd = self.media(c)
         self.media_s = c.clip_s if c.clip_s is not None else ladder.duration_s
-        self.out_dir = self.raw_dir / f"{c.name}.client"
-        self.ca = self.raw_dir / f"{c.name}.ca.pem"
+        self.out_dir = self.raw_dir / app_file(c.name, PLAYER_DIR)
+        self.ca = self.raw_dir / app_file(c.name, CA)
         if c.transport == "mptcp":
             self._setup_mptcp()
         if c.http_server == "caddy":
@@ -135,13 +154,13 @@ class Dash(App):
         ports = ["--port-h2", str(CADDY_PORT), "--port-h3", str(CADDY_PORT)] if c.transport == "race" else \
             [f"--port-{c.transport}", str(self.port)]
         argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.mpd.parent),
-                "--bind", bind, *ports, "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
+                "--bind", bind, *ports, "--access-log", str(self.raw_dir / app_file(c.name, ACCESS_LOG)),
                 "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
-        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.server = self.spawn(c.server, argv, log=app_file(c.name, SERVER, OUT), stderr_log=app_file(c.name, SERVER, ERR))
 
     def _await_server(self) -> None:
         c = self.cfg
-        ready = self._wait_ready(self.server, "server")["ports"]
+        ready = self._wait_ready(self.server, SERVER)["ports"]
         port = int(ready["h2" if c.transport == "race" else c.transport])
         if port != self.port:  # a bug: the server listens where the player will not look
             raise RunError(f"apps.{c.name}: the DASH server listens on port {port}, not {self.port}")
@@ -168,7 +187,7 @@ class Dash(App):
     def _wait_ready(self, proc: subprocess.Popen[bytes], who: str, timeout_s: float | None = None) -> dict[str, Any]:
         """The first ``{"ready": true, ...}`` line a process of ours prints to its ``.out`` log."""
         c = self.cfg
-        out = self.raw_dir / f"{c.name}.{who}.out"
+        out = self.raw_dir / app_file(c.name, who, OUT)
         deadline = time.monotonic() + (READY_TIMEOUT_S[self.in_vm] if timeout_s is None else timeout_s)
         while time.monotonic() < deadline:
             for line in out.read_text().splitlines():
@@ -181,8 +200,8 @@ class Dash(App):
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
-        err = last_line(self.raw_dir / f"{c.name}.{who}.err")
-        node = c.server if who == "server" else c.client
+        err = last_line(self.raw_dir / app_file(c.name, who, ERR))
+        node = c.server if who == SERVER else c.client
         raise RunError(f"apps.{c.name}: DASH {who} on {node} did not start{': ' + err if err else ''} "
                        f"(see {self.raw_dir})")
 
@@ -196,7 +215,7 @@ class Dash(App):
         c = self.cfg
         if c.transport == "h3" and c.h3_client == "quic-go":
             quicgo.binary()  # missing: say how to build it, before the player starts
-        self.go_file = self.raw_dir / f"{c.name}.client.go"
+        self.go_file = self.raw_dir / app_file(c.name, GO_FILE)
         if c.player in players.BROWSERS:
             self._spawn_browser()
             return
@@ -214,8 +233,8 @@ class Dash(App):
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
-        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
-        self.when_ready(functools.partial(self._wait_ready, self.client, "client"))
+        self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
+        self.when_ready(functools.partial(self._wait_ready, self.client, CLIENT))
 
     def _player_args(self) -> PlayerArgs:
         """The session every player is given (the certificate over TLS transports: h2, h3, race)."""
@@ -235,18 +254,19 @@ class Dash(App):
                 "--page", page, "--mpd-file", str(self.mpd),
                 "--profile", str(self.net.state.temp_dir(c.player) / "profile")]
         if c.player == "dashjs":
-            argv += ["--netlog", str(self.raw_dir / f"{c.name}.netlog.json")]
-        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+            argv += ["--netlog", str(self.raw_dir / app_file(c.name, NETLOG))]
+        self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT),
+                                 stderr_log=app_file(c.name, CLIENT, ERR))
         # Chromium is up before ready
-        self._wait_ready(self.client, "client", timeout_s=BROWSER_READY_FACTOR * READY_TIMEOUT_S[self.in_vm])
+        self._wait_ready(self.client, CLIENT, timeout_s=BROWSER_READY_FACTOR * READY_TIMEOUT_S[self.in_vm])
 
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.players.gpacplayer`), its log in the client's folder."""
         c = self.cfg
         argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
                 "--mpd-file", str(self.mpd)]
-        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
-        self._wait_ready(self.client, "client")
+        self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
+        self._wait_ready(self.client, CLIENT)
 
     def start(self) -> None:
         c = self.cfg
@@ -270,7 +290,7 @@ class Dash(App):
             code = self.wait_proc(self.client, deadline, "DASH client")
         except RunError as exc:  # stopped with SIGTERM at the deadline: it writes what it played so far
             self.warnings.append(str(exc))
-            code = 0 if (self.out_dir / "qoe.json").exists() else 1
+            code = 0 if (self.out_dir / QOE).exists() else 1
         finally:
             if self.subflows is not None:
                 self.subflows.stop()
@@ -278,19 +298,19 @@ class Dash(App):
             self._write_mptcp_counters()
         self.access = self._access_rows()
         if code != 0:
-            err = last_line(self.raw_dir / f"{c.name}.client.err") or f"exit {code}"
+            err = last_line(self.raw_dir / app_file(c.name, CLIENT, ERR)) or f"exit {code}"
             self.failure = f"apps.{c.name}: DASH client failed: {err}"
             return
-        self.segments = read_rows(self.out_dir / "segments.csv", app=c.name)
-        self.decisions = read_rows(self.out_dir / "abr_decisions.csv", app=c.name)
-        if (self.out_dir / "racing.csv").exists():  # the race transport's events (dash.racing_log)
-            self.racing = read_rows(self.out_dir / "racing.csv", app=c.name)
-        doc = json.loads((self.out_dir / "qoe.json").read_text())
+        self.segments = read_rows(self.out_dir / SEGMENTS, app=c.name)
+        self.decisions = read_rows(self.out_dir / DECISIONS, app=c.name)
+        if (self.out_dir / RACING).exists():  # the race transport's events (dash.racing_log)
+            self.racing = read_rows(self.out_dir / RACING, app=c.name)
+        doc = json.loads((self.out_dir / QOE).read_text())
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
         doc.setdefault("player", c.player)
         self.versions[f"apps.{c.name}.client"] = doc.get("client", "")
         self.versions[f"apps.{c.name}.player"] = "nest_experiments" if c.player == "nest" else doc.get("client", "")
-        _set_app_entry(self.run_dir / "qoe.json", c.name, doc)
+        _set_app_entry(self.run_dir / QOE, c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
 
@@ -300,18 +320,18 @@ class Dash(App):
         counters, timeouts = {}, {}
         for node in (c.client, c.server):
             counters[node], timeouts[node] = mptcp.read_counters(self.net.ns(node))
-        _set_app_entry(self.run_dir / "mptcp.json", c.name, {"client": c.client, "server": c.server,
+        _set_app_entry(self.run_dir / MPTCP, c.name, {"client": c.client, "server": c.server,
                                                              "add_addr_timeout_s": timeouts, "counters": counters})
 
     def _access_rows(self) -> list[dict[str, Any]]:
         """The server's access log so far, its times moved from the server's t0 onto the run clock."""
         c = self.cfg
         if c.http_server == "caddy":
-            log = self.raw_dir / f"{c.name}.access.json"
+            log = self.raw_dir / app_file(c.name, CADDY_ACCESS_LOG)
             text = log.read_text(errors="replace") if log.exists() else ""
             wall_t0 = time.time() - self.clock()  # the wall clock at the run's t = 0 (Caddy logs wall time)
             return [{**row, "app": c.name} for row in caddy_log.access_rows(text, wall_t0=wall_t0, what=str(log))]
-        log = self.raw_dir / f"{c.name}.access.csv"
+        log = self.raw_dir / app_file(c.name, ACCESS_LOG)
         path = log if log.exists() else log.with_name(log.name + ".partial")  # renamed when the server exits
         if not path.exists():
             return []
@@ -330,14 +350,14 @@ class Dash(App):
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
         out: dict[str, tuple[Sequence[str], list[dict[str, Any]]]] = {
-            "segments.csv": ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
-            "abr_decisions.csv": ((*DECISION_FIELDS, "app"), getattr(self, "decisions", [])),
-            "access.csv": ((*ACCESS_FIELDS, "app"), getattr(self, "access", [])),
+            SEGMENTS: ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
+            DECISIONS: ((*DECISION_FIELDS, "app"), getattr(self, "decisions", [])),
+            ACCESS: ((*ACCESS_FIELDS, "app"), getattr(self, "access", [])),
         }
         if getattr(self, "racing", None) is not None:
-            out["racing.csv"] = ((*RACING_FIELDS, "app"), self.racing)
+            out[RACING] = ((*RACING_FIELDS, "app"), self.racing)
         if getattr(self, "subflows", None) is not None:
-            out["subflows.csv"] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
+            out[SUBFLOWS] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
         return out
 
 

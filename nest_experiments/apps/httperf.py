@@ -29,6 +29,7 @@ from nest_experiments.apps.selectwait import WAIT_US, build_cached, preload_libr
 from nest_experiments.config import HttperfApp
 from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import httperf as parse
+from nest_experiments.rundir import CLIENT, ERR, HTTPERF, LOG, SERVER, WEB_DIR, app_file
 
 FILE_NAME = "object.bin"
 
@@ -69,7 +70,7 @@ class Httperf(App):
 
     @property
     def work_dir(self) -> Path:
-        return self.raw_dir / f"{self.cfg.name}.web"
+        return self.raw_dir / app_file(self.cfg.name, WEB_DIR)
 
     @property
     def length_s(self) -> float:
@@ -106,7 +107,7 @@ class Httperf(App):
             # core in the TCG guest at 15 requests/s
             env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
             argv = ["env", *env, "caddy", "file-server", "--listen", f"{addr}:{c.port}", "--root", str(root)]
-        self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log")
+        self.server = self.spawn(c.dst, argv, log=app_file(c.name, SERVER, LOG))
         self.when_ready(functools.partial(self.wait_listening, c.dst, c.port, proc=self.server))
         self.cap = CpuCap(c.name, c.cpu_limit, state=self.net.state)
         warning = self.cap.create()
@@ -119,7 +120,7 @@ class Httperf(App):
                 "--uri", f"/{FILE_NAME}", "--rate", f"{c.rate:g}", "--num-conns", str(self.connections), "--num-calls", "1",
                 "--timeout", f"{c.timeout_s:g}"]
         self.t_start = self.clock()
-        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", stderr_log=f"{c.name}.client.err")
+        self.client = self.spawn(c.src, argv, log=app_file(c.name, CLIENT, LOG), stderr_log=app_file(c.name, CLIENT, ERR))
         warning = self.cap.add(self.client.pid)  # ip netns exec and env exec httperf: the same pid
         if warning:
             self.warnings.append(f"apps.{c.name}: {warning}")
@@ -129,7 +130,7 @@ class Httperf(App):
         code = self.wait_proc(self.client, deadline + c.timeout_s, "httperf client")
         self.cap.remove()
         stop(self.server)
-        text = (self.raw_dir / f"{c.name}.client.log").read_text()
+        text = (self.raw_dir / app_file(c.name, CLIENT, LOG)).read_text()
         row = parse.summary_row(text, what=f"apps.{c.name} (exit {code})", app=c.name, src=c.src, dst=c.dst,
                                 rate_target=c.rate)
         row.update(size_bytes=c.size, cpu_limit_pct=round(c.cpu_limit * 100, 3) if self.cap.version else "",
@@ -141,7 +142,7 @@ class Httperf(App):
             self.warnings.append(f"apps.{c.name}: {row['replies']} replies to {row['requests']} requests")
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {"httperf.csv": (FIELDS, getattr(self, "rows", []))}
+        return {HTTPERF: (FIELDS, getattr(self, "rows", []))}
 
     def stop(self) -> None:
         super().stop()

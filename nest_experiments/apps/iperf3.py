@@ -10,6 +10,7 @@ from nest_experiments.apps.base import App, tool_version
 from nest_experiments.config import Iperf3App
 from nest_experiments.net.procs import require_tool
 from nest_experiments.parsers import iperf3 as parse
+from nest_experiments.rundir import CLIENT, ERR, IPERF3, IPERF3_SUMMARY, JSON_OUT, LOG, SERVER, app_file
 
 
 class Iperf3(App):
@@ -20,7 +21,7 @@ class Iperf3(App):
         self.versions["iperf3"] = tool_version(["iperf3", "--version"])
         c = self.cfg
         self.server = self.spawn(c.dst, ["iperf3", "-s", "-p", str(c.port), "-1", "--bind", self.net.addr(c.dst)],
-                                 log=f"{c.name}.server.log")
+                                 log=app_file(c.name, SERVER, LOG))
         self.when_ready(functools.partial(self.wait_listening, c.dst, c.port, proc=self.server))
 
     @property
@@ -34,12 +35,12 @@ class Iperf3(App):
                 "-t", f"{self.length_s:g}", "-i", f"{c.interval_s:g}", "--json",
                 "-C", c.congestion_control or self.net.cc]
         self.t_start = self.clock()
-        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.json", stderr_log=f"{c.name}.client.err")
+        self.client = self.spawn(c.src, argv, log=app_file(c.name, CLIENT, JSON_OUT), stderr_log=app_file(c.name, CLIENT, ERR))
 
     def finish(self, deadline: float) -> None:
         c = self.cfg
         code = self.wait_proc(self.client, deadline, "iperf3 client")
-        text = (self.raw_dir / f"{c.name}.client.json").read_text()
+        text = (self.raw_dir / app_file(c.name, CLIENT, JSON_OUT)).read_text()
         data = parse.load(text, what=f"apps.{c.name} (exit {code})")
         who = {"flow_prefix": c.name, "src": c.src, "dst": c.dst}
         self.rows = parse.interval_rows(data, t_offset=self.t_start, **who)
@@ -51,5 +52,5 @@ class Iperf3(App):
 
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {"iperf3.csv": (parse.INTERVAL_FIELDS, self.rows),
-                "iperf3_summary.csv": (parse.SUMMARY_FIELDS, self.summary)}
+        return {IPERF3: (parse.INTERVAL_FIELDS, self.rows),
+                IPERF3_SUMMARY: (parse.SUMMARY_FIELDS, self.summary)}

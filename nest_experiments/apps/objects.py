@@ -27,6 +27,7 @@ from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
 from nest_experiments.config import AppConfig, ObjectsApp
 from nest_experiments.dash.origin import caddy
 from nest_experiments.errors import RunError
+from nest_experiments.rundir import ACCESS_LOG, CA, CLIENT, ERR, OBJECTS, OBJECTS_RAW, OUT, SERVER, app_file
 
 READY_TIMEOUT_S = 20.0
 CADDY_PORT = caddy.PORT
@@ -58,7 +59,7 @@ class Objects(App):
         c = self.cfg
         self.root = self.net.state.temp_dir("objects")
         objects.make_files(self.root, objects.sizes_needed(design(c)))
-        self.ca = self.raw_dir / f"{c.name}.ca.pem"
+        self.ca = self.raw_dir / app_file(c.name, CA)
         if c.http_server == "caddy":
             self._start_caddy()
         else:
@@ -68,15 +69,15 @@ class Objects(App):
         c = self.cfg
         argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.root),
                 "--bind", self.net.addr(c.server), f"--port-{c.transport}", "0", "--ca-out", str(self.ca),
-                "--access-log", str(self.raw_dir / f"{c.name}.access.csv"),
+                "--access-log", str(self.raw_dir / app_file(c.name, ACCESS_LOG)),
                 "--cert-dir", str(self.net.state.temp_dir("certs"))]  # a run's temp dir: a dead run's is swept
-        self.server = self.spawn(c.server, argv, log=f"{c.name}.server.out", stderr_log=f"{c.name}.server.err")
+        self.server = self.spawn(c.server, argv, log=app_file(c.name, SERVER, OUT), stderr_log=app_file(c.name, SERVER, ERR))
         self.port = int(self._wait_ready()["ports"][c.transport])
         quic = f" (h3: aioquic {_version('aioquic')})" if c.transport == "h3" else ""
         self.versions[f"apps.{c.name}.http_server"] = f"nest_experiments{quic}"
 
     def _wait_ready(self) -> dict[str, Any]:
-        out = self.raw_dir / f"{self.cfg.name}.server.out"
+        out = self.raw_dir / app_file(self.cfg.name, SERVER, OUT)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and self.server.poll() is None:
             for line in out.read_text().splitlines():
@@ -93,7 +94,7 @@ class Objects(App):
 
     @property
     def csv_path(self) -> Path:
-        return self.raw_dir / f"{self.cfg.name}.objects.csv"
+        return self.raw_dir / app_file(self.cfg.name, OBJECTS_RAW)
 
     def start(self) -> None:
         c = self.cfg
@@ -106,7 +107,7 @@ class Objects(App):
         if c.transport != "tcp":
             argv += ["--ca", str(self.ca)]
         self.versions[f"apps.{c.name}.client"] = _client_version(c)
-        self.client = self.spawn(c.client, argv, log=f"{c.name}.client.out", stderr_log=f"{c.name}.client.err")
+        self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
 
     def finish(self, deadline: float) -> None:
         c = self.cfg
@@ -115,13 +116,13 @@ class Objects(App):
         planned = len(objects.schedule(design(c)))
         if code != 0:
             self.failure = (f"apps.{c.name}: object-download client failed ({len(self.rows)} of {planned} objects): "
-                            f"{last_line(self.raw_dir / f'{c.name}.client.err') or f'exit {code}'}")
+                            f"{last_line(self.raw_dir / app_file(c.name, CLIENT, ERR)) or f'exit {code}'}")
         elif len(self.rows) < planned:
             self.warnings.append(f"apps.{c.name}: {len(self.rows)} of {planned} objects downloaded "
                                  "(the run's duration ended first)")
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {"objects.csv": ((*objects.FIELDS, "app"), getattr(self, "rows", []))}
+        return {OBJECTS: ((*objects.FIELDS, "app"), getattr(self, "rows", []))}
 
 
 def _client_version(c: ObjectsApp) -> str:

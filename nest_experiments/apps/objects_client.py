@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash.core.fetch import Clock, Fetcher, FetchResult
-from nest_experiments.dash.core.records import write_csv
 from nest_experiments.errors import ConfigError, NestExpError, RunError
+from nest_experiments.rundir.rows import write_rows as write_csv
 
 MODES = ("sequential", "parallel")
 SIZE_QUANTUM = 1024  # sizes are whole KiB (fewer distinct files, readable names)

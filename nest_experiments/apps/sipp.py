@@ -24,6 +24,7 @@ from nest_experiments.apps.base import App, tool_version
 from nest_experiments.config import SippApp
 from nest_experiments.net.procs import require_tool, stop
 from nest_experiments.parsers import sipp as parse
+from nest_experiments.rundir import CLIENT, LOG, SERVER, SIPP, SIPP_DIR, app_file
 
 SCENARIO = Path(__file__).with_name("sipp_uac_rtp.xml")
 PTIME_S = 0.02  # 20 ms of audio per RTP packet
@@ -82,7 +83,7 @@ class Sipp(App):
 
     @property
     def work_dir(self) -> Path:
-        return self.raw_dir / f"{self.cfg.name}.sipp"
+        return self.raw_dir / app_file(self.cfg.name, SIPP_DIR)
 
     @property
     def calls(self) -> int:
@@ -108,7 +109,7 @@ class Sipp(App):
         addr = self.net.addr(c.dst)
         argv = ["sipp", "-sn", "uas", "-rtp_echo", "-i", addr, "-p", str(c.port), "-mi", addr,
                 "-mp", str(c.media_port), *self._trace_args("uas_stat.csv")]
-        self.server = self.spawn(c.dst, argv, log=f"{c.name}.server.log", cwd=self.work_dir / "server",
+        self.server = self.spawn(c.dst, argv, log=app_file(c.name, SERVER, LOG), cwd=self.work_dir / "server",
                                  timer_slack_ns=self.timer_slack_ns)
         for port in (c.port, c.media_port):
             self.when_ready(functools.partial(self.wait_listening, c.dst, port, proto="udp", proc=self.server))
@@ -120,7 +121,7 @@ class Sipp(App):
                 "-mi", addr, "-mp", str(c.media_port), "-r", f"{c.rate:g}", "-m", str(self.calls),
                 "-d", str(round(c.call_length_s * 1000)), *self._trace_args("uac_stat.csv")]
         self.t_start = self.clock()
-        self.client = self.spawn(c.src, argv, log=f"{c.name}.client.log", cwd=self.work_dir / "client",
+        self.client = self.spawn(c.src, argv, log=app_file(c.name, CLIENT, LOG), cwd=self.work_dir / "client",
                                  timer_slack_ns=self.timer_slack_ns)
 
     def finish(self, deadline: float) -> None:
@@ -153,4 +154,4 @@ class Sipp(App):
             return False
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {"sipp.csv": (parse.FIELDS, getattr(self, "rows", []))}
+        return {SIPP: (parse.FIELDS, getattr(self, "rows", []))}

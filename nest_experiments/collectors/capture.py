@@ -48,14 +48,25 @@ from nest_experiments.config import Experiment
 from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NestExpError, RunError
 from nest_experiments.net.procs import RunState, popen_in_ns, require_tool, stop_all
-from nest_experiments.rundir import read_csv, read_manifest, write_csv, write_json
+from nest_experiments.rundir import (
+    CAPTURE_META,
+    CAPTURES_DIR,
+    LINKS,
+    MANIFEST,
+    QDELAY,
+    QDELAY_SUMMARY,
+    QDISC,
+    pcap_file,
+    read_csv,
+    read_manifest,
+    write_csv,
+    write_json,
+)
 
 SNAPLEN = 96
 BUFFER_KIB = 8192  # per capture; the TCG guest may fall behind for a moment
 READY_TIMEOUT_S = 60.0
 DRAIN_S = 1.2
-CAPTURE_DIR = "captures"
-META_FILE = "capture.json"
 QDELAY_FIELDS = ("t", "node", "dev", "delay_ms", "method")
 
 
@@ -86,7 +97,7 @@ class Tap:
 
     @property
     def file(self) -> str:
-        return f"{self.node}-{self.dev}-{self.direction}.pcap"
+        return pcap_file(self.node, self.dev, self.direction)
 
 
 def plan_targets(exp: Experiment, ns_of: Any, routed: Sequence[str] = ()) -> list[EgressTarget]:
@@ -267,7 +278,7 @@ class PacketCapture:
 
     def _move(self, t0: float, stats: dict[str, dict[str, int]]) -> None:
         assert self.spool is not None
-        dest = self.run_dir / CAPTURE_DIR
+        dest = self.run_dir / CAPTURES_DIR
         dest.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         size = 0
@@ -282,7 +293,7 @@ class PacketCapture:
             "targets": [asdict(t) for t in self.targets], "taps": [{**asdict(t), "file": t.file} for t in self.taps],
             "tcpdump_stats": stats,
         }
-        write_json(dest / META_FILE, meta)
+        write_json(dest / CAPTURE_META, meta)
 
 
 @functools.cache
@@ -332,15 +343,15 @@ def match_captures(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
     ``manifest`` (the run's, in memory) gets a ``qdelay`` entry. Does nothing
     when the run has no captures.
     """
-    cap = run_dir / CAPTURE_DIR
-    if not (cap / META_FILE).exists():
+    cap = run_dir / CAPTURES_DIR
+    if not (cap / CAPTURE_META).exists():
         return []
     try:
-        meta = json.loads((cap / META_FILE).read_text())
+        meta = json.loads((cap / CAPTURE_META).read_text())
         summary, warnings = _match(run_dir, meta)
     except Exception as exc:  # noqa: BLE001  (a bug or a bad file must not lose the run)
         return [f"qdelay: matching the captures failed ({type(exc).__name__}: {exc}); pcaps kept in {cap}"]
-    manifest["qdelay"] = {"file": "qdelay.csv", "summary": "qdelay_summary.json", "methods": sorted(METHODS),
+    manifest["qdelay"] = {"file": QDELAY, "summary": QDELAY_SUMMARY, "methods": sorted(METHODS),
                           "egresses": {f"{s['node']}/{s['dev']}": {k: s[k] for k in SUMMARY_BRIEF} for s in summary}}
     if not meta.get("keep"):
         shutil.rmtree(cap, ignore_errors=True)
@@ -361,22 +372,22 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
     from nest_experiments.analysis.results import steady_window
 
     started = time.monotonic()
-    cap = run_dir / CAPTURE_DIR
+    cap = run_dir / CAPTURES_DIR
     offset, drift = run_clock_offset(meta)
     warnings = [f"qdelay: realtime moved {drift * 1e3:.1f} ms against monotonic during the capture"] if drift > 1e-3 else []
     for file, st in meta["tcpdump_stats"].items():
         if st.get("dropped_by_kernel"):
             warnings.append(f"qdelay: {file}: tcpdump reports {st['dropped_by_kernel']} packets dropped by the kernel")
     egresses = {(e["node"], e["dev"]): e for e in _links(run_dir)}
-    qrows = read_csv(run_dir / "qdisc.csv") if (run_dir / "qdisc.csv").exists() else []
+    qrows = read_csv(run_dir / QDISC) if (run_dir / QDISC).exists() else []
     window = steady_window(run_dir)
     rows: list[dict[str, Any]] = []
     summary = []
     for target in meta["targets"]:
         node, dev = target["node"], target["dev"]
-        ingress = [r for d in target["ingress_devs"] for r in read_records(cap / f"{node}-{d}-in.pcap", offset)]
-        exit_file = (f"{target['exit_node']}-{target['exit_dev']}-in.pcap" if target.get("exit_node")
-                     else f"{node}-{dev}-out.pcap")
+        ingress = [r for d in target["ingress_devs"] for r in read_records(cap / pcap_file(node, d, "in"), offset)]
+        exit_file = (pcap_file(target["exit_node"], target["exit_dev"], "in") if target.get("exit_node")
+                     else pcap_file(node, dev, "out"))
         exits = list(read_records(cap / exit_file, offset))
         m = qdelay.match_packets(ingress, exits)
         leaf = _leaf_rows(qrows, egresses.get((node, dev), {}), node, dev)
@@ -387,8 +398,8 @@ def _match(run_dir: Path, meta: dict[str, Any]) -> tuple[list[dict[str, Any]], l
         summary.append(s)
         warnings += _checks(s)
         rows += _rows(node, dev, m, times)
-    write_csv(run_dir / "qdelay.csv", QDELAY_FIELDS, rows)
-    write_json(run_dir / "qdelay_summary.json", {"methods": METHODS, "window_s": list(window),
+    write_csv(run_dir / QDELAY, QDELAY_FIELDS, rows)
+    write_json(run_dir / QDELAY_SUMMARY, {"methods": METHODS, "window_s": list(window),
                                                  "match_s": round(time.monotonic() - started, 2),
                                                  "capture_bytes": meta.get("bytes"), "capture_move_s": meta.get("move_s"),
                                                  "egresses": summary})
@@ -399,7 +410,7 @@ def _split(cap: Path, offset: Decimal, ingress: list[qdelay.Record], exits: list
            dev: str, window: tuple[float, float]) -> dict[str, Any]:
     """A routed link's per-packet delay in two parts: from the router's ingress to its TAP (``-Q out``: the host's
     forwarding and the TAP's own queue) and from the TAP through the guest (its path, its qdisc) to b's end."""
-    tap_out = list(read_records(cap / f"{node}-{dev}-out.pcap", offset))
+    tap_out = list(read_records(cap / pcap_file(node, dev, "out"), offset))
     out: dict[str, Any] = {}
     for name, m in (("host_part", qdelay.match_packets(ingress, tap_out)),
                     ("guest_part", qdelay.match_packets(tap_out, exits))):
@@ -409,7 +420,7 @@ def _split(cap: Path, offset: Decimal, ingress: list[qdelay.Record], exits: list
 
 
 def _links(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "links.json"
+    path = run_dir / LINKS
     return list(json.loads(path.read_text())["egresses"]) if path.exists() else []
 
 
@@ -469,8 +480,8 @@ def _rows(node: str, dev: str, m: qdelay.Matches, times: list[float]) -> list[di
 
 def match_sweep_captures(folder: Path, out: TextIO = sys.stderr) -> None:
     """After a VM sweep, on the host: match every run under ``folder`` with pcaps and no ``qdelay.csv``."""
-    for run_dir in sorted(p.parent.parent for p in folder.glob(f"*/{CAPTURE_DIR}/{META_FILE}")):
-        if (run_dir / "qdelay.csv").exists():
+    for run_dir in sorted(p.parent.parent for p in folder.glob(f"*/{CAPTURES_DIR}/{CAPTURE_META}")):
+        if (run_dir / QDELAY).exists():
             continue
         manifest = read_manifest(run_dir)
         if manifest is None:
@@ -478,7 +489,7 @@ def match_sweep_captures(folder: Path, out: TextIO = sys.stderr) -> None:
         try:
             warnings = match_captures(run_dir, manifest)
             manifest["warnings"] = list(manifest.get("warnings", [])) + warnings
-            write_json(run_dir / "manifest.json", manifest)
+            write_json(run_dir / MANIFEST, manifest)
         except (OSError, NestExpError) as exc:
             print(f"{run_dir.name}: queue delay from captures failed: {exc}", file=out, flush=True)
             continue

@@ -30,7 +30,6 @@ from typing import Any
 
 from nest_experiments.analysis import wire_bytes as wire
 from nest_experiments.collectors.capture import (
-    CAPTURE_DIR,
     DRAIN_S,
     SNAPLEN,
     Tcpdumps,
@@ -39,10 +38,8 @@ from nest_experiments.config import Experiment
 from nest_experiments.config.topology import TopologySpec
 from nest_experiments.errors import NestExpError
 from nest_experiments.net.procs import RunState, require_tool
-from nest_experiments.rundir import write_csv, write_json
+from nest_experiments.rundir import CAPTURES_DIR, WIRE, WIRE_META, wire_pcap_file, write_csv, write_json
 
-WIRE_FILE = "wire.csv"
-META_FILE = "wire.json"
 FIELDS = ("link", "node", "dev", "direction", "proto", "packets", "frame_bytes", "ip_bytes", "l4_header_bytes",
           "l4_payload_bytes")
 DIRECTIONS = {"out": "forward", "in": "reverse"}  # tcpdump -Q on the a end -> the link's direction
@@ -60,7 +57,7 @@ class WireTap:
 
     @property
     def file(self) -> str:
-        return f"wire-{self.link}-{self.direction}.pcap"
+        return wire_pcap_file(self.link, self.direction)
 
     @property
     def link_direction(self) -> str:
@@ -148,14 +145,14 @@ class WireCapture:
             if stats[tap.file].get("dropped_by_kernel"):
                 self.warnings.append(f"wire: {tap.file}: tcpdump reports {stats[tap.file]['dropped_by_kernel']} "
                                      "packets dropped by the kernel: the byte counts are short")
-        write_csv(self.run_dir / WIRE_FILE, FIELDS, rows)
+        write_csv(self.run_dir / WIRE, FIELDS, rows)
         if self.keep:
-            dest = self.run_dir / CAPTURE_DIR
+            dest = self.run_dir / CAPTURES_DIR
             dest.mkdir(parents=True, exist_ok=True)
             for tap in self.taps:
                 shutil.move(self.spool / tap.file, dest / tap.file)
-        write_json(self.run_dir / META_FILE, {
-            "file": WIRE_FILE, "snaplen": SNAPLEN, "counted": "each record's original length (wire.py)",
+        write_json(self.run_dir / WIRE_META, {
+            "file": WIRE, "snaplen": SNAPLEN, "counted": "each record's original length (wire.py)",
             "taps": [{**asdict(t), "file": t.file, "link_direction": t.link_direction} for t in self.taps],
             "offloads_off": [f"{n}/{d}" for n, d in self.no_offloads], "tcpdump_stats": stats,
-            "kept": str(CAPTURE_DIR) if self.keep else None, "account_s": round(time.monotonic() - started, 3)})
+            "kept": str(CAPTURES_DIR) if self.keep else None, "account_s": round(time.monotonic() - started, 3)})

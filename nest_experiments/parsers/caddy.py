@@ -10,7 +10,7 @@ message ``handled request``) when its handler returns::
 ``ts`` is the wall clock (seconds since the epoch) when the entry was
 written, ``duration`` the seconds from the request's arrival to then, and
 ``size`` the body bytes written. Each row has the columns of
-:data:`nest_experiments.dash.core.records.ACCESS_LOG_FIELDS`: ``t_arrival`` =
+:data:`nest_experiments.rundir.rows.ACCESS_LOG_FIELDS`: ``t_arrival`` =
 ``ts - duration`` and ``t_last_byte_sent`` = ``ts`` (the last body byte handed
 to the connection: the kernel's socket for TCP, quic-go's stream buffer for
 QUIC), both minus ``wall_t0`` (the wall clock at the run's t = 0); Caddy logs
@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS
 from nest_experiments.errors import RunError
+from nest_experiments.rundir.rows import ACCESS_LOG_FIELDS
 
 FIELDS = ACCESS_LOG_FIELDS
 _PROTOCOLS = {"HTTP/3.0": "h3", "HTTP/3": "h3", "HTTP/2.0": "h2", "HTTP/2": "h2"}

@@ -4,8 +4,9 @@ An evidence folder (``evidence/<name>/`` in the project) is what :func:`export` 
 
 - ``evidence.json`` (:data:`MANIFEST`): the study, the experiment, the command that ran the sweep, the folder it
   came from, the cell columns of ``sessions.csv``, and a summary of the machine and runtime (runtimes, kernels,
-  clocksources, accelerators, the versions every run shared, runs and saturated runs, first start and last end);
-  the file that makes a folder an evidence folder;
+  clocksources, accelerators, the versions every run shared, runs and saturated runs, first start and last end),
+  and the results format of its tables (``results_format``; an older one is refused with the command that migrates
+  it, :mod:`nest_experiments.reports.evidence_migrate`); the file that makes a folder an evidence folder;
 - ``sessions.csv``: the study's per-session table (:func:`nest_experiments.analysis.decisions.session_table`), what the claims are judged on;
 - ``claims.csv``: the claims judged on ``sessions.csv`` (:func:`nest_experiments.analysis.decisions.judge_sweep`; the replay of the looks
   when ``sequential.json`` is there);
@@ -51,12 +52,14 @@ from nest_experiments.analysis import decisions, design_table, preregistration
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import FIDELITY, PAPER, Claim, Verdict
 from nest_experiments.analysis.decisions import read_sessions
+from nest_experiments.analysis.results import RESULTS_FORMAT
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import SWEEP_LOG, RunFolder, experiment_name, run_dirs, write_atomic, write_csv, write_json
 from nest_experiments.studies import STUDIES, Study, study_for
 
 MANIFEST = "evidence.json"
-SESSIONS = "sessions.csv"
+FORMAT_KEY = "results_format"  # evidence.json's: the results format of its tables (results.RESULTS_FORMAT)
+SESSIONS = decisions.PRIOR_SESSIONS  # sessions.csv: named once, in decisions (below this module)
 CLAIMS = "claims.csv"
 RUNS = "runs.json"
 REPORT = "report.md"
@@ -86,14 +89,16 @@ class Manifest:
     tables: Mapping[str, Any] | None = None
     earlier: tuple[Mapping[str, Any], ...] = ()  # the sweeps this one went on from: command, source, runs
     sweep_report: Mapping[str, str] | None = None  # the sweep report's files left out, and why
+    results_format: int = RESULTS_FORMAT  # the metric names of its tables and sessions (results.RESULTS_FORMAT)
 
 
 def is_evidence(folder: Path) -> bool:
     return (folder / MANIFEST).is_file()
 
 
-def read_manifest(folder: Path) -> Manifest:
-    """``folder``'s ``evidence.json``; a missing or wrong key is a one-line error naming it."""
+def read_manifest(folder: Path, *, any_format: bool = False) -> Manifest:
+    """``folder``'s ``evidence.json``; a missing or wrong key is a one-line error naming it, and so is a results format
+    other than today's (an older one names the command that migrates it) unless ``any_format``."""
     path = folder / MANIFEST
     try:
         doc = json.loads(path.read_text())
@@ -117,9 +122,18 @@ def read_manifest(folder: Path) -> Manifest:
     left_out = doc.get("sweep_report") or {}
     if not isinstance(left_out, dict) or not all(isinstance(v, str) for v in left_out.values()):
         raise NestExpError(f"{path}: 'sweep_report' must map a file of sweep_report/ to why it was left out")
+    found = doc.get(FORMAT_KEY, 1)  # written before formats were recorded: format 1
+    if not isinstance(found, int) or found < 1:
+        raise NestExpError(f"{path}: '{FORMAT_KEY}' must be a positive integer")
+    if not any_format and found < RESULTS_FORMAT:
+        raise NestExpError(f"{folder}: results format {found}, older than this version's {RESULTS_FORMAT} (metric "
+                           f"names with their true units): run `python -m nest_experiments evidence --migrate {folder}`")
+    if not any_format and found > RESULTS_FORMAT:
+        raise NestExpError(f"{folder}: results format {found}, newer than this version's {RESULTS_FORMAT}: update "
+                           "nest_experiments to read it")
     return Manifest(study=doc["study"], experiment=doc["experiment"], command=doc["command"], cells=tuple(cells),
                     machine=doc.get("machine") or {}, source=str(doc.get("source", "")), tables=doc.get("tables"),
-                    earlier=tuple(earlier), sweep_report=left_out or None)
+                    earlier=tuple(earlier), sweep_report=left_out or None, results_format=found)
 
 
 def committed_sessions(folder: Path, experiment: str) -> pd.DataFrame:
@@ -201,7 +215,7 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
         [*([prior / SWEEP_LOG] if before else []), sweep / SWEEP_LOG], out / SWEEP_LOG)]
     manifest: dict[str, Any] = {"study": study.name, "experiment": experiment_name(sweep), "command": command.strip(),
                                 "source": str(sweep), "cells": cell_columns(sessions),
-                                "machine": machine_summary(runs), "tables": tables}
+                                "machine": machine_summary(runs), "tables": tables, FORMAT_KEY: RESULTS_FORMAT}
     if left_out:
         manifest["sweep_report"] = left_out
     if before:

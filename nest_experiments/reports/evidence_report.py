@@ -19,10 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
-from nest_experiments.analysis import (
-    decisions,  # noqa: E402
-    design_table,  # noqa: E402
-)
+from nest_experiments.analysis import decisions, design_table, results  # noqa: E402
 from nest_experiments.analysis import sequential as seq  # noqa: E402
 from nest_experiments.analysis.claims import Sample, Verdict, sample  # noqa: E402
 from nest_experiments.analysis.results import DASH_METRICS  # noqa: E402
@@ -34,10 +31,8 @@ PANEL_COLUMNS = 4
 
 
 def unit_of(metric: str) -> str:
-    """The unit ``sessions.csv`` holds ``metric`` in, where the shared report defines it (else "")."""
-    if metric in UNITS:
-        return UNITS[metric]
-    return "ms" if metric.startswith(("qdelay.", "qdelay_kernel.")) else ""
+    """The unit ``sessions.csv`` holds ``metric`` in: the shared report's, else the one its name ends in (else "")."""
+    return UNITS.get(metric) or results.unit_of(metric)
 
 
 def _num(x: Any) -> float | None:

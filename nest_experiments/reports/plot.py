@@ -20,7 +20,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from nest_experiments.errors import NestExpError  # noqa: E402
-from nest_experiments.rundir import IPERF3, MANIFEST, RunFolder, read_manifest, run_dirs  # noqa: E402
+from nest_experiments.rundir import (  # noqa: E402
+    IPERF3,
+    MANIFEST,
+    QDISC_PLOT,
+    THROUGHPUT_PLOT,
+    RunFolder,
+    read_manifest,
+    run_dirs,
+)
 
 
 def plot_folder(folder: Path, *, report: bool = True, run_plots: bool = True) -> list[Path]:
@@ -90,7 +98,7 @@ def _qdisc_plot(run_dir: Path, q: pd.DataFrame) -> Path:
     axes[-1].set_xlabel("time since run start (s)")
     axes[0].legend(fontsize=7, loc="upper right")
     axes[0].set_title(f"{run_dir.parent.name} / {run_dir.name}: qdiscs")
-    return _save(fig, run_dir / "qdisc.png")
+    return _save(fig, run_dir / QDISC_PLOT)
 
 
 def _throughput_plot(run_dir: Path, df: pd.DataFrame) -> Path:
@@ -103,7 +111,7 @@ def _throughput_plot(run_dir: Path, df: pd.DataFrame) -> Path:
     ax.set_ylabel("throughput (Mbit/s)")
     ax.set_title(f"{run_dir.parent.name} / {run_dir.name}: iperf3 flows")
     ax.legend(fontsize=7, ncol=3, loc="lower right")
-    return _save(fig, run_dir / "throughput.png")
+    return _save(fig, run_dir / THROUGHPUT_PLOT)
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

@@ -40,7 +40,22 @@ from nest_experiments.net.network import Network
 from nest_experiments.net.procs import RunState, clean_dead_runs, live_runs, new_prefix, run_lock
 from nest_experiments.net.routed import Router
 from nest_experiments.net.warm import WarmPool
-from nest_experiments.rundir import CPU, CPU_PROCS, SATURATED, SCHEMA_VERSION, is_completed, write_csv, write_json
+from nest_experiments.rundir import (
+    CONFIG,
+    CPU,
+    CPU_PROCS,
+    ERROR_LOG,
+    FIREWALL,
+    LINKS,
+    MANIFEST,
+    QDISC,
+    SATURATED,
+    SCHEMA_VERSION,
+    is_completed,
+    write_atomic,
+    write_csv,
+    write_json,
+)
 from nest_experiments.runs import runtime
 from nest_experiments.runs.outcome import RunOutcome, config_text, now_iso, sweep_summary
 from nest_experiments.runs.phases import Laps, append_sweep_record, new_sweep_id, process_age_s, uptime_s
@@ -157,7 +172,7 @@ class Run:
         if self.run_dir.exists():  # run again (its config changed, it failed or was interrupted): nothing of the
             shutil.rmtree(self.run_dir)  # last attempt stays (a stale go file started the players at once)
         self.run_dir.mkdir(parents=True)
-        (self.run_dir / "config.toml").write_text(config_text(self.spec))
+        write_atomic(self.run_dir / CONFIG, config_text(self.spec))
         self._init_manifest()
         try:
             if warm_starts() and not self._warm_given:
@@ -178,7 +193,7 @@ class Run:
             self._fail("failed", str(exc))
         except Exception as exc:  # a bug: record it, keep the sweep going
             self._fail("failed", f"{type(exc).__name__}: {exc}")
-            (self.run_dir / "error.log").write_text(traceback.format_exc())
+            write_atomic(self.run_dir / ERROR_LOG, traceback.format_exc())
         finally:
             self.warm.close()
             self.manifest["warm_started"] = self.warm.started
@@ -187,7 +202,7 @@ class Run:
             self.manifest["app_start_s"] = {k: round(v, 3) for k, v in self.app_start_s.items()}
             self.manifest["app_prepare_s"] = {k: round(v, 3) for k, v in self.app_prepare_s.items()}
             self.manifest["app_done_t"] = dict(self.app_done_t)
-            write_json(self.run_dir / "manifest.json", self.manifest)
+            write_json(self.run_dir / MANIFEST, self.manifest)
         m = self.manifest
         return RunOutcome(self.spec.name, m["status"], m.get("reason", ""), time.monotonic() - started, self.run_dir)
 
@@ -210,7 +225,7 @@ class Run:
             self.manifest["vm"] = runtime.vm_settings()
         if self.router is not None:
             self.manifest["router"] = self.router.summary()
-        write_json(self.run_dir / "manifest.json", self.manifest)
+        write_json(self.run_dir / MANIFEST, self.manifest)
 
     def _versions(self) -> dict[str, str]:
         from importlib.metadata import version
@@ -226,7 +241,7 @@ class Run:
                      firewalls=self.exp.firewalls, router=self.router) as net:
             self.laps.lap("topology")
             self.manifest["topology_s"] = dict(net.build_s)
-            write_json(self.run_dir / "links.json", {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
+            write_json(self.run_dir / LINKS, {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s, in_vm=runtime.current() == "vm")
                          for a in self.exp.apps]
@@ -252,7 +267,7 @@ class Run:
         if not net.firewall_plans:
             return
         try:
-            write_csv(self.run_dir / "firewall.csv", nftplan.COUNTER_FIELDS, net.firewall_counters())
+            write_csv(self.run_dir / FIREWALL, nftplan.COUNTER_FIELDS, net.firewall_counters())
         except NestExpError as exc:
             self.manifest["warnings"].append(f"firewall counters not read: {exc}")
 
@@ -278,7 +293,7 @@ class Run:
         if self.router is not None:  # its clock offset again: one measurement per run
             self.router.sync_clock()
             self.manifest["router"] = self.router.summary()
-        sampler = QdiscSampler(self.run_dir / "qdisc.csv", [(e.ns, e.node, e.dev, e.link) for e in sampled if not e.routed],
+        sampler = QdiscSampler(self.run_dir / QDISC, [(e.ns, e.node, e.dev, e.link) for e in sampled if not e.routed],
                                interval_s=self.exp.sample_interval_s, clock=self.clock, router=self.router,
                                guest_targets=[(e.plan.dev, e.node, e.dev, e.link) for e in sampled if e.routed])
         deadline = self.exp.duration_s + finish_grace_s(self.exp, vm=runtime.current() == "vm")

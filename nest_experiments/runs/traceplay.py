@@ -33,7 +33,7 @@ from nest_experiments.net.network import Network
 from nest_experiments.net.routed import GuestRates
 from nest_experiments.net.rtnl import HtbRates
 from nest_experiments.net.tcplan import Egress
-from nest_experiments.rundir import CsvSink
+from nest_experiments.rundir import RATES, CsvSink
 
 FIELDS = ("t", "t_scheduled", "link", "direction", "node", "rate_bps")
 LATE_WARNING_S = 0.05
@@ -94,9 +94,9 @@ class TracePlayer:
                 until_s: float) -> TracePlayer:
         traced = [e for e in net.egresses if _egress_config(exp, e).trace is not None]
         if any(e.routed for e in traced):  # the router runtime: those classes are in its guest
-            return cls(changes_for(exp, traced, until_s), run_dir / "rates.csv", clock=clock,
+            return cls(changes_for(exp, traced, until_s), run_dir / RATES, clock=clock,
                        rates=functools.partial(GuestRates, router=net.router))
-        return cls(changes_for(exp, traced, until_s), run_dir / "rates.csv", clock=clock)
+        return cls(changes_for(exp, traced, until_s), run_dir / RATES, clock=clock)
 
     def open(self) -> None:
         """Open the netlink sockets and the CSV (nothing to do without traces)."""

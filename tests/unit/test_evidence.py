@@ -281,7 +281,7 @@ def test_a_bad_manifest_is_one_line_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_the_readme_rows_say_the_verdict_and_what_an_open_claim_needs() -> None:
-    row = {"id": "c", "statement": "A beats B", "figure": "Fig. 1", "paper_value": "2x", "metric": "video.app_rtt_s",
+    row = {"id": "c", "statement": "A beats B", "figure": "Fig. 1", "paper_value": "2x", "metric": "video.app_rtt_ms",
            "scale": "diff", "effect": -271.0, "ci_low": -537.0, "ci_high": -169.0, "ci_level": 0.97, "n_pairs": 8,
            "n_a": 8, "n_b": 9, "b": "aqm=pie", "saturated_excluded": 1, "verdict": seq.CONTRADICTS,
            "more_needed": float("nan"), "more_unit": "pairs", "alpha": 0.00234, "family_open": 13,

@@ -214,6 +214,13 @@ def test_the_rules_see_the_modules_they_judge(row: str) -> None:
     assert any(row_of(m) == row for m in MODULES)
 
 
+def test_the_run_folder_contract_imports_only_the_root() -> None:
+    """rundir (and its row schemas) is below everything that writes or reads a run folder: the players (dash), the
+    apps, the analysis; it imports only the exception tree."""
+    assert {i for m in GRAPH if _within(m, ("rundir",)) for i in GRAPH[m] if not _within(i, ("rundir",))} == \
+        {"nest_experiments.errors"}
+
+
 def test_the_graph_has_the_edges_the_rules_are_about() -> None:
     assert {"nest_experiments.analysis.report", "nest_experiments.studies.racing.sessions",
             "nest_experiments.net.network", "nest_experiments.runs.runner", "nest_experiments.config.sweep",

@@ -43,7 +43,7 @@ def test_the_findings_of_figs_2_to_13_are_declared_fq_pie_vs_pie_paired_within_t
     assert claims["pie_follows_target"].conditions == {"aqm": "pie"}
     # the RTT "only slightly higher" at twice the bitrate: per unit of bitrate (issue 53), no margin, post hoc
     rtt = claims["video_rtt_per_bitrate"]
-    assert rtt.per == "video.avg_bitrate_bps" and rtt.margin is None and rtt.post_hoc
+    assert rtt.per == "video.avg_bitrate_kbps" and rtt.margin is None and rtt.post_hoc
     # every other directional claim states the smallest difference it means (session 17, after the earlier run)
     margins = {cid: (c.margin, c.margin_relative) for cid, c in claims.items()
                if c.expect != seq.EQUIVALENT and c.margin is not None}
@@ -95,22 +95,22 @@ def test_session_metrics_are_the_reports_numbers_and_each_bottlenecks_delay(tmp_
     pie = RunFolder(make_run(tmp_path, RunSpec(aqm="pie", target_ms=10, kernel_delay_ms=9.0,
                                                measured_delay_ms=11.0)))
     m = session_metrics(pie)
-    assert m["qdelay.bn1"] == m["qdelay.bn2"] == pytest.approx(11.0)  # measured (captures), as for FQ-PIE
-    assert m["qdelay_kernel.bn2"] == pytest.approx(9.0)
+    assert m["qdelay_ms.bn1"] == m["qdelay_ms.bn2"] == pytest.approx(11.0)  # measured (captures), as for FQ-PIE
+    assert m["qdelay_kernel_ms.bn2"] == pytest.approx(9.0)
     assert m["pie_delay_x_target.bn2"] == pytest.approx(0.9)  # 9 ms at a 10 ms target
-    assert m["video.switches"] == 2 and m["video.avg_bitrate_bps"] == pytest.approx((145 + 300 + 300 + 600) / 4)
+    assert m["video.switches"] == 2 and m["video.avg_bitrate_kbps"] == pytest.approx((145 + 300 + 300 + 600) / 4)
     shown = nest.STUDY.load_run(pie.path).metrics  # the shared report's per-run numbers: the same, same units
-    assert {k: m[k] for k in shown if not k.startswith("qdelay.")} == {k: v for k, v in shown.items()
-                                                                       if not k.startswith("qdelay.")}
+    assert {k: m[k] for k in shown if not k.startswith("qdelay_ms.")} == {k: v for k, v in shown.items()
+                                                                       if not k.startswith("qdelay_ms.")}
     fq = RunFolder(make_run(tmp_path, RunSpec(aqm="fq_pie", measured_delay_ms=14.0)))
-    assert session_metrics(fq)["qdelay_kernel.bn2"] is None and session_metrics(fq)["qdelay.bn2"] == 14.0
+    assert session_metrics(fq)["qdelay_kernel_ms.bn2"] is None and session_metrics(fq)["qdelay_ms.bn2"] == 14.0
     assert session_metrics(fq)["pie_delay_x_target.bn2"] is None
     # with both capture methods, PIE's way is the one the claims use (what PIE's own statistic reads)
     rows = [{"t": 5 + 0.1 * k, "node": node, "dev": dev, "delay_ms": value, "method": method}
             for k in range(100) for node, dev in (("r1", "r3"), ("r2", "r4"))
             for method, value in (("capture-per-packet", 30.0), ("capture-pie-style", 12.0))]
     write_csv(fq.path / "qdelay.csv", ("t", "node", "dev", "delay_ms", "method"), rows)
-    assert session_metrics(fq)["qdelay.bn2"] == pytest.approx(12.0)
+    assert session_metrics(fq)["qdelay_ms.bn2"] == pytest.approx(12.0)
     bare = RunFolder(make_run(tmp_path, RunSpec(aqm="pie", repetition=2, files=frozenset())))
     assert session_metrics(bare)["video.switches"] is None  # every claim's metric is a column, None when absent
 
@@ -133,5 +133,5 @@ def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:
     assert found["pie_at_target_bn2"].note == "no spread: all 4 sessions have pie_delay_x_target.bn2 = 1.1"
     # no difference planted, the same audio RTT (500 ms) in every session: "FQ-PIE's audio RTT shorter" is
     # uninformative (no spread), neither contradicted by its margin nor left open
-    assert found["audio_rtt"].note == "no spread: all 24 sessions have audio.app_rtt_s = 500"
+    assert found["audio_rtt"].note == "no spread: all 24 sessions have audio.app_rtt_ms = 500"
     assert found["audio_rtt"].verdict == seq.UNINFORMATIVE

@@ -88,13 +88,13 @@ def test_an_axis_of_several_keys_counts_once(tmp_path: Path) -> None:
 def test_table_values_and_p(tmp_path: Path) -> None:
     sweep = report.load_sweep(make_sweep(tmp_path, reps=4))
     rows = {(r.metric.key, r.at): r for r in report.table(sweep)}
-    rtt = rows[("video.app_rtt_s", "5ms")]
+    rtt = rows[("video.app_rtt_ms", "5ms")]
     # PIE RTTs 1.61..1.64 s, FQ-PIE 1.21..1.24 s
     assert rtt.estimates["pie"].mean == pytest.approx(1625.0)
     assert rtt.estimates["fq_pie"].mean == pytest.approx(1225.0)
     assert rtt.p_values[("pie", "fq_pie")] == pytest.approx(2 / 70)  # 4 vs 4 separated: 2 / C(8, 4)
     assert rows[("video.switches", "10ms")].estimates["pie"].mean == pytest.approx(3.0)
-    kernel = rows[("qdelay.bn1 r1->r3.kernel", "10ms")]
+    kernel = rows[("qdelay_ms.bn1 r1->r3.kernel", "10ms")]
     assert kernel.estimates["pie"].mean == pytest.approx(11.0)
     assert kernel.estimates["fq_pie"].n == 0
 
@@ -108,8 +108,8 @@ def test_qoe_and_response_latency_per_stream(tmp_path: Path) -> None:
     assert rows["video.qoe"].p_values[("pie", "fq_pie")] < 0.05  # 4 vs 4, separated (ties within groups)
     assert rows["audio.qoe"].estimates["pie"].mean == pytest.approx(4 * 0.128)
     assert rows["session.qoe"].estimates["fq_pie"].mean == pytest.approx(1.19 + 4 * 0.128)
-    assert rows["video.response_latency_s"].estimates["pie"].mean == pytest.approx(100.0)  # ms: t_first_byte 0.1 s
-    assert rows["audio.response_latency_s"].estimates["fq_pie"].mean == pytest.approx(50.0)
+    assert rows["video.response_latency_ms"].estimates["pie"].mean == pytest.approx(100.0)  # ms: t_first_byte 0.1 s
+    assert rows["audio.response_latency_ms"].estimates["fq_pie"].mean == pytest.approx(50.0)
     text = write_sweep_report(tmp_path / "synth", figures=False)[0].read_text()
     for label in ("video QoE (eq. 1)", "audio QoE (eq. 1)", "session QoE (eq. 1)",
                   "video average response latency (TTFB)", "audio average response latency (TTFB)"):

@@ -90,7 +90,7 @@ def test_bar_chart_x_label_clears_the_ci_note_and_the_legend_clears_the_bars(tmp
 def test_report_figures_are_valid_pngs(tmp_path: Path) -> None:
     paths = write_sweep_report(make_sweep(tmp_path, reps=4, targets=(5, 10)))
     pngs = [p for p in paths if p.suffix == ".png"]
-    assert {p.name for p in pngs} >= {"fig02_video_switches.png", "video_qoe.png", "audio_response_latency_s.png",
+    assert {p.name for p in pngs} >= {"fig02_video_switches.png", "video_qoe.png", "audio_response_latency_ms.png",
                                       "qdelay_bn1_r1_r3.png", "qdelay_bn2_r2_r4.png"}
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_MAGIC

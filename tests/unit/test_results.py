@@ -56,11 +56,11 @@ def test_metrics_are_the_reports_numbers(tmp_path: Path) -> None:
     assert mine.keys() == theirs.keys() and len(mine) > 8 * 10
     assert all(math.isclose(mine[k], theirs[k]) for k in mine)
     units = dict(zip(r.metrics.metric, r.metrics.unit, strict=True))
-    assert units["video.avg_bitrate_bps"] == "kbit/s" and units["session.stall_s"] == "s"
-    assert units["qdelay.bn1 r1->r3.kernel"] == "ms" and units["qdelay.bn1 r1->r3.capture"] == "ms"
+    assert units["video.avg_bitrate_kbps"] == "kbit/s" and units["session.stall_s"] == "s"
+    assert units["qdelay_ms.bn1 r1->r3.kernel"] == "ms" and units["qdelay_ms.bn1 r1->r3.capture"] == "ms"
     pie5 = r.metrics.merge(r.runs, on="run")
     pie5 = pie5[(pie5["links.bn1.forward.qdisc.kind"] == "pie") & (pie5["links.bn1.forward.qdisc.target"] == "5ms")]
-    assert pie5[pie5.metric == "qdelay.bn1 r1->r3.kernel"].value.tolist() == pytest.approx([5.5, 5.5])
+    assert pie5[pie5.metric == "qdelay_ms.bn1 r1->r3.kernel"].value.tolist() == pytest.approx([5.5, 5.5])
 
 
 def test_segments_of_every_completed_run_and_failed_runs_listed(tmp_path: Path) -> None:

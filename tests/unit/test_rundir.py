@@ -73,3 +73,41 @@ def test_a_completed_run_stays_completed_when_the_file_only_resizes_the_sweep(tm
     assert not rundir.is_completed(run, text(duration="60s"))  # a different run: resume runs it again
     assert not rundir.is_completed(run, text(seed=2))
     assert not rundir.same_run(text(), "[experiment\n")
+
+
+def test_a_manifest_of_another_schema_is_a_one_line_error_naming_the_folder_and_the_fix(tmp_path: Path) -> None:
+    import pytest
+
+    from nest_experiments.errors import NestExpError
+
+    (tmp_path / rundir.MANIFEST).write_text(json.dumps({"status": "completed"}))  # before it was written: 1
+    assert RunFolder(tmp_path).completed()
+    for version, fix in ((rundir.SCHEMA_VERSION + 1, "newer than .*: update nest_experiments"),
+                         (0, "older than .*: run it again"), ("x", "not a number")):
+        (tmp_path / rundir.MANIFEST).write_text(json.dumps({"schema_version": version, "status": "completed"}))
+        with pytest.raises(NestExpError, match=f"^{tmp_path}: .*{fix}") as err:
+            RunFolder(tmp_path).manifest()
+        assert "\n" not in str(err.value)
+
+
+def test_the_raw_files_are_named_by_app_and_the_writers_are_atomic(tmp_path: Path) -> None:
+    assert rundir.app_file("video", rundir.CLIENT, rundir.ERR) == "video.client.err"
+    assert rundir.app_file("video", rundir.CA) == "video.ca.pem"
+    rundir.write_bytes_atomic(tmp_path / "a.bin", b"\x00\x01")
+    rundir.write_atomic(tmp_path / "b.txt", "text\n")
+    assert (tmp_path / "a.bin").read_bytes() == b"\x00\x01" and (tmp_path / "b.txt").read_text() == "text\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.txt"]  # no temp file left
+
+
+def test_no_module_spells_a_run_folder_file_name() -> None:
+    """Every name of a run folder's file comes from rundir (the contract's one owner)."""
+    import re
+
+    package = Path(rundir.__file__).resolve().parents[1]
+    names = sorted({v for k, v in vars(rundir).items() if k.isupper() and isinstance(v, str) and "." in v})
+    quoted = re.compile("[\"'](" + "|".join(re.escape(n) for n in names) + ")[\"']")
+    allowed = {"dash/certs.py"}  # its own temp folder's ca.pem (not a run folder's)
+    hits = [f"{p.relative_to(package)}:{i}" for p in package.rglob("*.py") if "rundir" not in p.parts
+            and str(p.relative_to(package)) not in allowed
+            for i, line in enumerate(p.read_text().splitlines(), 1) if quoted.search(line)]
+    assert hits == []

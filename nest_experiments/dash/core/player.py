@@ -70,8 +70,9 @@ from nest_experiments.dash.core.events import (
 )
 from nest_experiments.dash.core.fetch import ABANDONED, TRANSFER_WATCH, Clock, Fetcher, FetchResult, Transfer
 from nest_experiments.dash.core.qoe import EndStall
-from nest_experiments.dash.core.records import ABANDON, TIMEOUT, DecisionRow, SegmentRow
+from nest_experiments.dash.core.records import ABANDON, TIMEOUT
 from nest_experiments.errors import ConfigError, RunError
+from nest_experiments.rundir.rows import DecisionRow, SegmentRow
 
 EPS = 1e-9
 STREAMS = ("video", "audio")

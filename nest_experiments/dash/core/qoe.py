@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nest_experiments.dash.core.records import SegmentRow
+from nest_experiments.rundir.rows import SegmentRow
 
 REBUFFER_PENALTY = 4.3
 SMOOTH_PENALTY = 1.0

@@ -80,8 +80,8 @@ import statistics
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from nest_experiments.dash.core.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
+from nest_experiments.rundir.rows import RacingRow
 
 POLICIES = ("chromium", "firefox", "quic_only", "tcp_only", "dynamic")
 

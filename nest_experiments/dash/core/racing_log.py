@@ -1,4 +1,5 @@
-"""``racing.csv``: every QUIC/TCP connection-racing event of a session, one row each.
+"""``racing.csv``: every QUIC/TCP connection-racing event of a session, one row each (its schema:
+:class:`nest_experiments.rundir.rows.RacingRow`).
 
 Written by our player's ``race`` transport (its policies: ``chromium``,
 ``firefox``, ``quic_only``, ``tcp_only``, ``dynamic``) and read back from
@@ -42,46 +43,12 @@ mechanism (docs/racing_chromium_mechanism.md):
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterable
-from dataclasses import astuple, dataclass, fields
-from pathlib import Path
+# the schema, reader and atomic writer are the run folder's (rundir.rows), re-exported for the player's modules
+from nest_experiments.rundir.rows import RACING_EVENTS as EVENTS
+from nest_experiments.rundir.rows import RACING_FIELDS as RACING_FIELDS
+from nest_experiments.rundir.rows import RACING_PROTOCOLS as PROTOCOLS
+from nest_experiments.rundir.rows import RacingRow as RacingRow
+from nest_experiments.rundir.rows import read_racing as read_racing
+from nest_experiments.rundir.rows import write_racing as write_racing
 
-from nest_experiments.dash.core.records import write_csv
-
-EVENTS = ("job_started", "connected", "failed", "won", "broken", "backoff", "recovered", "idle_close", "alt_svc",
-          "probe_rtt", "decision", "stream_error", "stream_cancelled", "conn_closed", "stream_reset", "job_delayed",
-          "job_resumed", "bound", "close_frame")
-PROTOCOLS = ("quic", "tcp", "")
-
-
-@dataclass(frozen=True, kw_only=True)
-class RacingRow:
-    t: float  # run clock, s
-    event: str  # one of EVENTS
-    protocol: str = ""  # quic | tcp | "" (an event of the origin, not of one protocol)
-    conn_id: str = ""  # the connection (job) it concerns, where there is one
-    value: float | None = None  # the event's number (see the module's doc)
-    detail: str = ""
-
-    def __post_init__(self) -> None:
-        if self.event not in EVENTS:
-            raise ValueError(f"racing event {self.event!r}: not one of {', '.join(EVENTS)}")
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"racing protocol {self.protocol!r}: quic, tcp or empty")
-
-
-RACING_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RacingRow))
-
-
-def write_racing(path: Path, rows: Iterable[RacingRow]) -> None:
-    write_csv(path, RACING_FIELDS, (astuple(r) for r in rows))
-
-
-def read_racing(path: Path) -> list[RacingRow]:
-    with open(path, newline="") as f:
-        return [
-            RacingRow(t=float(d["t"]), event=d["event"], protocol=d["protocol"], conn_id=d["conn_id"],
-                      value=float(d["value"]) if d["value"] else None, detail=d["detail"])
-            for d in csv.DictReader(f)
-        ]
+__all__ = ["EVENTS", "PROTOCOLS", "RACING_FIELDS", "RacingRow", "read_racing", "write_racing"]

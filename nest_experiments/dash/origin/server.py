@@ -62,7 +62,6 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ProtocolNegotiated, QuicEvent
 from aioquic.quic.stream import QuicStream
 
-from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS as LOG_FIELDS
 from nest_experiments.dash.http.http1 import (
     MAX_HEAD,
     HttpError,
@@ -73,6 +72,8 @@ from nest_experiments.dash.http.httpcache import MEDIA_CACHE_CONTROL
 from nest_experiments.dash.http.transports import UDP_BUFFER, set_udp_buffers
 from nest_experiments.dash.origin import certs
 from nest_experiments.errors import KernelFeatureError, NestExpError, RunError
+from nest_experiments.rundir import write_bytes_atomic
+from nest_experiments.rundir.rows import ACCESS_LOG_FIELDS as LOG_FIELDS
 
 CHUNK = 256 * 1024  # file read size
 TCP_HIGH_WATER = 1024 * 1024  # asyncio write buffer before drain() blocks
@@ -636,7 +637,7 @@ async def serve(cfg: ServerConfig, stop: asyncio.Event) -> None:
         files = certs.write_certs(tmp, [cfg.bind])
         cert, key = files.chain, files.key
         if cfg.ca_out is not None:
-            cfg.ca_out.write_bytes(files.ca.read_bytes())
+            write_bytes_atomic(cfg.ca_out, files.ca.read_bytes())
         ports: dict[str, int] = {}
         if cfg.port_h3 is not None:
             quic_server, ports["h3"] = await _start_h3(cfg, ctx, cert, key)

@@ -56,10 +56,11 @@ from typing import Any
 from nest_experiments.dash import players
 from nest_experiments.dash.content.mpd import parse_mpd
 from nest_experiments.dash.core import qoe, records
-from nest_experiments.dash.core.racing_log import write_racing
 from nest_experiments.dash.players import dashjs, netlog
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
+from nest_experiments.rundir import CHROMIUM_LOG, DECISIONS, PLAYER_EVENTS, QOE, RACING, SEGMENTS, write_atomic
+from nest_experiments.rundir.rows import write_decisions, write_racing, write_segments
 
 POLL_S = 0.5
 CDP_TIMEOUT_S = 30.0
@@ -292,7 +293,7 @@ def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any
                    max_buffer_s=args.max_buffer)
     events: list[dict[str, Any]] = []
     result: dict[str, Any] = {"chromium": chromium_version(binary), "url": url, "end_reason": "stopped"}
-    with launched(argv, profile=args.profile, log=args.out / "chromium.log") as cdp:
+    with launched(argv, profile=args.profile, log=args.out / CHROMIUM_LOG) as cdp:
         result["browser"] = cdp.call("Browser.getVersion").get("product", "")
         target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -355,8 +356,8 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
     summary = raw.get("summary") or {}
     session = dashjs.convert(raw["events"], summary.get("resources", []), manifest, to_run=to_run,
                              transport=args.transport, abr=args.abr)
-    records.write_segments(args.out / "segments.csv", session.segments)
-    records.write_decisions(args.out / "abr_decisions.csv", session.decisions)
+    write_segments(args.out / SEGMENTS, session.segments)
+    write_decisions(args.out / DECISIONS, session.decisions)
     summary_qoe = qoe.summarize(session.segments, startup_delay_s=session.startup_delay_s, threshold_s=args.threshold,
                                 stall_at_end=session.stall_at_end)
     from dataclasses import asdict
@@ -387,7 +388,7 @@ def write_racing_events(args: argparse.Namespace, to_run: Callable[[float], floa
         doc = json.loads(args.netlog.read_text()) if args.netlog else None
     except (OSError, ValueError):
         doc = None
-    write_racing(args.out / "racing.csv", netlog.racing_rows(doc, origin, to_run=to_run) if doc else [])
+    write_racing(args.out / RACING, netlog.racing_rows(doc, origin, to_run=to_run) if doc else [])
     counts: dict[str, int] = {}
     for _, protocol in netlog.request_protocols(doc, origin) if doc else []:
         counts[protocol] = counts.get(protocol, 0) + 1
@@ -396,8 +397,8 @@ def write_racing_events(args: argparse.Namespace, to_run: Callable[[float], floa
 
 def _finish(args: argparse.Namespace, doc: dict[str, Any], raw: dict[str, Any], summary: dict[str, Any],
             session: dashjs.Session) -> int:
-    (args.out / "qoe.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.out / "events.json").write_text(json.dumps({"events": raw["events"], "summary": summary}) + "\n")
+    write_atomic(args.out / QOE, json.dumps(doc, indent=2) + "\n")
+    write_atomic(args.out / PLAYER_EVENTS, json.dumps({"events": raw["events"], "summary": summary}) + "\n")
     return len(session.segments)
 
 
@@ -429,7 +430,7 @@ def player_main(args: argparse.Namespace, play: PlayFn, write: WriteFn, *, brows
 
 
 def main(argv: list[str] | None = None) -> int:
-    return player_main(parse_args(argv), play, write_outputs, browser="Chromium", log="chromium.log")
+    return player_main(parse_args(argv), play, write_outputs, browser="Chromium", log=CHROMIUM_LOG)
 
 
 if __name__ == "__main__":

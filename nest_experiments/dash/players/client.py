@@ -7,7 +7,7 @@
 With ``--transport race`` (QUIC/TCP connection racing, :mod:`~nest_experiments.dash.http.race`; ``--racing``
 chromium|firefox|quic_only|tcp_only|dynamic, ``--racing-params JSON``) it also
 writes ``racing.csv`` (:mod:`~nest_experiments.dash.core.racing_log`), even when the session failed.
-Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.dash.core.records`)
+Writes ``segments.csv`` and ``abr_decisions.csv`` (:mod:`nest_experiments.rundir.rows`)
 and ``qoe.json`` (:func:`nest_experiments.dash.core.qoe.summarize` plus the end
 reason) into ``DIR``. Every time is ``time.monotonic() - t0``: the run's
 clock, shared by every namespace (one CLOCK_MONOTONIC per kernel). Errors
@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -34,7 +33,6 @@ from nest_experiments.dash.core.abandon import DASHJS_INITIAL_BPS, AbandonRule
 from nest_experiments.dash.core.abr.base import DEFAULT_ABR
 from nest_experiments.dash.core.fetch import Fetcher
 from nest_experiments.dash.core.player import PlayerReport, play
-from nest_experiments.dash.core.racing_log import write_racing
 from nest_experiments.dash.http import httpcache
 from nest_experiments.dash.http.race import RaceFetcher
 from nest_experiments.dash.http.transports import (
@@ -47,6 +45,8 @@ from nest_experiments.dash.http.transports import (
 )
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import ConfigError, NestExpError, RunError
+from nest_experiments.rundir import DECISIONS, QOE, RACING, SEGMENTS, write_atomic
+from nest_experiments.rundir.rows import write_decisions, write_racing, write_segments
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -138,14 +138,10 @@ def qoe_document(report: PlayerReport, *, transport: str, threshold_s: float,
 
 def write_outputs(out: Path, report: PlayerReport, *, transport: str, threshold_s: float, client: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    records.write_segments(out / "segments.csv", report.segments)
-    records.write_decisions(out / "abr_decisions.csv", report.decisions)
+    write_segments(out / SEGMENTS, report.segments)
+    write_decisions(out / DECISIONS, report.decisions)
     doc = qoe_document(report, transport=transport, threshold_s=threshold_s, client=client)
-    fd, tmp = tempfile.mkstemp(prefix=".qoe.json.", dir=out)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, out / "qoe.json")
+    write_atomic(out / QOE, json.dumps(doc, indent=2) + "\n")
 
 
 def warm(args: argparse.Namespace) -> None:
@@ -177,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if getattr(args, "racer", None) is not None:  # the race's events, even of a session that failed
                 args.out.mkdir(parents=True, exist_ok=True)
-                write_racing(args.out / "racing.csv", args.racer.rows)
+                write_racing(args.out / RACING, args.racer.rows)
         if not report.segments:
             raise RunError(f"no segment was received ({report.end_reason})")
         write_outputs(args.out, report, transport=args.transport, threshold_s=args.threshold,

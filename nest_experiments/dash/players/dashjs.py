@@ -38,7 +38,8 @@ from typing import Any
 
 from nest_experiments.dash.content.mpd import Manifest
 from nest_experiments.dash.core.qoe import EndStall
-from nest_experiments.dash.core.records import ABANDON, DecisionRow, SegmentRow
+from nest_experiments.dash.core.records import ABANDON
+from nest_experiments.rundir.rows import DecisionRow, SegmentRow
 
 Event = Mapping[str, Any]
 MEDIA_SEGMENT = "MediaSegment"

@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash import players
-from nest_experiments.dash.core.racing_log import RacingRow, write_racing
 from nest_experiments.dash.players import browser
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import MissingToolError, RunError
+from nest_experiments.rundir import FIREFOX_LOG, QOE, RACING, write_atomic
+from nest_experiments.rundir.rows import RacingRow, write_racing
 
 MARIONETTE_PORT = 2828
 CONNECT_TIMEOUT_S = 60.0
@@ -240,7 +241,7 @@ def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any
     version = firefox_version(binary)
     result: dict[str, Any] = {"browser": version, "url": url, "end_reason": "stopped"}
     with launched(firefox_argv(binary, profile=args.profile), profile=args.profile,
-                  log=args.out / "firefox.log") as mn:
+                  log=args.out / FIREFOX_LOG) as mn:
         mn.call("WebDriver:NewSession", {"capabilities": {"alwaysMatch": {"pageLoadStrategy": "none"}}})
         t0 = browser._go(args, stop)
         if stop.is_set():
@@ -289,7 +290,7 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
     """As :func:`.browser.write_outputs` (without a NetLog); over ``race`` ``racing.csv`` from Resource Timing."""
     race = args.transport == "race"
     count = browser.write_outputs(argparse.Namespace(**{**vars(args), "netlog": None}), raw, t0, wall_minus_mono)
-    doc = json.loads((args.out / "qoe.json").read_text())
+    doc = json.loads((args.out / QOE).read_text())
     doc.update({"player": "firefox", "client": f"dash.js {raw.get('dashjs', '?')} in {raw.get('browser', '?')}",
                 "firefox": raw.get("browser", "")})
     doc.pop("chromium", None)
@@ -301,14 +302,14 @@ def write_outputs(args: argparse.Namespace, raw: dict[str, Any], t0: float, wall
 
         rows = bound_rows((raw.get("summary") or {}).get("resources", []), f"{args.server}:{args.port}",
                           to_run=to_run)
-        write_racing(args.out / "racing.csv", rows)
+        write_racing(args.out / RACING, rows)
         doc["resource_protocols"] = {p: sum(r.protocol == p for r in rows) for p in ("quic", "tcp")}
-    (args.out / "qoe.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_atomic(args.out / QOE, json.dumps(doc, indent=2) + "\n")
     return count
 
 
 def main(argv: list[str] | None = None) -> int:
-    return browser.player_main(parse_args(argv), play, write_outputs, browser="Firefox", log="firefox.log")
+    return browser.player_main(parse_args(argv), play, write_outputs, browser="Firefox", log=FIREFOX_LOG)
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field, replace
 
 from nest_experiments.dash.content.mpd import Manifest, Representation
 from nest_experiments.dash.core.abr.base import DEFAULT_ABR
-from nest_experiments.dash.core.records import SegmentRow
 from nest_experiments.errors import ConfigError, MissingToolError
+from nest_experiments.rundir.rows import SegmentRow
 
 GPAC_HINT = (
     "gpac is not installed: on Debian 12 sudo ./setup.sh installs bullseye's gpac 1.0.1 (unless NEST_GPAC=0); "

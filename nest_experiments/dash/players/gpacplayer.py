@@ -38,10 +38,12 @@ from typing import Any
 
 from nest_experiments.dash import players
 from nest_experiments.dash.content.mpd import parse_mpd
-from nest_experiments.dash.core import qoe, records
+from nest_experiments.dash.core import qoe
 from nest_experiments.dash.players import gpac
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import MissingToolError, NestExpError, RunError
+from nest_experiments.rundir import DECISIONS, GPAC_LOG, QOE, SEGMENTS, write_atomic
+from nest_experiments.rundir.rows import DecisionRow, SegmentRow, write_decisions, write_segments
 
 _FIRST_UTC = re.compile(r"UTC \S+ \(TS (\d+)\) - ")
 STOP_GRACE_S = 5.0
@@ -75,7 +77,7 @@ def run_clock_shift(text: str, *, wall_minus_mono: float, t0: float) -> float | 
     return None if match is None else int(match.group(1)) / 1000 - wall_minus_mono - t0
 
 
-def shifted(rows: list[records.SegmentRow], shift: float | None) -> list[records.SegmentRow]:
+def shifted(rows: list[SegmentRow], shift: float | None) -> list[SegmentRow]:
     """Rows on the run clock (no ``-log-utc`` stamp: times unknown, left empty)."""
 
     def move(t: float | None) -> float | None:
@@ -85,9 +87,9 @@ def shifted(rows: list[records.SegmentRow], shift: float | None) -> list[records
             for r in rows]
 
 
-def decisions(log: gpac.GpacLog, shift: float | None, algo: str) -> list[records.DecisionRow]:
+def decisions(log: gpac.GpacLog, shift: float | None, algo: str) -> list[DecisionRow]:
     """GPAC's ``BBA-0:``/``BOLA:`` lines as decision rows (grate prints none); ``index`` is GPAC's counter."""
-    return [records.DecisionRow(t=(d.t or 0.0) + (shift or 0.0), stream=d.stream, index=d.segment_number,
+    return [DecisionRow(t=(d.t or 0.0) + (shift or 0.0), stream=d.stream, index=d.segment_number,
                                 algorithm=f"gpac:{algo}", buffer_s=d.buffer_s, throughput_bps=None, level=d.quality,
                                 bitrate_bps=d.rate_bps)
             for d in log.decisions if d.stream is not None]
@@ -146,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                     args.t0 if args.t0 is not None else time.monotonic())
                 wall_minus_mono = time.time() - time.monotonic()
                 args.out.mkdir(parents=True, exist_ok=True)
-                end = run_gpac(command, args.out / "gpac.log", t0 + args.max_duration, home, display)
+                end = run_gpac(command, args.out / GPAC_LOG, t0 + args.max_duration, home, display)
         finally:
             shutil.rmtree(home, ignore_errors=True)
-        text = (args.out / "gpac.log").read_text(errors="replace")
+        text = (args.out / GPAC_LOG).read_text(errors="replace")
         manifest = parse_mpd(args.mpd_file.read_text())
         log = gpac.parse_gpac_log(text, manifest, transport=args.transport, starving=version.legacy)
         shift = run_clock_shift(text, wall_minus_mono=wall_minus_mono, t0=t0)
@@ -165,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_outputs(args: argparse.Namespace, rows: list[records.SegmentRow], choices: list[records.DecisionRow],
+def write_outputs(args: argparse.Namespace, rows: list[SegmentRow], choices: list[DecisionRow],
                   log: gpac.GpacLog, *, end: str, version: str, command: list[str]) -> None:
-    records.write_segments(args.out / "segments.csv", rows)
-    records.write_decisions(args.out / "abr_decisions.csv", choices)
+    write_segments(args.out / SEGMENTS, rows)
+    write_decisions(args.out / DECISIONS, choices)
     summary = qoe.summarize(rows, threshold_s=args.threshold)
     doc: dict[str, Any] = {
         "transport": args.transport, "player": "gpac", "client": f"gpac ({version})",
@@ -176,7 +178,7 @@ def write_outputs(args: argparse.Namespace, rows: list[records.SegmentRow], choi
         "stalls": len(log.stalls), "underflows": log.underflows,
         "qoe": {name: asdict(s) for name, s in summary.items()},
     }
-    (args.out / "qoe.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_atomic(args.out / QOE, json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

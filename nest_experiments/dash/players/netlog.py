@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nest_experiments.dash.core.racing_log import RacingRow
+from nest_experiments.rundir.rows import RacingRow
 
 ERR_ABORTED = -3
 ERR_QUIC_PROTOCOL_ERROR = -356

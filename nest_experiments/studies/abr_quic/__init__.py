@@ -29,7 +29,7 @@ STUDY = Study(
           f"({REPORT_FILE})",
     paper="ABR over QUIC vs TCP (Mondal, Chakraborty)",
     experiments=(EXPERIMENT,),
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
+    dash_metrics=table_metrics("video.avg_bitrate_kbps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the session played to the end (qoe.json end_reason 'ended'); the origin was Caddy for "
                  "every transport (manifest versions). CPU-saturated runs are listed below and left out of the "

@@ -87,7 +87,7 @@ class Session:
 
 
 def segment_metrics(rows: Sequence[Any]) -> dict[str, float]:
-    """The four numbers of one session from its ``segments.csv`` rows (:class:`~nest_experiments.dash.core.records.SegmentRow`)."""
+    """The four numbers of one session from its ``segments.csv`` rows (:class:`~nest_experiments.rundir.rows.SegmentRow`)."""
     video = qoe.by_stream(rows).get("video", [])
     rates = [float(r.bitrate_bps) for r in video if r.bitrate_bps is not None]
     if not rates:

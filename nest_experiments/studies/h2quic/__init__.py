@@ -29,7 +29,7 @@ STUDY = Study(
           f"({REPORT_FILE})",
     paper="DASH over HTTP/2 and QUIC (Timmerer)",
     experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.avg_throughput_bps", "session.stall_s"),
+    dash_metrics=table_metrics("video.avg_bitrate_kbps", "video.avg_throughput_kbps", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the run has video segments; an overhead or utilization run kept one representation "
                  "(abr = 'fixed'); an overhead run has TCP/UDP bytes on the bottleneck in both directions "

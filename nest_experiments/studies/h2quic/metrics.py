@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.analysis.report import Check, RunInput, ok
-from nest_experiments.dash.core.records import SegmentRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import LINKS, RATES, SEGMENTS, WIRE, RunFolder, read_manifest, run_dirs
+from nest_experiments.rundir.rows import SegmentRow
 from nest_experiments.studies.base import Claim
 from nest_experiments.units import parse_rate
 

@@ -29,9 +29,9 @@ from nest_experiments.studies.nest.claims import PAPER_CLAIMS, cell_of, session_
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target
 MIN_BOTTLENECK_SHARE = 0.10
 PAPER_FIGURES = {
-    "video.switches": 2, "video.avg_bitrate_bps": 3, "video.avg_throughput_bps": 4, "video.avg_buffer_s": 5,
-    "video.app_rtt_s": 6, "video.app_jitter_s": 7, "audio.avg_throughput_bps": 8, "audio.avg_buffer_s": 9,
-    "audio.app_rtt_s": 10, "audio.app_jitter_s": 11,
+    "video.switches": 2, "video.avg_bitrate_kbps": 3, "video.avg_throughput_kbps": 4, "video.avg_buffer_s": 5,
+    "video.app_rtt_ms": 6, "video.app_jitter_ms": 7, "audio.avg_throughput_kbps": 8, "audio.avg_buffer_s": 9,
+    "audio.app_rtt_ms": 10, "audio.app_jitter_ms": 11,
 }
 METRICS = tuple(replace(m, figure=PAPER_FIGURES.get(m.key)) for m in DASH_METRICS)
 

@@ -20,16 +20,16 @@ Metrics per session (:func:`session_metrics`): the shared report's per-run
 numbers (:func:`nest_experiments.analysis.results.run_metrics`: the DASH
 metrics of ``segments.csv`` via :mod:`nest_experiments.dash.core.qoe`, the
 steady-window queue-delay means), under the report's keys (``video.switches``,
-``audio.app_rtt_s`` ...: kbit/s, s, ms as in the report), plus per
+``audio.app_rtt_ms`` ...: each key ends in its unit, kbit/s, s, ms as in the report), plus per
 bottleneck:
 
-- ``qdelay.<link>``: the mean queue delay measured from the captures, PIE's
+- ``qdelay_ms.<link>``: the mean queue delay (ms) measured from the captures, PIE's
   way (``qdelay.csv``, method ``capture-pie-style``: what PIE's own delay
   statistic reads, sampled like the kernel's), for PIE and FQ-PIE alike: one
   instrument on both arms (the kernel reports no delay for FQ-PIE; the
   paper patched FQ-PIE to average its per-queue PIE delays, which is the
   same quantity);
-- ``qdelay_kernel.<link>``: PIE's delay as the kernel reports it
+- ``qdelay_kernel_ms.<link>``: PIE's delay (ms) as the kernel reports it
   (``qdisc.csv``; FQ-PIE: none);
 - ``pie_delay_x_target.<link>``: that delay over the run's target (PIE runs
   only): the one number "PIE holds its target" is judged on, pooled over the
@@ -142,7 +142,7 @@ def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
 def _delay(values: Mapping[str, float], link: str, sources: tuple[str, ...]) -> float | None:
     """The steady-window mean delay of ``link``'s AQM egress from the first of ``sources`` the run has."""
     for source in sources:
-        hits = [v for k, v in values.items() if k.startswith(f"qdelay.{link} ") and k.endswith(f".{source}")]
+        hits = [v for k, v in values.items() if k.startswith(f"qdelay_ms.{link} ") and k.endswith(f".{source}")]
         if hits:
             return statistics.fmean(hits)
     return None
@@ -152,13 +152,13 @@ def session_metrics(run: RunFolder) -> dict[str, float | None]:
     """The report's per-run numbers of a run folder, and each bottleneck's queue delay (module docstring)."""
     values = {k: v for k, (v, _) in run_metrics(run.path).items()}
     out: dict[str, float | None] = dict.fromkeys(CLAIM_METRICS)  # a metric the run lacks is None, not absent
-    out.update({k: v for k, v in values.items() if not k.startswith("qdelay.")})
+    out.update({k: v for k, v in values.items() if not k.startswith("qdelay_ms.")})
     cell = cell_of(run.config())
     target = str(cell["target"])
     target_ms = parse_time("target", target) * 1e3 if cell["aqm"] == "pie" and "/" not in target else None
     for link in BOTTLENECKS:
-        out[f"qdelay.{link}"] = _delay(values, link, MEASURED)
-        out[f"qdelay_kernel.{link}"] = kernel = _delay(values, link, ("kernel",))
+        out[f"qdelay_ms.{link}"] = _delay(values, link, MEASURED)
+        out[f"qdelay_kernel_ms.{link}"] = kernel = _delay(values, link, ("kernel",))
         out[f"pie_delay_x_target.{link}"] = pie_delay_x_target(kernel, target_ms)
     return out
 
@@ -225,28 +225,28 @@ def _vs_pie(cid: str, metric: str, expect: str, statement: str, figure: str, pap
 
 PAPER_CLAIMS: tuple[Claim, ...] = (
     _vs_pie("video_switches", "video.switches", LESS, "FQ-PIE: fewer video bitrate switches than PIE", "Fig. 2"),
-    _vs_pie("video_bitrate", "video.avg_bitrate_bps", GREATER, "FQ-PIE: higher average video bitrate than PIE",
+    _vs_pie("video_bitrate", "video.avg_bitrate_kbps", GREATER, "FQ-PIE: higher average video bitrate than PIE",
             "Fig. 3", "600 vs 300 kbit/s"),
-    _vs_pie("video_throughput", "video.avg_throughput_bps", GREATER, "FQ-PIE: almost twice PIE's video throughput",
+    _vs_pie("video_throughput", "video.avg_throughput_kbps", GREATER, "FQ-PIE: almost twice PIE's video throughput",
             "Fig. 4", "~2x", scale="ratio"),
     _vs_pie("video_buffer", "video.avg_buffer_s", LESS, "FQ-PIE: lower average video playback buffer than PIE",
             "Fig. 5"),
     Claim(id="video_rtt_per_bitrate", statement="FQ-PIE: video application RTT per unit of video bitrate below "
           "PIE's (the paper: RTT grows with the chunks' size, and FQ-PIE's is only slightly higher at twice PIE's "
           "bitrate)", figure="Figs. 3 and 6", paper_value="1700 ms at 600 kbit/s vs 1600 ms at 300: x0.53",
-          metric="video.app_rtt_s", per="video.avg_bitrate_bps", a=FQ_PIE, b=PIE, expect=LESS, scale="ratio",
+          metric="video.app_rtt_ms", per="video.avg_bitrate_kbps", a=FQ_PIE, b=PIE, expect=LESS, scale="ratio",
           strata=STRATA, pair_by=PAIR_BY, post_hoc=ISSUE_53),
-    _vs_pie("video_jitter", "video.app_jitter_s", LESS, "FQ-PIE: lower video application jitter than PIE", "Fig. 7"),
-    _vs_pie("audio_throughput", "audio.avg_throughput_bps", GREATER, "FQ-PIE: almost twice PIE's audio throughput",
+    _vs_pie("video_jitter", "video.app_jitter_ms", LESS, "FQ-PIE: lower video application jitter than PIE", "Fig. 7"),
+    _vs_pie("audio_throughput", "audio.avg_throughput_kbps", GREATER, "FQ-PIE: almost twice PIE's audio throughput",
             "Fig. 8", "~2x", scale="ratio"),
     _vs_pie("audio_buffer", "audio.avg_buffer_s", LESS, "FQ-PIE: lower average audio playback buffer than PIE",
             "Fig. 9", cap=BUFFER_CAP_S),
-    _vs_pie("audio_rtt", "audio.app_rtt_s", LESS, "FQ-PIE: shorter audio application RTT than PIE", "Fig. 10"),
-    _vs_pie("audio_jitter", "audio.app_jitter_s", GREATER, "FQ-PIE: higher audio application jitter than PIE",
+    _vs_pie("audio_rtt", "audio.app_rtt_ms", LESS, "FQ-PIE: shorter audio application RTT than PIE", "Fig. 10"),
+    _vs_pie("audio_jitter", "audio.app_jitter_ms", GREATER, "FQ-PIE: higher audio application jitter than PIE",
             "Fig. 11"),
-    _vs_pie("qdelay_bn1", "qdelay.bn1", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
+    _vs_pie("qdelay_bn1", "qdelay_ms.bn1", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
             "oscillates 10-20 ms at a 5 ms target), r1 -> r3", "Fig. 12", "FQ-PIE 10-20 ms vs PIE ~target"),
-    _vs_pie("qdelay_bn2", "qdelay.bn2", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
+    _vs_pie("qdelay_bn2", "qdelay_ms.bn2", GREATER, "FQ-PIE's queue delay above PIE's (PIE holds its target, FQ-PIE "
             "oscillates 10-20 ms at a 5 ms target), r2 -> r4", "Fig. 13", "FQ-PIE 10-20 ms vs PIE ~target"),
     *(Claim(id=f"pie_at_target_{link}", statement="PIE regulates the queue delay at its target value in all "
             f"scenarios: its kernel-reported delay over its target, {path}, at the target farthest from it in each "
@@ -258,13 +258,13 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
       for link, path, figure in (("bn1", "r1 -> r3", "Fig. 12"), ("bn2", "r2 -> r4", "Fig. 13"))),
     *(Claim(id=f"fq_pie_delay_10_20ms_{link}", statement="in spite of a 5 ms target, FQ-PIE's queue delay "
             f"oscillates from 10 to 20 ms ({path}: its mean per session within 10-20 ms)", figure=figure,
-            paper_value="10-20 ms at a 5 ms target", metric=f"qdelay.{link}", a=FQ_PIE, b={}, reference=15.0,
+            paper_value="10-20 ms at a 5 ms target", metric=f"qdelay_ms.{link}", a=FQ_PIE, b={}, reference=15.0,
             conditions={"target": "5ms"}, expect=EQUIVALENT, margin=5.0,
             margin_source="paper: 'oscillates from 10ms to 20ms': 15 +- 5 ms", post_hoc=ISSUE_53)
       for link, path, figure in (("bn1", "r1 -> r3", "Fig. 12"), ("bn2", "r2 -> r4", "Fig. 13"))),
     Claim(id="pie_follows_target", statement="PIE regulates the queue delay at its target value in all scenarios: "
           "its delay at a 15 ms target above its delay at 5 ms, r2 -> r4", figure="Fig. 13",
-          paper_value="PIE at 5, 10, 15 ms", metric="qdelay_kernel.bn2", a={"target": "15ms"}, b={"target": "5ms"},
+          paper_value="PIE at 5, 10, 15 ms", metric="qdelay_kernel_ms.bn2", a={"target": "15ms"}, b={"target": "5ms"},
           expect=GREATER, conditions=PIE, pair_by=PAIR_BY, scale="ratio", margin=MARGINS["pie_follows_target"][0],
           margin_relative=True, margin_source=MARGIN_SOURCES["pie_follows_target"], post_hoc=MARGINS_POST_HOC),
 )

@@ -27,7 +27,7 @@ STUDY = Study(
           f"[{REPORT_FILE}]({REPORT_FILE})",
     paper="QUIC-TCP connection racing (Chaudhary et al.)",
     experiments=EXPERIMENTS,
-    dash_metrics=table_metrics("video.avg_bitrate_bps", "video.switches", "session.stall_s"),
+    dash_metrics=table_metrics("video.avg_bitrate_kbps", "video.switches", "session.stall_s"),
     run_checks=run_checks,
     sanity_rules="Pass rules: the run's racing.csv has events; its qoe.json says how the session ended. Sessions "
                  f"that did not reach the end are kept (their stalls happened; {REPORT_FILE} lists them).",

@@ -45,9 +45,9 @@ from nest_experiments.analysis.markdown import number as fmt
 from nest_experiments.analysis.report import Check, RunInput, ok
 from nest_experiments.analysis.results import stall_at_end
 from nest_experiments.analysis.stats import MIN_REPS
-from nest_experiments.dash.core.racing_log import RacingRow
 from nest_experiments.errors import ConfigError
 from nest_experiments.rundir import QOE, RACING, SEGMENTS, RunFolder, read_manifest, run_dirs
+from nest_experiments.rundir.rows import RacingRow
 from nest_experiments.studies.base import Claim
 from nest_experiments.studies.racing import metrics as rm
 from nest_experiments.units import parse_time

@@ -1,8 +1,10 @@
-"""The run folder contract (DESIGN §4): its file names (named here once), atomic writers, and :class:`RunFolder`,
-the one reader of a run folder's files.
+"""The run folder contract (DESIGN §4): its file names (named here once: every other module names a run folder's
+file by these constants), its row schemas (:mod:`.rows`: ``segments.csv``, ``abr_decisions.csv``, ``racing.csv``),
+atomic writers, its schema version (checked on read: :func:`check_schema`), and :class:`RunFolder`, the one reader
+of a run folder's files.
 
-Pure (files only): imported by the system side that writes run folders (runner, apps, collectors) and by the
-analysis side that reads them (results, report, studies, plots). It imports nothing of either.
+Pure (files only): imported by the system side that writes run folders (runner, apps, collectors, the players of
+``dash``) and by the analysis side that reads them (results, report, studies, plots). It imports nothing of either.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from nest_experiments.errors import NestExpError
+from nest_experiments.rundir.rows import RacingRow, SegmentRow, read_racing, read_segments
+
 if TYPE_CHECKING:
     import pandas as pd
-
-    from nest_experiments.dash.core.racing_log import RacingRow
-    from nest_experiments.dash.core.records import SegmentRow
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")
@@ -53,11 +55,60 @@ IPERF3 = "iperf3.csv"
 IPERF3_SUMMARY = "iperf3_summary.csv"
 SIPP = "sipp.csv"
 HTTPERF = "httperf.csv"
+ERROR_LOG = "error.log"  # the traceback of a run that failed in the runner
+CAPTURES_DIR = "captures"  # kept packet captures (collectors.capture, collectors.wire)
+CAPTURE_META = "capture.json"  # in CAPTURES_DIR: what was captured where
+WIRE_META = "wire.json"  # how wire.csv was counted
+QDISC_PLOT = "qdisc.png"  # the per-run plots (analysis.plot)
+THROUGHPUT_PLOT = "throughput.png"
+
+
+def pcap_file(node: str, dev: str, direction: str) -> str:
+    """A queue-delay capture in CAPTURES_DIR: ``dev`` on ``node``, ``direction`` ``in`` | ``out``."""
+    return f"{node}-{dev}-{direction}.pcap"
+
+
+def wire_pcap_file(link: str, direction: str) -> str:
+    """A wire-bytes capture in CAPTURES_DIR: ``link``'s a end, ``direction`` ``in`` | ``out``."""
+    return f"wire-{link}-{direction}.pcap"
+
+# ---------------------------------------------------------------- raw/: each app's files, ``<app>.<who>.<what>``
+
+CLIENT, SERVER = "client", "server"  # whose file (app_file's ``who``)
+OUT, ERR, LOG, JSON_OUT = "out", "err", "log", "json"  # a process's stdout, stderr, log, JSON output
+PLAYER_DIR = CLIENT  # raw/<app>.client/: a player's own output folder (SEGMENTS, DECISIONS, RACING, QOE, ...)
+CA = "ca.pem"  # the app's CA certificate
+ACCESS_LOG = "access.csv"  # our DASH/objects server's access log (rows.ACCESS_LOG_FIELDS)
+CADDY_ACCESS_LOG = "access.json"  # Caddy's access log (parsers.caddy)
+GO_FILE = "client.go"  # the player's start signal
+NETLOG = "netlog.json"  # Chromium's NetLog
+WEB_DIR = "web"  # httperf's served files
+SIPP_DIR = "sipp"  # SIPp's working folder
+OBJECTS_RAW = "objects.csv"  # the objects client's own rows, before the app's column
+# in a player's folder, besides SEGMENTS, DECISIONS, RACING and QOE
+PLAYER_EVENTS = "events.json"  # dash.js's events (the browser player)
+CHROMIUM_LOG = "chromium.log"
+FIREFOX_LOG = "firefox.log"
+GPAC_LOG = "gpac.log"
+
+
+def app_file(app: str, *what: str) -> str:
+    """The name in ``raw/`` of one of app ``app``'s files: ``app_file("video", CLIENT, ERR)`` is
+    ``video.client.err``, ``app_file("video", CA)`` ``video.ca.pem``."""
+    return ".".join((app, *what))
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` under a temp name, then renamed: a reader sees the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """:func:`write_atomic` for bytes (a gzip table, a certificate)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -66,11 +117,31 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest (None when absent or unreadable); a schema other than :data:`SCHEMA_VERSION` is a one-line
+    error naming the folder and what to do (:func:`check_schema`)."""
     try:
         data = json.loads((run_dir / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    check_schema(run_dir, data)
+    return data
+
+
+def check_schema(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """The manifest's ``schema_version`` is this code's (absent: 1, as every folder wrote before it was checked)."""
+    found = manifest.get("schema_version", 1)
+    if found == SCHEMA_VERSION:
+        return
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise NestExpError(f"{run_dir}: {MANIFEST}'s schema_version {found!r} is not a number: the folder is damaged; "
+                           "run it again (`python -m nest_experiments run` on its experiment replaces it)")
+    if found > SCHEMA_VERSION:
+        raise NestExpError(f"{run_dir}: run folder schema {found}, newer than this nest_experiments' {SCHEMA_VERSION}: "
+                           "update nest_experiments to read it")
+    raise NestExpError(f"{run_dir}: run folder schema {found}, older than this nest_experiments' {SCHEMA_VERSION}: "
+                       "run it again (`python -m nest_experiments run` on its experiment replaces it)")
 
 
 def is_completed(run_dir: Path, config_text: str | None = None) -> bool:
@@ -227,7 +298,7 @@ class RunFolder:
         return (self.path / name).exists()
 
     def manifest(self) -> dict[str, Any] | None:
-        """The manifest, or None when it is absent or unreadable."""
+        """The manifest, or None when it is absent or unreadable (another schema: :func:`check_schema`'s error)."""
         return read_manifest(self.path)
 
     def completed(self) -> bool:
@@ -284,14 +355,10 @@ class RunFolder:
 
     def segments(self) -> list[SegmentRow]:
         """``segments.csv`` as the player's rows (raises OSError without it)."""
-        from nest_experiments.dash.core.records import read_segments
-
         return read_segments(self.path / SEGMENTS)
 
     def racing(self) -> list[RacingRow]:
         """``racing.csv``'s events (none without the file)."""
-        from nest_experiments.dash.core.racing_log import read_racing
-
         return read_racing(self.path / RACING) if self.has(RACING) else []
 
     def iperf3(self) -> list[dict[str, str]]:
