@@ -24,8 +24,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nest_experiments.reports import evidence
 from nest_experiments.analysis.results import RESULTS_FORMAT, metric_v2
+from nest_experiments.reports import evidence
 from nest_experiments.rundir import write_atomic, write_bytes_atomic, write_json
 
 NAME_COLUMNS = ("metric", "per")  # the columns of a table whose cells are metric names

@@ -13,12 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nest_experiments.analysis import evidence, preregistration, results
+from nest_experiments.analysis import preregistration, results
 from nest_experiments.analysis.claims import Claim
-from nest_experiments.reports.evidence_migrate import migrate
 from nest_experiments.analysis.results import DASH_METRICS, metric_v2, unit_of
 from nest_experiments.cli import main
 from nest_experiments.errors import NestExpError
+from nest_experiments.reports import evidence
+from nest_experiments.reports.evidence_migrate import migrate
 from nest_experiments.studies import STUDIES
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
