@@ -858,7 +858,7 @@ class Pensieve(AbrAlgorithm):
     and download time, the next segment's size per level, the segments left);
     the shipped weights were trained in the chunk-level simulator
     (:mod:`nest_experiments.dash.learned.sim`) on the built-in trace families
-    for the ``abr_quic_tcp`` ladder (README: "A learned ABR"). Each decision
+    for the ``abr_quic_tcp`` ladder (docs/studies/abr_quic.md: "A learned ABR"). Each decision
     is the policy's most probable level, except the first segment's (nothing
     measured yet): level 0, as Pensieve's ``DEFAULT_QUALITY`` and MPC here.
 
