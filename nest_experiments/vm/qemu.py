@@ -425,7 +425,7 @@ def host_awake(setting: str | None = None) -> bool:
     5.6-7.7 Mbit/s, while the hypervisor reported ~20% steal at 0.7 CPU used.
     A busy loop per host CPU at ``SCHED_IDLE`` keeps the CPUs from halting;
     any other thread that wakes preempts it at once. Measured: 7.1-8.7
-    Mbit/s with it (README). ``auto`` (the default): on when the host is
+    Mbit/s with it (docs/runtimes.md). ``auto`` (the default): on when the host is
     virtual.
     """
     value = (setting if setting is not None else os.environ.get("NEST_EXP_HOST_AWAKE", "auto")).strip().lower()

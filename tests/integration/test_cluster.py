@@ -2,7 +2,7 @@
 
 A 4-run sweep of a short host experiment (HTB + pfifo, 3 s runs) on ``--cluster local:2`` gives the folder a
 one-machine sweep gives (run names, files, configs), runs side by side without colliding, and resumes without
-sending anything; on a scheduler and two ``dask worker`` processes started as the README says, a worker killed
+sending anything; on a scheduler and two ``dask worker`` processes started as docs/cluster.md says, a worker killed
 with SIGKILL during a run gets that run re-sent, and killed again, recorded failed with the reason.
 """
 
@@ -113,7 +113,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def scheduler_and_workers(tmp_path: Path) -> Iterator[str]:
-    """``dask scheduler`` and two ``dask worker ... --resources emulator=1`` processes, as the README says."""
+    """``dask scheduler`` and two ``dask worker ... --resources emulator=1`` processes, as docs/cluster.md says."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
