@@ -1,8 +1,8 @@
 """A study's claims judged on a synthetic sweep each at the full alpha (a family of its own): the declarations
 checked against planted truths, apart from the family's multiplicity control (Holm, tested in
 tests/unit/test_family.py), which at the few sessions such sweeps hold would leave every claim too few. A weakening against the reports,
-which judge each claim inside its paper's family: with 4 blocks and the NeST family of 17 claims at 0.05, no
-planted difference reaches Holm's first step (0.05 / 17); tests/unit/test_family.py checks that step."""
+which judge each claim inside its paper's family (Holm's steps at 0.05 / k for k claims still open): these tests
+check the declarations, not the family's spending, which tests/unit/test_family.py checks."""
 
 from __future__ import annotations
 
