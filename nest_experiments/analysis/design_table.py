@@ -40,11 +40,6 @@ def _lines_of(run_dir: Path) -> list[DesignLine]:
         return []
 
 
-def of_run(run_dir: Path) -> list[dict[str, Any]]:
-    """The design records of one run (its ``config.toml``); none when it has no ``[[design]]`` rows or no config."""
-    return records(_lines_of(run_dir))
-
-
 def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
     """The design of a sweep: each row with ours over all its runs (a swept key's run has one value of the axis:
     the sweep's ours is every value its runs had, in order), and whether that departs from the paper."""
@@ -99,4 +94,4 @@ def section(found: Sequence[Mapping[str, Any]]) -> list[str]:
                                               "the paper's words"], body)]
 
 
-__all__ = ["DESIGN_FILE", "HEADING", "of_folder", "of_run", "read", "records", "section", "write"]
+__all__ = ["DESIGN_FILE", "HEADING", "of_folder", "read", "records", "section", "write"]
