@@ -20,7 +20,8 @@ rates and sizes by their value, ``"45s"`` against ``"184s"``), for the run
 as it was resolved: the default or ``--paper``. The reports draw the table
 (paper | ours | why different | expected effect); a shipped file's departure
 without a reason fails ``tests/unit/test_design_tables.py``; a user's own
-change shows as a departure "not given a reason" and never stops a run.
+change shows as a departure "not given a reason" and never stops a run (a ``--set`` that replaces the table
+holding a row's key shows ours as :data:`UNSET`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from nest_experiments.units import parse_rate, parse_size, parse_time
 NOT_STATED = "not stated"
 #: The reports' words for a departure that carries no reason (a user's own change).
 NO_REASON = "not given a reason (a change of this file)"
+#: Ours where the row's key is not in the resolved experiment (its default is not the design's record).
+UNSET = "not set in this run"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class DesignLine:
 
     @property
     def reason(self) -> str:
+        if self.ours == UNSET:  # the row's reason is for the file's value, which this run replaced
+            return NO_REASON
         return self.row.why or (NO_REASON if self.departs else "")
 
 
@@ -106,14 +111,14 @@ def parse_design(raw: Mapping[str, Any]) -> tuple[DesignRow, ...]:
                                                      f"from (or write paper = \"{NOT_STATED}\")")
         if not row.stated and not row.why:
             raise ConfigError(f"design[{i}].why", f"{row.item!r}: the paper does not state it; say why ours")
-        if row.key:
-            lookup(raw, row.key, origin=f"design[{i}].key")
         rows.append(row)
     return tuple(rows)
 
 
-def lookup(raw: Mapping[str, Any], key: str, *, origin: str = "design") -> Any:
-    """Ours for ``key``: a swept key's values (from ``[sweep]``), else the dotted key's value in the file."""
+def lookup(raw: Mapping[str, Any], key: str) -> Any:
+    """Ours for ``key``: a swept key's values (from ``[sweep]``), else the dotted key's value in the file, else
+    :data:`UNSET` (a ``--set`` that replaced the table holding it, or a misspelt key: the table shows it and the
+    shipped files' test refuses it)."""
     sweep = raw.get("sweep") or {}
     for axis, values in sweep.items():
         if key in (k.strip() for k in axis.split(",")) and isinstance(values, list):
@@ -126,8 +131,7 @@ def lookup(raw: Mapping[str, Any], key: str, *, origin: str = "design") -> Any:
         if isinstance(node, str) and part == "kind":  # qdisc = "pie" shorthand
             return node
         if not isinstance(node, Mapping) or part not in node:
-            raise ConfigError(origin, f"{key} is not set in the experiment file; set it there (its default is "
-                                      "not the design's record) or give ours as a value")
+            return UNSET
         node = node[part]
     return node
 
@@ -162,16 +166,17 @@ def lines(raw: Mapping[str, Any]) -> list[DesignLine]:
     out = []
     for row in parse_design(raw):
         ours = lookup(raw, row.key) if row.key else row.ours
-        out.append(DesignLine(row=row, ours=ours, departs=row.stated and departs(row.paper, ours)))
+        out.append(DesignLine(row=row, ours=ours, departs=row.stated and (ours == UNSET or departs(row.paper, ours))))
     return out
 
 
 def unreasoned(found: Sequence[DesignLine]) -> list[str]:
     """The departures that carry no reason or no expected effect, one line each (the shipped files have none)."""
     return [f"{line.row.item!r}: paper {line.row.paper!r}, ours {line.ours!r}: "
-            + ("no why" if not line.row.why else "no effect on claims")
-            for line in found if line.departs and not (line.row.why and line.row.effect)]
+            + (f"{line.row.key} {UNSET}" if line.ours == UNSET else "no why" if not line.row.why
+               else "no effect on claims")
+            for line in found if line.departs and (line.ours == UNSET or not (line.row.why and line.row.effect))]
 
 
-__all__ = ["NOT_STATED", "NO_REASON", "DesignLine", "DesignRow", "departs", "lines", "lookup", "parse_design",
+__all__ = ["NOT_STATED", "NO_REASON", "UNSET", "DesignLine", "DesignRow", "departs", "lines", "lookup", "parse_design",
            "unreasoned"]

@@ -86,12 +86,20 @@ def test_a_departure_without_a_reason_is_shown_not_refused() -> None:
     assert design.unreasoned([line]) == ["'clip': paper '184s', ours '45s': no why"]
 
 
+def test_a_key_the_run_replaced_shows_as_unset_and_is_no_reason_of_the_file() -> None:
+    """A ``--set`` that replaces the table holding a row's key (CI's VM test sets a whole link) runs; the table says
+    ours is not set, with no reason, and a shipped file with such a row fails the test above."""
+    (line,) = design.lines(_raw({"item": "x", "paper": 1, "source": "s", "key": "apps.v.rate", "why": "w",
+                                 "effect": "e"}))
+    assert (line.ours, line.departs, line.reason) == (design.UNSET, True, design.NO_REASON)
+    assert design.unreasoned([line]) == [f"'x': paper 1, ours {design.UNSET!r}: apps.v.rate {design.UNSET}"]
+
+
 @pytest.mark.parametrize(("row", "where", "words"), [
     ({"item": "x", "paper": 1}, "design[0]", "either key"),
     ({"item": "x", "paper": 1, "key": "apps.v.clip", "ours": 2, "source": "s"}, "design[0]", "either key"),
     ({"item": "x", "paper": 1, "key": "apps.v.clip"}, "design[0].source", "quote the paper"),
     ({"item": "x", "paper": "not stated", "ours": 1}, "design[0].why", "say why ours"),
-    ({"item": "x", "paper": 1, "source": "s", "key": "apps.v.rate"}, "design[0].key", "not set in the experiment"),
     ({"item": "x", "paper": {"a": 1}, "source": "s", "ours": 1}, "design[0].paper", "expected a string"),
     ({"item": "x", "paper": 1, "source": "s", "ours": 1, "claim": ["a"]}, "design[0].claim", "unknown key"),
 ])
