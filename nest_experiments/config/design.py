@@ -171,11 +171,12 @@ def lines(raw: Mapping[str, Any]) -> list[DesignLine]:
 
 
 def unreasoned(found: Sequence[DesignLine]) -> list[str]:
-    """The departures that carry no reason or no expected effect, one line each (the shipped files have none)."""
+    """The departures that carry no reason or no expected effect, and every row whose key the experiment lacks (a
+    "not stated" row too), one line each (the shipped files have none)."""
     return [f"{line.row.item!r}: paper {line.row.paper!r}, ours {line.ours!r}: "
             + (f"{line.row.key} {UNSET}" if line.ours == UNSET else "no why" if not line.row.why
                else "no effect on claims")
-            for line in found if line.departs and (line.ours == UNSET or not (line.row.why and line.row.effect))]
+            for line in found if line.ours == UNSET or (line.departs and not (line.row.why and line.row.effect))]
 
 
 __all__ = ["NOT_STATED", "NO_REASON", "UNSET", "DesignLine", "DesignRow", "departs", "lines", "lookup", "parse_design",
