@@ -13,6 +13,9 @@ e.g. a margin chosen after five blocks), a declaration that differs from the fro
 not hold (declared after the freeze); a metric renamed by a results format (issue 54's units,
 :func:`current_names`) is not a change. A record frozen after the data (``before_data`` false: the committed
 evidence, frozen when this machinery arrived) registers nothing in advance: its marks are the declarations' own.
+A record frozen before the data registers each claim it holds unchanged in advance *for that folder*: the claim's
+own note (written about the folders judged before it, e.g. "margin stated after an earlier run of the same design")
+does not mark it there; the record keeps the note it had at the freeze, for the reader.
 """
 
 from __future__ import annotations
@@ -121,10 +124,11 @@ def marked(folder: Path | None, claims: Sequence[Claim]) -> tuple[Claim, ...]:
             entry = frozen.get(c.id)
             if entry is None:
                 reasons.append(f"declared after the freeze of {doc['date']}")
-            elif entry.get("sha256") != declaration_hash(c):
-                changed = changed_fields(c, current_names(entry.get("declaration") or {}))
-                if changed:
-                    reasons.append(f"its {', '.join(changed)} changed after the freeze of {doc['date']}")
+            elif entry.get("sha256") != declaration_hash(c) and (
+                    changed := changed_fields(c, current_names(entry.get("declaration") or {}))):
+                reasons.append(f"its {', '.join(changed)} changed after the freeze of {doc['date']}")
+            elif doc.get("before_data") is True:
+                reasons = []  # registered in advance for this folder: its own note is about earlier folders
         out.append(replace(c, post_hoc="; ".join(reasons)))
     return tuple(out)
 

@@ -56,6 +56,18 @@ def test_a_claims_own_post_hoc_note_stays_without_a_record(tmp_path: Path) -> No
     assert preregistration.marked(None, [_claim()])[0].post_hoc == ""
 
 
+def test_a_record_frozen_before_its_data_registers_a_noted_claim_for_that_folder_only(tmp_path: Path) -> None:
+    noted = _claim("noted", margin=1.0, post_hoc="margin chosen after an earlier folder's five blocks")
+    before, after = tmp_path / "before", tmp_path / "after"
+    preregistration.freeze(before, "nest", "nest_paper", [noted], date="2026-01-02", before_data=True)
+    preregistration.freeze(after, "nest", "nest_paper", [noted], date="2026-01-02", before_data=False)
+    assert preregistration.marked(before, [noted])[0].post_hoc == ""  # frozen before this folder's data
+    assert preregistration.marked(after, [noted])[0].post_hoc == noted.post_hoc  # frozen after: its own note
+    assert json.loads((before / preregistration.FROZEN).read_text())["claims"][0]["post_hoc"] == noted.post_hoc
+    moved = preregistration.marked(before, [replace(noted, margin=2.0)])[0].post_hoc
+    assert moved == f"{noted.post_hoc}; its margin changed after the freeze of 2026-01-02"
+
+
 def test_freeze_on_a_copy_of_committed_evidence_records_it_after_the_data_and_plot_marks_a_change(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     copy = tmp_path / "h2quic_overhead"
