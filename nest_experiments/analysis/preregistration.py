@@ -62,9 +62,13 @@ def declaration_hash(c: Claim) -> str:
 
 
 def claims_file_hash(study: str) -> str:
-    """The sha256 of ``nest_experiments/studies/<study>/claims.py``."""
-    path = resources.files(f"nest_experiments.studies.{study}") / "claims.py"
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The sha256 of ``nest_experiments/studies/<study>/claims.py``; empty for a study declared elsewhere (a
+    user's own ``Study``: its claims are recorded one by one all the same)."""
+    try:
+        path = resources.files(f"nest_experiments.studies.{study}") / "claims.py"
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (ModuleNotFoundError, FileNotFoundError):
+        return ""
 
 
 def margin_source(c: Claim) -> str:

@@ -18,6 +18,9 @@ from the sessions (the same sessions give the same decisions) and the next
 block planned as before. Each block runs through the same path as a plain
 ``run`` (host, VM or ``--cluster``).
 
+Before block 1 the claims are frozen into the sweep's ``preregistration.json`` (:mod:`.preregistration`), unless
+the sweep or the evidence it goes on from holds a record: ``claims freeze`` by hand is no longer a step to forget.
+
 On a machine without the results folder, ``--continue-from evidence/<name>`` goes on from the committed evidence
 of an earlier sweep: its sessions count as the sweep's (:data:`.decisions.PRIOR_DIR`), its runs are not run again
 (:func:`committed_runs`), and the looks are replayed over them as on a resume.
@@ -25,6 +28,7 @@ of an earlier sweep: its sessions count as the sweep's (:data:`.decisions.PRIOR_
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,8 +38,16 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from nest_experiments.analysis import decisions
-from nest_experiments.analysis.claims import CellNeed, Verdict, cells_needed, judged_sessions, left_out, verdict_table
+from nest_experiments.analysis import decisions, preregistration
+from nest_experiments.analysis.claims import (
+    CellNeed,
+    Claim,
+    Verdict,
+    cells_needed,
+    judged_sessions,
+    left_out,
+    verdict_table,
+)
 from nest_experiments.analysis.sequential import DECIDED
 from nest_experiments.config.sweep import RunSpec, expand
 from nest_experiments.errors import ConfigError
@@ -119,6 +131,18 @@ def _lost(sessions: pd.DataFrame, block: int, runs: int) -> str:
     return f"{saturated} of its {runs} run(s) saturated, {max(runs - len(mine), 0)} without a session"
 
 
+def _freeze_first(folder: Path, study: Study, experiment: str, claims: Sequence[Claim], out: TextIO) -> None:
+    """Freeze the claims before block 1 (:mod:`.preregistration`) unless the sweep, or the evidence it goes on
+    from, holds a record already: a sweep run until decided is pre-registered without a step to forget."""
+    if any((d / preregistration.FROZEN).is_file() for d in (folder, folder / decisions.PRIOR_DIR)):
+        return
+    before = not preregistration.has_sessions(folder)
+    path = preregistration.freeze(folder, study.name, experiment, claims, date=datetime.date.today().isoformat(),
+                                  before_data=before)
+    print(f"until decided: {len(claims)} claims frozen {'before any session' if before else 'after its data'} "
+          f"in {path}", file=out, flush=True)
+
+
 def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, budget: Budget,
                       out: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
                       study: Study | None = None, runtime: str | None = None) -> list[Verdict]:
@@ -133,6 +157,7 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
     if study.cell_of is None:
         raise ConfigError("--until-decided", f"study {study.name} maps no run to its claims' cells (cell_of)")
     committed = committed_runs(raw, decisions.prior_sessions(folder))
+    _freeze_first(folder, study, name, claims, out)
     started, traffic_s, block = clock(), 0.0, 1
     runs = first
     judged: dict[str, tuple[int | None, ...]] = {}  # what each claim's look after the last block judged

@@ -6,12 +6,13 @@ import io
 import json
 import random
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nest_experiments.analysis import decisions
+from nest_experiments.analysis import decisions, preregistration
 from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import CellNeed, Claim, Verdict
 from nest_experiments.config.sweep import RunSpec
@@ -87,6 +88,25 @@ def test_blocks_go_on_only_for_the_cells_undecided_claims_need(tmp_path: Path) -
     assert [look["block"] for look in doc["looks"]] == list(range(1, 8))
     assert doc["looks"][3]["verdicts"]["faster"] == seq.AGREES and doc["budget"]["max_reps"] == 7
     assert decisions.judge_sweep(STUDY.claims_for("ud"), STUDY.sessions(tmp_path), sequential=True) == verdicts
+
+
+def test_the_first_block_is_preceded_by_a_freeze_of_the_claims_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    out = io.StringIO()
+    run_until_decided(RAW, folder=tmp_path, execute=Runner(tmp_path), budget=Budget(max_reps=2), out=out, study=STUDY)
+    doc = preregistration.read(tmp_path)
+    assert doc["before_data"] is True and [c["id"] for c in doc["claims"]] == ["faster", "reno"]
+    assert out.getvalue().index("2 claims frozen before any session") < out.getvalue().index("block 1")
+    changed = (replace(FASTER, margin=1.0, margin_source="rule: later"), RENO)
+    again = io.StringIO()
+    run_until_decided(RAW, folder=tmp_path, execute=Runner(tmp_path), budget=Budget(max_reps=2), out=again,
+                      study=replace(STUDY, paper_claims=changed))
+    assert "frozen" not in again.getvalue() and preregistration.read(tmp_path) == doc  # made once
+    assert preregistration.marked(tmp_path, changed)[0].post_hoc.startswith("its margin, margin_source changed")
+    unfrozen = tmp_path / "late"
+    Runner(unfrozen)(block_runs(RAW, 1))  # sessions before the first look of this invocation
+    run_until_decided(RAW, folder=unfrozen, execute=Runner(unfrozen), budget=Budget(max_reps=1), out=io.StringIO(),
+                      study=STUDY)
+    assert preregistration.read(unfrozen)["before_data"] is False
 
 
 def test_resuming_replays_the_same_looks_and_plans_the_same_blocks(tmp_path: Path) -> None:
