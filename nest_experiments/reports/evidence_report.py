@@ -123,7 +123,10 @@ def _ours(row: Mapping[str, Any]) -> str:
 def _n(row: Mapping[str, Any]) -> str:
     pairs, n_a, n_b = (_num(row.get(k)) for k in ("n_pairs", "n_a", "n_b"))
     if pairs is not None:
-        text = f"{int(pairs)} pairs" if _text(row.get("b")) else f"{int(n_a or 0)} sessions"  # b empty: one sample
+        unit = "sessions"  # b empty: one sample; a worst case over cells: one value per block
+        if _text(row.get("worst_over")):
+            unit = _text(row.get("more_unit")) or "blocks"
+        text = f"{int(pairs)} pairs" if _text(row.get("b")) else f"{int(n_a or 0)} {unit}"
     else:
         text = f"{int(n_a or 0)} / {int(n_b or 0)} sessions"
     saturated = _num(row.get("saturated_excluded"))

@@ -69,7 +69,9 @@ def test_the_worst_case_of_each_block_against_a_bound() -> None:
                   worst_over=("case",), pair_by=("block",), expect=seq.GREATER)
     s = sample(claim, sessions)
     assert list(s.a) == pytest.approx([80.1, 80.2, 80.3, 80.4, 80.5, 80.6])  # per block, its worst case
-    assert evaluate([claim], sessions)[0].verdict == seq.CONTRADICTS
+    worst = evaluate([claim], sessions)[0]
+    assert worst.verdict == seq.CONTRADICTS and worst.n_a == 6
+    assert worst.more_unit == "blocks"  # one value per block, not per session (18 sessions here)
     pooled = Claim(id="median", statement="> 87 %", figure="-", metric="m", a={}, b={}, reference=87.0,
                    expect=seq.GREATER)
     assert evaluate([pooled], sessions)[0].verdict == seq.AGREES  # the median session hides the worst case
