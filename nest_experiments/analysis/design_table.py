@@ -42,7 +42,8 @@ def _lines_of(run_dir: Path) -> list[DesignLine]:
 
 def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
     """The design of a sweep: each row with ours over all its runs (a swept key's run has one value of the axis:
-    the sweep's ours is every value its runs had, in order), and whether that departs from the paper."""
+    the sweep's ours is every value its runs had, in the paper's order where the paper lists values, else as
+    the runs had them), and whether that departs from the paper."""
     merged: list[DesignLine] = []
     seen: list[list[Any]] = []
     for run_dir in runs:
@@ -57,6 +58,9 @@ def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
                     seen[i].append(v)
     out = []
     for line, values in zip(merged, seen, strict=True):
+        if isinstance(line.row.paper, list):  # in the paper's order (the runs' is the blocks' random one)
+            order = [str(p) for p in line.row.paper]
+            values.sort(key=lambda v: order.index(str(v)) if str(v) in order else len(order))
         ours = values[0] if len(values) == 1 and not isinstance(line.ours, list) else values
         out.append(replace(line, ours=ours, departs=line.row.stated and departs(line.row.paper, ours)))
     return records(out)
