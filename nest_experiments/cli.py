@@ -216,8 +216,6 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _freeze(folder: Path, date: str | None) -> int:
-    import datetime
-
     from nest_experiments.analysis import preregistration
     from nest_experiments.reports import evidence
     from nest_experiments.studies import STUDIES, experiment_name, study_for
@@ -231,9 +229,7 @@ def _freeze(folder: Path, date: str | None) -> int:
     if not claims:
         raise ConfigError("claims freeze", f"{folder}: its experiment {experiment!r} has no claims to freeze (a "
                           "sweep folder is named after its experiment, e.g. results/abr_quic_tcp)")
-    before = not preregistration.has_sessions(folder)
-    path = preregistration.freeze(folder, study.name, experiment, claims,
-                                  date=date or datetime.date.today().isoformat(), before_data=before)
+    path, before = preregistration.freeze_now(folder, study.name, experiment, claims, date=date)
     when = "before any session" if before else "after its data (post hoc marks: the declarations' own)"
     print(f"{path}: {len(claims)} claims of {study.name}/{experiment} frozen {when}")
     return 0

@@ -339,14 +339,9 @@ class Verdict:
 
     @property
     def more_unit(self) -> str:
-        if self.claim.worst_over:  # one value per pair_by key (a block): its worst case
-            return worst_unit(self.claim.pair_by)
+        if self.claim.worst_over:  # one value per pair_by key (a block: "blocks"), its worst case
+            return f"{'/'.join(self.claim.pair_by)}s"
         return "sessions" if self.claim.one_sample else "pairs" if self.claim.paired else "sessions per arm"
-
-
-def worst_unit(pair_by: Sequence[str]) -> str:
-    """What a worst-case claim (``worst_over``) counts: one value per ``pair_by`` key, e.g. ``blocks``."""
-    return f"{'/'.join(pair_by)}s" if pair_by else "sessions"
 
 
 def evaluate(claims: Sequence[Claim], sessions: pd.DataFrame, *, look: int | None = None, alpha: float = 0.05,

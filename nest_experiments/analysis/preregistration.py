@@ -105,6 +105,17 @@ def freeze(folder: Path, study: str, experiment: str, claims: Sequence[Claim], *
     return path
 
 
+def freeze_now(folder: Path, study: str, experiment: str, claims: Sequence[Claim], *,
+               date: str | None = None) -> tuple[Path, bool]:
+    """:func:`freeze` dated today (or ``date``), ``before_data`` read off the folder (:func:`has_sessions`);
+    returns the record's path and whether it came before the data."""
+    import datetime
+
+    before = not has_sessions(folder)
+    return freeze(folder, study, experiment, claims, date=date or datetime.date.today().isoformat(),
+                  before_data=before), before
+
+
 def read(folder: Path) -> dict[str, Any]:
     path = folder / FROZEN
     try:

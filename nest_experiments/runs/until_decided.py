@@ -28,7 +28,6 @@ of an earlier sweep: its sessions count as the sweep's (:data:`.decisions.PRIOR_
 
 from __future__ import annotations
 
-import datetime
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -136,9 +135,7 @@ def _freeze_first(folder: Path, study: Study, experiment: str, claims: Sequence[
     from, holds a record already: a sweep run until decided is pre-registered without a step to forget."""
     if any((d / preregistration.FROZEN).is_file() for d in (folder, folder / decisions.PRIOR_DIR)):
         return
-    before = not preregistration.has_sessions(folder)
-    path = preregistration.freeze(folder, study.name, experiment, claims, date=datetime.date.today().isoformat(),
-                                  before_data=before)
+    path, before = preregistration.freeze_now(folder, study.name, experiment, claims)
     print(f"until decided: {len(claims)} claims frozen {'before any session' if before else 'after its data'} "
           f"in {path}", file=out, flush=True)
 
