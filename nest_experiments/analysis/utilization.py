@@ -34,6 +34,7 @@ class EgressFigures:
     drops: int
     mean_delay_ms: float | None  # as the kernel reports it (PIE), per sample
     traced: bool = False
+    ecn_marks: int | None = None  # packets the AQM marked CE instead of dropping (None: the kind counts none)
 
 
 def egress_figures(run_dir: Path) -> list[EgressFigures]:
@@ -52,7 +53,7 @@ def egress_figures(run_dir: Path) -> list[EgressFigures]:
             utilization=_utilization(win, rate),
             mean_backlog_pkts=float(leaf.backlog_pkts.mean()) if len(leaf) else 0.0,
             drops=int(leaf.drops.max() - leaf.drops.min()) if len(leaf) else 0,
-            mean_delay_ms=_mean_delay(win), traced=bool(e.get("trace")),
+            mean_delay_ms=_mean_delay(win), traced=bool(e.get("trace")), ecn_marks=_ecn_marks(leaf),
         ))
     return out
 
@@ -77,6 +78,14 @@ def _utilization(win: pd.DataFrame, rate_bps: float | None) -> float | None:
     span = float(win.t.iloc[-1] - win.t.iloc[0])
     sent = float(win.sent_bytes.iloc[-1] - win.sent_bytes.iloc[0])
     return sent * 8 / span / rate_bps if span > 0 else None
+
+
+def _ecn_marks(leaf: pd.DataFrame) -> int | None:
+    """CE marks over the run (the counter's rise), None for a kind without the counter or an older run folder."""
+    if "ecn_marks" not in leaf or leaf.ecn_marks.isna().all():
+        return None
+    marks = leaf.ecn_marks.dropna()
+    return int(marks.max() - marks.min())
 
 
 def _mean_delay(rows: pd.DataFrame) -> float | None:
@@ -116,8 +125,9 @@ def print_summary(folder: Path, out: TextIO = sys.stderr) -> None:
             rate = f"{f.rate_bps / 1e6:g} Mbit/s" if f.rate_bps else "unshaped"
             rate = f"trace, {rate} mean applied" if f.traced and f.rate_bps else rate
             delay = f", {f.qdisc} delay {f.mean_delay_ms:.2f} ms" if f.mean_delay_ms is not None else ""
+            marks = f", ECN marks {f.ecn_marks}" if f.ecn_marks else ""
             print(f"{run_dir.name}: {f.link} {f.node}->{f.qdisc} {rate}: utilization {util}, "
-                  f"backlog {f.mean_backlog_pkts:.1f} pkts, drops {f.drops}{delay}", file=out)
+                  f"backlog {f.mean_backlog_pkts:.1f} pkts, drops {f.drops}{marks}{delay}", file=out)
         if goodput:
             # a ratio only where one bottleneck carries every iperf3 flow (one shaped egress with delay figures)
             share = f" ({goodput / aqm_rates[0]:.3f} of the bottleneck rate)" if len(aqm_rates) == 1 else ""

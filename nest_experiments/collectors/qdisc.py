@@ -31,7 +31,7 @@ from nest_experiments.parsers.tcstats import qdisc_row
 from nest_experiments.rundir import CsvSink
 
 FIELDS = ("t", "node", "dev", "link", "kind", "handle", "parent", "backlog_bytes", "backlog_pkts", "drops",
-          "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob")
+          "overlimits", "sent_pkts", "sent_bytes", "delay_ms", "prob", "ecn_marks")
 
 
 def _handle(value: int) -> str:

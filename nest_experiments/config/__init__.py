@@ -42,6 +42,7 @@ from nest_experiments.config.core import (
     Experiment,
     FirewallConfig,
     LinkConfig,
+    NodeConfig,
     QdiscConfig,
     _parse_link,
     load_default_raw,
@@ -56,6 +57,6 @@ from nest_experiments.config.traffic import HttperfApp, Iperf3App, SippApp
 
 __all__ = [
     "APP_KINDS", "CADDY_TRANSPORTS", "DASH_H3_CLIENTS", "AppKind", "DEFAULT_EXPERIMENT", "AppConfig", "DashApp", "EgressConfig", "Experiment",
-    "FirewallConfig", "HttperfApp", "Iperf3App", "LinkConfig", "ObjectsApp", "QdiscConfig", "SippApp", "_parse_link",
+    "FirewallConfig", "HttperfApp", "Iperf3App", "LinkConfig", "NodeConfig", "ObjectsApp", "QdiscConfig", "SippApp", "_parse_link",
     "load_default_raw", "parse_experiment", "qdisc_kinds", "read_toml",
 ]

@@ -127,6 +127,41 @@ class FirewallConfig:
     queue_pkts: int = 10  # shape only: the FIFO behind the shaper, in packets
 
 
+#: ``net.ipv4.tcp_ecn``: 0 never, 1 request ECN on outgoing connections and accept it, 2 accept it only when the
+#: peer requests it (the kernel's default in every namespace: with 2 at both ends no flow negotiates ECN)
+TCP_ECN_MODES = {0: "off", 1: "request and accept", 2: "accept only (the kernel's default)"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeConfig:
+    """``[nodes.NAME]``: settings of one node's namespace, applied before any app starts and read back."""
+
+    name: str
+    tcp_ecn: int | None = None  # None: the kernel's default (2)
+
+    def sysctls(self) -> dict[str, str]:
+        return {} if self.tcp_ecn is None else {"net.ipv4.tcp_ecn": str(self.tcp_ecn)}
+
+
+def _parse_nodes(t: Table, spec: topo.TopologySpec) -> tuple[NodeConfig, ...]:
+    nodes = []
+    for name in t.data:
+        if name not in spec.nodes:
+            raise ConfigError(join(t.path, name), f"no node {name!r} in topology {spec.name!r}; nodes: "
+                                                  f"{', '.join(spec.nodes)}")
+        n = t.table(name)
+        nodes.append(NodeConfig(name=name, tcp_ecn=n.get("tcp_ecn", _tcp_ecn, None)))
+        n.done()
+    return tuple(nodes)
+
+
+def _tcp_ecn(path: str, value: object) -> int:
+    if isinstance(value, bool) or value not in TCP_ECN_MODES:
+        modes = ", ".join(f"{k} ({v})" for k, v in TCP_ECN_MODES.items())
+        raise ConfigError(path, f"expected {modes} (net.ipv4.tcp_ecn), got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Experiment:
     name: str
@@ -145,6 +180,7 @@ class Experiment:
     keep_captures: bool = False  # keep the pcaps after qdelay.csv (wire.csv) is written
     wire_links: tuple[str, ...] = ()  # bytes on the wire, both directions, from captures (collectors/wire.py)
     firewalls: tuple[FirewallConfig, ...] = ()
+    nodes: tuple[NodeConfig, ...] = ()  # only the nodes with a [nodes.NAME] table
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     def link(self, name: str) -> LinkConfig:

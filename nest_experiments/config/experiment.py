@@ -13,6 +13,7 @@ from nest_experiments.config.core import (
     Experiment,
     _parse_firewalls,
     _parse_links,
+    _parse_nodes,
     _qdelay_links,
     _sample_links,
     _wire_links,
@@ -28,7 +29,7 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
     """Validate one resolved experiment (sweep already applied)."""
     top = Table("", raw)
     # sweep, paper: applied by nest_experiments.config.sweep; design: the paper's set-up (config.design)
-    top.mark("sweep", "paper", "design", "experiment", "links", "apps", "firewalls")
+    top.mark("sweep", "paper", "design", "experiment", "nodes", "links", "apps", "firewalls")
     top.done()  # an unknown top-level table first: it may be a misspelt [experiment]
     parse_design(raw)
     e = top.table("experiment")
@@ -54,6 +55,7 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
         links=links,
         apps=apps,
         firewalls=_parse_firewalls(top.table("firewalls"), topology),
+        nodes=_parse_nodes(top.table("nodes"), topology),
         raw=copy.deepcopy(raw),
     )
     e.done()

@@ -204,8 +204,8 @@ def apply_paper(raw: dict[str, Any]) -> dict[str, Any]:
         if key in ("sweep", "sweep_repeat") and isinstance(value, dict):
             out[key] = {**(out.get(key) or {}), **copy.deepcopy(value)}
             continue
-        if key.split(".")[0] not in ("experiment", "links", "apps", "firewalls"):
-            raise ConfigError(f"paper.{key}", "expected a key under experiment, links, apps or firewalls")
+        if key.split(".")[0] not in ("experiment", "nodes", "links", "apps", "firewalls"):
+            raise ConfigError(f"paper.{key}", "expected a key under experiment, nodes, links, apps or firewalls")
         set_path(out, key, value, origin=f"paper.{key}")
     return out
 

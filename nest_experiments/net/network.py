@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments.config import FirewallConfig, LinkConfig
+from nest_experiments.config import FirewallConfig, LinkConfig, NodeConfig
 from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NestExpError, NetworkSetupError
 from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, routed, rtnl, tcplan
@@ -78,8 +78,10 @@ class Network:
 
     def __init__(self, spec: topo.TopologySpec, links: tuple[LinkConfig, ...] = (), *, state: RunState,
                  congestion_control: str = "cubic", firewalls: tuple[FirewallConfig, ...] = (),
-                 router: routed.Router | None = None) -> None:
+                 router: routed.Router | None = None, nodes: tuple[NodeConfig, ...] = ()) -> None:
         self.spec = spec
+        self.nodes = nodes  # [nodes.NAME]: per-namespace sysctls (tcp_ecn), set after the defaults and read back
+        self.node_sysctls: dict[str, dict[str, str]] = {}  # what [nodes.NAME] set, as read back: for the manifest
         self.links = links
         self.state = state
         self.router = router  # the router runtime's guest: links needing qdiscs the host lacks go through it
@@ -254,6 +256,10 @@ class Network:
                 self.sysctl(node, "net.ipv4.ip_forward", "1")
             if len(self.spec.links_of(node)) > 1:  # asymmetric paths: loose reverse-path filter
                 self.sysctl(node, "net.ipv4.conf.all.rp_filter", "2")
+        for cfg in self.nodes:
+            for key, value in cfg.sysctls().items():
+                self.sysctl(cfg.name, key, value)
+                self.node_sysctls.setdefault(cfg.name, {})[key] = value  # read back equal (sysctl raises otherwise)
 
     def _ip(self, node: str, args: list[str]) -> str:
         return check_run(["ip", "-n", self.ns(node), *args], what=f"ip on {node}")

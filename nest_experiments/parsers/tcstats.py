@@ -12,6 +12,20 @@ _PIE_XSTATS = struct.Struct("=QIIIIIIII")  # prob, delay(us), avg_dq_rate, dq_ra
 #                                          dropped, overlimit, maxq, ecn_mark
 
 
+#: where each AQM's TCA_XSTATS holds its count of ECN-marked packets: (struct of the leading fields, index of
+#: ecn_mark in it), from the kernel's tc_*_xstats in linux/pkt_sched.h. fq_codel's starts with a type word
+#: (0: qdisc stats, 1: class stats) that must be 0; a kind not listed has no such counter ("" in the row).
+_ECN_MARK: dict[str, tuple[struct.Struct, int]] = {
+    "pie": (_PIE_XSTATS, 8),
+    # packets_in, dropped, overlimit, overmemory, ecn_mark, new_flow_count, new_flows_len, old_flows_len, memory_usage
+    "fq_pie": (struct.Struct("=9I"), 4),
+    # maxpacket, count, lastcount, ldelay, drop_next(s32), drop_overlimit, ecn_mark, dropping, ce_mark
+    "codel": (struct.Struct("=IIIIiIIII"), 6),
+    # type, then (qdisc stats) maxpacket, drop_overlimit, ecn_mark, ...
+    "fq_codel": (struct.Struct("=4I"), 3),
+}
+
+
 def xstats_bytes(value: Any) -> bytes | None:
     """pyroute2 hands unknown xstats over as bytes or as a 'aa:bb:..' hex string."""
     if value is None:
@@ -33,9 +47,24 @@ def pie_xstats(raw: bytes | None) -> tuple[float | None, float | None]:
     return delay_us / 1000.0, prob / PIE_MAX_PROB
 
 
+def ecn_marks(kind: str, raw: bytes | None) -> int | None:
+    """Packets the AQM marked CE instead of dropping (cumulative), from its TCA_XSTATS; None when the kind has
+    no such counter or the xstats are short (an older kernel's struct) or are class stats."""
+    layout = _ECN_MARK.get(kind)
+    if layout is None or raw is None or len(raw) < layout[0].size:
+        return None
+    fields = layout[0].unpack_from(raw)
+    if kind == "fq_codel" and fields[0] != 0:
+        return None
+    return int(fields[layout[1]])
+
+
 def qdisc_row(kind: str, stats: dict[str, Any], xstats: Any) -> dict[str, Any]:
-    """One ``qdisc.csv`` row's counters from TCA_STATS (+ PIE's xstats)."""
-    delay_ms, prob = pie_xstats(xstats_bytes(xstats)) if kind == "pie" else (None, None)
+    """One ``qdisc.csv`` row's counters from TCA_STATS (+ the AQMs' xstats: PIE's delay and probability, the ECN
+    marks of every AQM that counts them)."""
+    raw = xstats_bytes(xstats)
+    delay_ms, prob = pie_xstats(raw) if kind == "pie" else (None, None)
+    marks = ecn_marks(kind, raw)
     return {
         "kind": kind,
         "backlog_bytes": stats.get("backlog", 0),
@@ -46,4 +75,5 @@ def qdisc_row(kind: str, stats: dict[str, Any], xstats: Any) -> dict[str, Any]:
         "sent_bytes": stats.get("bytes", 0),
         "delay_ms": "" if delay_ms is None else round(delay_ms, 3),
         "prob": "" if prob is None else f"{prob:.6g}",
+        "ecn_marks": "" if marks is None else marks,
     }

@@ -238,9 +238,11 @@ class Run:
         self.manifest["prefix"] = state.prefix
         others = set(live_runs(other_than=state.prefix))
         with Network(self.exp.topology, self.exp.links, state=state, congestion_control=self.exp.congestion_control,
-                     firewalls=self.exp.firewalls, router=self.router) as net:
+                     firewalls=self.exp.firewalls, router=self.router, nodes=self.exp.nodes) as net:
             self.laps.lap("topology")
             self.manifest["topology_s"] = dict(net.build_s)
+            if net.node_sysctls:
+                self.manifest["node_sysctls"] = net.node_sysctls
             write_json(self.run_dir / LINKS, {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s, in_vm=runtime.current() == "vm")

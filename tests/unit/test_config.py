@@ -111,3 +111,17 @@ def test_rate_without_qdisc_gets_an_explicit_fifo_leaf() -> None:
     fwd = exp.link("bottleneck").forward  # the topology file gives the rate
     assert fwd.qdisc is not None and fwd.qdisc.kind == "pfifo"
     assert exp.link("h1_r1").forward.shaped is False
+
+
+def test_nodes_table_sets_tcp_ecn_per_node_and_names_bad_keys() -> None:
+    exp = parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h2": {"tcp_ecn": 1}}})
+    assert [(n.name, n.sysctls()) for n in exp.nodes] == [("h2", {"net.ipv4.tcp_ecn": "1"})]
+    assert parse_experiment({"experiment": {"name": "x", "duration": "1s"}}).nodes == ()
+    with pytest.raises(ConfigError, match=r"^nodes\.h2\.tcp_ecn: expected 0 \(off\), 1 .* got 3"):
+        parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h2": {"tcp_ecn": 3}}})
+    with pytest.raises(ConfigError, match=r"^nodes\.h2\.tcp_ecn: .* got True"):
+        parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h2": {"tcp_ecn": True}}})
+    with pytest.raises(ConfigError, match=r"^nodes\.h9: no node 'h9' in topology 'dumbbell'; nodes: h1, h2"):
+        parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h9": {"tcp_ecn": 1}}})
+    with pytest.raises(ConfigError, match=r"^nodes\.h2\.ecn: unknown key"):
+        parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h2": {"ecn": 1}}})

@@ -9,7 +9,7 @@ import pytest
 from nest_experiments.errors import RunError
 from nest_experiments.parsers import iperf3
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.parsers.tcstats import PIE_MAX_PROB, pie_xstats, qdisc_row, xstats_bytes
+from nest_experiments.parsers.tcstats import PIE_MAX_PROB, ecn_marks, pie_xstats, qdisc_row, xstats_bytes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -41,6 +41,19 @@ def test_pie_xstats_are_decoded() -> None:
     row = qdisc_row("pie", {"backlog": 3000, "qlen": 2, "drop": 7, "packets": 10, "bytes": 15000}, raw)
     assert row["delay_ms"] == 5.46 and row["drops"] == 7 and row["backlog_pkts"] == 2
     assert qdisc_row("pfifo", {}, None)["delay_ms"] == ""
+
+
+def test_ecn_marks_are_read_from_each_aqms_xstats() -> None:
+    # the kernel's structs (linux/pkt_sched.h); each value distinct, so a wrong index reads a wrong number
+    pie = struct.pack("=QIIIIIIII", 0, 5000, 1, 0, 900, 7, 0, 40, 33)  # ..., maxq, ecn_mark
+    fq_pie = struct.pack("=9I", 900, 7, 2, 0, 44, 5, 1, 2, 4096)  # packets_in, dropped, overlimit, overmemory, ecn_mark
+    codel = struct.pack("=IIIIiIIII", 1514, 3, 2, 5000, -1, 0, 55, 1, 66)  # ..., drop_overlimit, ecn_mark, dropping, ce
+    fq_codel = struct.pack("=I6I", 0, 1514, 2, 77, 9, 1, 1)  # type 0 (qdisc), maxpacket, drop_overlimit, ecn_mark
+    assert [ecn_marks(k, raw) for k, raw in (("pie", pie), ("fq_pie", fq_pie), ("codel", codel),
+                                               ("fq_codel", fq_codel))] == [33, 44, 55, 77]
+    assert ecn_marks("fq_codel", struct.pack("=I6I", 1, 0, 0, 77, 0, 0, 0)) is None  # class stats, not the qdisc's
+    assert ecn_marks("pie", pie[:-4]) is None and ecn_marks("pfifo", pie) is None  # short, or no counter
+    assert qdisc_row("fq_pie", {}, fq_pie.hex(":"))["ecn_marks"] == 44 and qdisc_row("pfifo", {}, None)["ecn_marks"] == ""
 
 
 NETSTAT = """TcpExt: SyncookiesSent SyncookiesRecv
