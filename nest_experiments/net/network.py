@@ -81,7 +81,6 @@ class Network:
                  router: routed.Router | None = None, nodes: tuple[NodeConfig, ...] = ()) -> None:
         self.spec = spec
         self.nodes = nodes  # [nodes.NAME]: per-namespace sysctls (tcp_ecn), set after the defaults and read back
-        self.node_sysctls: dict[str, dict[str, str]] = {}  # what [nodes.NAME] set, as read back: for the manifest
         self.links = links
         self.state = state
         self.router = router  # the router runtime's guest: links needing qdiscs the host lacks go through it
@@ -259,7 +258,6 @@ class Network:
         for cfg in self.nodes:
             for key, value in cfg.sysctls().items():
                 self.sysctl(cfg.name, key, value)
-                self.node_sysctls.setdefault(cfg.name, {})[key] = value  # read back equal (sysctl raises otherwise)
 
     def _ip(self, node: str, args: list[str]) -> str:
         return check_run(["ip", "-n", self.ns(node), *args], what=f"ip on {node}")

@@ -241,8 +241,9 @@ class Run:
                      firewalls=self.exp.firewalls, router=self.router, nodes=self.exp.nodes) as net:
             self.laps.lap("topology")
             self.manifest["topology_s"] = dict(net.build_s)
-            if net.node_sysctls:
-                self.manifest["node_sysctls"] = net.node_sysctls
+            # what [nodes.NAME] set: the build read each value back (Network.sysctl stops it on a mismatch)
+            if any(n.sysctls() for n in self.exp.nodes):
+                self.manifest["node_sysctls"] = {n.name: n.sysctls() for n in self.exp.nodes if n.sysctls()}
             write_json(self.run_dir / LINKS, {"egresses": [_egress_info(e, self.exp) for e in net.egresses]})
             self.apps = [_launcher(a.kind)(a, net=net, run_dir=self.run_dir, clock=self.clock,
                                            duration_s=self.exp.duration_s, in_vm=runtime.current() == "vm")
