@@ -56,6 +56,8 @@ SATURATED = "saturated"
 BLOCK = "block"  # a sequential run's block (replay's default): the sessions still needed arrive per block
 MAX_LOOKS_AHEAD = 2**20  # _more_needed: how far ahead it looks for the look that decides
 LOOKS_SIMULATED = 64  # _more_needed: the looks ahead checked one by one for "too few" (spending nothing)
+PRACTICAL_MORE = 1000  # more_text: past this many sessions still needed the count says only that the effect is near
+# its boundary (the count grows as (SD / distance)^2: +546635 pairs is a number no study runs, not a plan)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -623,6 +625,9 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
         spent, total = look - (d.verdict == seq.TOO_FEW), alpha_total
         spend = lambda k: seq.look_alpha(spent + k, total)  # noqa: E731
     more = None if d.verdict in seq.DECIDED else _more_needed(claim, s, d, bounds, alpha_next, power, spend)
+    if held:  # the test rejected: what it still lacks is the rule's (ties, untied pairs)
+        rule = held_more(claim, s, alpha_next)
+        more = None if rule is None else max(more or 1, rule)
     effect, ci = _shown(claim, d.effect), (_shown(claim, d.ci[0]), _shown(claim, d.ci[1]))
     note = "; ".join(x for x in ("no effect of the margin's size in the claimed direction" if d.futile else "",
                                  held, s.note) if x)
@@ -631,6 +636,34 @@ def judge(claim: Claim, s: Sample, *, alpha: float, alpha_next: float, power: fl
 
 
 MAX_TIED_SHARE = 0.5  # held_back: a decision on more tied pairs than this is held back
+
+
+def _ties(s: Sample) -> tuple[int, int, bool]:
+    """(n, tied, paired): pairs (or sessions per arm) and how many of them are tied (a zero difference; unpaired:
+    the share of a - b differences that are 0, applied to n)."""
+    paired = s.diffs is not None
+    if paired:
+        assert s.diffs is not None
+        n = len(s.diffs)
+        scale = 1e-9 * (float(np.max(np.abs(s.diffs))) or 1.0) if n else 1e-9
+        return n, int((np.abs(s.diffs) <= scale).sum()), True
+    n = min(len(s.a), len(s.b))
+    d = np.subtract.outer(s.a, s.b).ravel() if len(s.a) and len(s.b) else np.array([])
+    share = float((np.abs(d) <= 1e-9 * (float(np.max(np.abs(d))) or 1.0)).mean()) if len(d) else 0.0
+    return n, int(round(share * n)), False
+
+
+def held_more(claim: Claim, s: Sample, alpha: float) -> int | None:
+    """The sessions a held-back claim still needs for the rule alone (:func:`held_back`), at the tie share so far:
+    enough that its untied ones reach the test's fewest at ``alpha``; None when more than half are tied (at that
+    share no number of sessions clears the rule)."""
+    n, tied, paired = _ties(s)
+    fewest = seq.fewest_decisive(seq.side_alpha(claim.expect, alpha), paired=paired)
+    if claim.expect == seq.EQUIVALENT:
+        return max(1, fewest - n)
+    if n == 0 or tied > MAX_TIED_SHARE * n:
+        return None
+    return max(1, math.ceil(fewest / (1 - tied / n)) - n)
 
 
 def held_back(claim: Claim, s: Sample, alpha: float) -> str:
@@ -647,19 +680,8 @@ def held_back(claim: Claim, s: Sample, alpha: float) -> str:
     its alpha, as any look that could decide)."""
     if claim.share:
         return ""
-    paired = s.diffs is not None
-    side = seq.side_alpha(claim.expect, alpha)
-    fewest = seq.fewest_decisive(side, paired=paired)
-    if paired:
-        assert s.diffs is not None
-        n = len(s.diffs)
-        scale = 1e-9 * (float(np.max(np.abs(s.diffs))) or 1.0) if n else 1e-9
-        tied = int((np.abs(s.diffs) <= scale).sum())
-    else:
-        n = min(len(s.a), len(s.b))
-        d = np.subtract.outer(s.a, s.b).ravel() if len(s.a) and len(s.b) else np.array([])
-        share = float((np.abs(d) <= 1e-9 * (float(np.max(np.abs(d))) or 1.0)).mean()) if len(d) else 0.0
-        tied = int(round(share * n))
+    n, tied, paired = _ties(s)
+    fewest = seq.fewest_decisive(seq.side_alpha(claim.expect, alpha), paired=paired)
     unit = "pairs" if paired else "sessions per arm"
     if claim.expect == seq.EQUIVALENT:
         return "" if n >= fewest else f"held back: {n} {unit}, fewer than the {fewest} the test needs at this level"
@@ -916,6 +938,17 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
 # --- the table ---------------------------------------------------------------------------------------------------
 
 
+def more_text(more: int | float | None, unit: str, suffix: str = "") -> str:
+    """The sessions still needed as a table shows them: "+N unit", or past :data:`PRACTICAL_MORE` that no practical
+    study decides the claim (its effect sits near its decision boundary); "—" when decided or unknown. ``suffix``
+    follows the unit (" needed")."""
+    if more is None or (isinstance(more, float) and math.isnan(more)):
+        return "—"
+    if more > PRACTICAL_MORE:
+        return f"> {PRACTICAL_MORE} {unit}{suffix}: effect near its boundary, not decidable at a practical size"
+    return f"+{int(more)} {unit}{suffix}"
+
+
 def verdict_table(verdicts: Sequence[Verdict]) -> str:
     """The verdicts as a Markdown table: claim | paper | ours: effect [CI] | p | n | verdict | still needed."""
     lines = ["| claim | paper | ours: effect [CI] | p (level: the family's share / its open claims, at the look) | n | "
@@ -925,7 +958,7 @@ def verdict_table(verdicts: Sequence[Verdict]) -> str:
         c = v.claim
         paper = f"{c.statement} ({c.figure})" + (f": {c.paper_value}" if c.paper_value else "")
         p = "—" if v.p is None else f"{_num(v.p)} ({level_text(v)})"
-        more = f"+{v.more_needed} {v.more_unit}" if v.more_needed is not None else "—"
+        more = more_text(v.more_needed, v.more_unit)
         cells = [f"{c.id}: {judged_text(c)}" + _margin_text(c), paper,
                  _ours(v), p, _n(v), _verdict_text(v), more]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")

@@ -195,6 +195,8 @@ def _mptcp_hint(run_dir: Path) -> str:
 
 def _bytes_per_bottleneck(run_dir: Path, sub: pd.DataFrame, links: Sequence[str]) -> dict[str, float]:
     """Bytes of each subflow (the last sample of its counters), summed per bottleneck link."""
+    if "side" in sub:  # a server row counts its connection's bytes again (collectors.subflows)
+        sub = sub[sub["side"].fillna("client") == "client"]
     counters = [c for c in ("bytes_received", "bytes_sent") if c in sub]
     keys = [c for c in ("app", "local", "local_port", "remote", "remote_port", "link") if c in sub]
     last = sub.fillna({"link": ""}).groupby(keys)[counters].max().reset_index()

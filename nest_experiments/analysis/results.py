@@ -50,6 +50,7 @@ from nest_experiments.rundir import (
     QDELAY,
     QDISC,
     QOE,
+    QUIC,
     RACING,
     RATES,
     SEGMENTS,
@@ -369,8 +370,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           units=(("t", "s, run clock: the window's end"), ("share", "CPUs (0-1 of one CPU; threads add up)"))),
     Table(name="rates", file=RATES, doc="one row per HTB rate change of a trace-driven link",
           units=(("t", _T), ("t_scheduled", "s, the trace's time"))),
-    Table(name="subflows", file=SUBFLOWS, doc="one row per MPTCP subflow (or TCP connection) per sample",
-          units=(("t", _T),)),
+    Table(name="subflows", file=SUBFLOWS, doc="one row per MPTCP subflow (or TCP connection) per sample and end "
+          "(side: client, or server: the sender's tcp_info, from ss through inet_diag)",
+          units=(("t", _T), ("bytes_received", "bytes"), ("bytes_sent", "bytes"), ("bytes_acked", "bytes"),
+                 ("bytes_retrans", "bytes"), ("rtt_ms", "ms, smoothed"), ("rttvar_ms", "ms"),
+                 ("cwnd", "segments"), ("ssthresh", "segments"), ("pacing_rate_bps", "bit/s"),
+                 ("delivery_rate_bps", "bit/s"), ("retrans_total", "segments, cumulative"),
+                 ("lost", "segments, now"), ("unacked", "segments, now"),
+                 ("ecn", "ECN negotiated (bool)"), ("ecnseen", "a CE mark seen (bool)"))),
+    Table(name="quic", file=QUIC, doc="one row per QUIC recovery event of our server's connections (dash.http.recovery)",
+          units=(("t", _T), ("cwnd", "bytes"), ("bytes_in_flight", "bytes"), ("ssthresh", "bytes"),
+                 ("latest_rtt_ms", "ms"), ("min_rtt_ms", "ms"), ("smoothed_rtt_ms", "ms"), ("rtt_variance_ms", "ms"),
+                 ("lost_total", "packets, cumulative per connection"), ("pto_count", "consecutive PTOs"))),
     Table(name="access", file=ACCESS, doc="one row per response of the DASH server (its access log)",
           units=(("t_arrival", "s, the server's clock"), ("t_first_byte_sent", "s, the server's clock"),
                  ("t_last_byte_sent", "s, the server's clock"), ("bytes", "bytes"))),
@@ -509,9 +520,18 @@ class Results:
         return self.table("rates")
 
     @property
+    def quic(self) -> pd.DataFrame:
+        """``quic.csv``: per QUIC recovery event of our server's connections (t, side, conn, event: metrics or lost,
+        cwnd, bytes_in_flight, ssthresh, latest / min / smoothed RTT and its variance in ms, packet_number,
+        lost_total, pto_count, app)."""
+        return self.table("quic")
+
+    @property
     def subflows(self) -> pd.DataFrame:
-        """``subflows.csv``: per MPTCP subflow per sample (t, app, local, local_port, remote, remote_port, link,
-        client_link, mptcp, bytes_received, bytes_sent, bytes_retrans, rtt_ms)."""
+        """``subflows.csv``: per TCP socket (an MPTCP subflow or a TCP connection) of a DASH app per sample and end
+        (t, app, side, local, local_port, remote, remote_port, link, client_link, mptcp, its byte counters, rtt_ms
+        and the socket's congestion state: cwnd, ssthresh, rttvar_ms, pacing_rate_bps, delivery_rate_bps,
+        retrans_total, lost, unacked, ecn, ecnseen)."""
         return self.table("subflows")
 
     @property

@@ -40,7 +40,7 @@ from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import players
 from nest_experiments.dash.content import encode, media
-from nest_experiments.dash.http import quicgo
+from nest_experiments.dash.http import quicgo, recovery
 from nest_experiments.dash.origin import caddy
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import RunError
@@ -60,6 +60,8 @@ from nest_experiments.rundir import (
     OUT,
     PLAYER_DIR,
     QOE,
+    QUIC,
+    QUIC_LOG,
     RACING,
     SEGMENTS,
     SERVER,
@@ -68,7 +70,7 @@ from nest_experiments.rundir import (
     write_json,
 )
 from nest_experiments.rundir.rows import ACCESS_LOG_FIELDS as ACCESS_FIELDS
-from nest_experiments.rundir.rows import DECISION_FIELDS, RACING_FIELDS, SEGMENT_FIELDS
+from nest_experiments.rundir.rows import DECISION_FIELDS, QUIC_FIELDS, RACING_FIELDS, SEGMENT_FIELDS
 
 READY_TIMEOUT_S = {False: 20.0, True: 120.0}  # by App.in_vm: on the host or in the VM runtime's guest
 BROWSER_READY_FACTOR = 4  # Chromium started and the namespace's addresses settled: 4 x READY_TIMEOUT_S
@@ -156,6 +158,8 @@ class Dash(App):
         argv = [sys.executable, "-m", SERVER_MODULE, "--root", str(self.mpd.parent),
                 "--bind", bind, *ports, "--access-log", str(self.raw_dir / app_file(c.name, ACCESS_LOG)),
                 "--t0", repr(t0), "--ca-out", str(self.ca), "--cert-dir", str(self.net.state.temp_dir("certs"))]
+        if c.transport in ("h3", "race"):  # the sender's recovery of each QUIC connection (dash.http.recovery)
+            argv += ["--quic-log", str(self.raw_dir / app_file(c.name, SERVER, QUIC_LOG))]
         self.server = self.spawn(c.server, argv, log=app_file(c.name, SERVER, OUT), stderr_log=app_file(c.name, SERVER, ERR))
 
     def _await_server(self) -> None:
@@ -278,7 +282,8 @@ class Dash(App):
             link_of = {str(link.address(node, spec.base).ip): link.name
                        for node in (c.client, c.server) for link in spec.links_of(node)}
             self.subflows = SubflowSampler(app=c.name, ns=self.net.ns(c.client), port=self.port, link_of=link_of,
-                                           clock=self.clock, interval_s=SUBFLOW_INTERVAL_S[self.in_vm])
+                                           clock=self.clock, interval_s=SUBFLOW_INTERVAL_S[self.in_vm],
+                                           server_ns=self.net.ns(c.server))
             self.subflows.start()
 
     def finish(self, deadline: float) -> None:
@@ -358,7 +363,17 @@ class Dash(App):
             out[RACING] = ((*RACING_FIELDS, "app"), self.racing)
         if getattr(self, "subflows", None) is not None:
             out[SUBFLOWS] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
+        quic = self._quic_rows()
+        if quic is not None:
+            out[QUIC] = ((*QUIC_FIELDS, "app"), quic)
         return out
+
+    def _quic_rows(self) -> list[dict[str, Any]] | None:
+        """Our server's QUIC recovery rows so far (written while it runs: read from its partial file); None when the
+        app has no QUIC connection of ours."""
+        log = self.raw_dir / app_file(self.cfg.name, SERVER, QUIC_LOG)
+        path = log if log.exists() else recovery.partial(log)
+        return read_rows(path, app=self.cfg.name) if path.exists() else None
 
 
 def _set_app_entry(path: Path, app: str, doc: dict[str, Any]) -> None:

@@ -16,9 +16,10 @@ from nest_experiments.net.procs import in_netns, ns_exec
 SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
 
 
-def established_argv(ns: str, dport: int) -> list[str]:
-    """``ss -tinH`` of the established TCP sockets to ``dport`` in ``ns`` (MPTCP subflows: collectors.subflows)."""
-    return ns_exec(ns, ["ss", "-tinH", "state", "established", "dport", "=", f":{dport}"])
+def established_argv(ns: str, port: int, *, local: bool = False) -> list[str]:
+    """``ss -tinH`` of the established TCP sockets to ``port`` in ``ns`` (from ``port`` with ``local``: a server's
+    end of its connections); MPTCP subflows and their tcp_info: collectors.subflows."""
+    return ns_exec(ns, ["ss", "-tinH", "state", "established", "sport" if local else "dport", "=", f":{port}"])
 
 
 LISTEN_STATE = {"tcp": "0A", "udp": "07"}  # TCP_LISTEN; an unconnected UDP socket is TCP_CLOSE (7)

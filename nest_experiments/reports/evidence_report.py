@@ -21,7 +21,7 @@ from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
 from nest_experiments.analysis import decisions, design_table, results  # noqa: E402
 from nest_experiments.analysis import sequential as seq  # noqa: E402
-from nest_experiments.analysis.claims import Sample, Verdict, sample  # noqa: E402
+from nest_experiments.analysis.claims import Sample, Verdict, more_text, sample  # noqa: E402
 from nest_experiments.analysis.results import DASH_METRICS  # noqa: E402
 from nest_experiments.rundir import SWEEP_LOG  # noqa: E402
 from nest_experiments.studies import STUDIES  # noqa: E402
@@ -140,8 +140,12 @@ def _verdict(row: Mapping[str, Any]) -> str:
         return f"**{verdict}**"
     if verdict == seq.UNINFORMATIVE:  # the reason is the note's first part (claims.uninformative)
         return f"{verdict} ({_text(row.get('note')).split('; ')[0] or 'no spread'})"
-    needed = f"+{int(more)} {_text(row.get('more_unit')) or 'sessions'} needed" if more is not None else "sessions needed: " \
-        "unknown (no spread yet)"
+    if more is not None:
+        needed = more_text(more, _text(row.get("more_unit")) or "sessions", " needed")
+    elif "tied (more than half)" in _text(row.get("note")):  # claims.held_more: the rule, not the spread
+        needed = "no number of sessions clears the early-decision rule at this tie share"
+    else:
+        needed = "sessions needed: unknown (no spread yet)"
     return f"{verdict} ({needed})" if verdict != seq.NO_DATA else f"{verdict} (no session in this evidence)"
 
 

@@ -1,4 +1,5 @@
-"""PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow.
+"""PNG plots from run folders: qdisc backlog, drops, delay; throughput per flow; a DASH run's timeline (the
+player, the transport and the queues on one clock) with a line per stall (:mod:`nest_experiments.reports.timeline`).
 
 On an evidence folder (``evidence.json``, :mod:`nest_experiments.reports.evidence`), :func:`plot_folder` rebuilds
 its claim table, report and figures from the committed tables alone.
@@ -20,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from nest_experiments.errors import NestExpError  # noqa: E402
+from nest_experiments.reports.timeline import timeline_files  # noqa: E402
 from nest_experiments.rundir import (  # noqa: E402
     IPERF3,
     MANIFEST,
@@ -72,6 +74,7 @@ def plot_run(run_dir: Path) -> list[Path]:
     flows = RunFolder(run_dir).frame(IPERF3)
     if flows is not None:
         out.append(_throughput_plot(run_dir, flows))
+    out += timeline_files(run_dir, _save)
     return out
 
 

@@ -41,8 +41,9 @@ from markdown.treeprocessors import Treeprocessor
 
 from nest_experiments.analysis import decisions, sequential
 from nest_experiments.analysis import markdown as md
+from nest_experiments.analysis.claims import more_text
 from nest_experiments.analysis.results import flatten
-from nest_experiments.rundir import read_manifest, run_dirs, write_atomic
+from nest_experiments.rundir import STALLS_TEXT, read_manifest, run_dirs, write_atomic
 
 REPORT_HTML = "report.html"
 CLAIMS_HEADING = "## The paper's claims, judged"
@@ -177,7 +178,7 @@ def claims_table(rows: Sequence[Mapping[str, str]]) -> str:
         verdict = r.get("verdict", "")
         look = f" at look {_e(r['look'])}" if r.get("look") else ""
         note = f"<br><small>{_e(r.get('note'))}</small>" if r.get("note") else ""
-        more = f"+{_e(r['more_needed'])} {_e(r.get('more_unit'))}" if r.get("more_needed") else "—"
+        more = _e(more_text(float(r["more_needed"]), r.get("more_unit") or "sessions")) if r.get("more_needed") else "—"
         cls = VERDICT_CLASSES.get(verdict, "other")
         out.append(f"<tr><td>{claim}</td><td>{paper}</td><td>{ours}</td><td>{p}</td><td>{n}</td>"
                    f'<td class="{cls}">{_e(verdict)}{look}{note}</td><td class="{cls}">{more}</td></tr>')
@@ -269,6 +270,10 @@ def run_list(folder: Path, figures: Callable[[Path], Sequence[Path]]) -> str:
                             f"<figcaption>{_e(png.name)}</figcaption></figure>")
         if not pngs:
             body.append("<p>No figures for this run.</p>")
+        if (d / STALLS_TEXT).exists():  # the timeline's stalls: what the queue and the transport did before each
+            lines = (d / STALLS_TEXT).read_text().splitlines()
+            body.append("<p><b>Stalls</b> (what the queue and the transport did before each):</p><ul>"
+                        + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>")
         sections.append(f"<details><summary>{_e(d.name)} — {_e(status)}, {len(pngs)} figure(s), {len(warns)} "
                         f"warning(s){', CPU-saturated' if windows else ''}</summary>" + "\n".join(body)
                         + "</div></details>")

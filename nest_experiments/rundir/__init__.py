@@ -47,6 +47,7 @@ DECISIONS = "abr_decisions.csv"
 ACCESS = "access.csv"
 RACING = "racing.csv"
 SUBFLOWS = "subflows.csv"
+QUIC = "quic.csv"  # each QUIC connection's recovery at our server (dash.http.recovery), run clock
 QOE = "qoe.json"
 SWEEP_LOG = "sweeps.jsonl"  # in a sweep folder (not a run folder): one JSON line per sweep side (runs.phases)
 MPTCP = "mptcp.json"
@@ -59,8 +60,10 @@ ERROR_LOG = "error.log"  # the traceback of a run that failed in the runner
 CAPTURES_DIR = "captures"  # kept packet captures (collectors.capture, collectors.wire)
 CAPTURE_META = "capture.json"  # in CAPTURES_DIR: what was captured where
 WIRE_META = "wire.json"  # how wire.csv was counted
-QDISC_PLOT = "qdisc.png"  # the per-run plots (analysis.plot)
+QDISC_PLOT = "qdisc.png"  # the per-run plots (reports.plot)
 THROUGHPUT_PLOT = "throughput.png"
+TIMELINE_PLOT = "timeline.png"  # a DASH session's layers on one clock (reports.plot, analysis.timeline)
+STALLS_TEXT = "stalls.txt"  # beside it: one line per stall, what the queue and the transport did before it
 
 
 def pcap_file(node: str, dev: str, direction: str) -> str:
@@ -79,6 +82,7 @@ OUT, ERR, LOG, JSON_OUT = "out", "err", "log", "json"  # a process's stdout, std
 PLAYER_DIR = CLIENT  # raw/<app>.client/: a player's own output folder (SEGMENTS, DECISIONS, RACING, QOE, ...)
 CA = "ca.pem"  # the app's CA certificate
 ACCESS_LOG = "access.csv"  # our DASH/objects server's access log (rows.ACCESS_LOG_FIELDS)
+QUIC_LOG = "quic.csv"  # our DASH server's QUIC recovery rows (rows.QUIC_FIELDS), before the app's column
 CADDY_ACCESS_LOG = "access.json"  # Caddy's access log (parsers.caddy)
 GO_FILE = "client.go"  # the player's start signal
 NETLOG = "netlog.json"  # Chromium's NetLog

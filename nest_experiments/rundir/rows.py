@@ -18,6 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
+# QUIC recovery (dash.http.recovery): one row per thinned metrics update or lost packet of a connection, run clock
+QUIC_FIELDS = ("t", "side", "conn", "event", "cwnd", "bytes_in_flight", "ssthresh", "latest_rtt_ms", "min_rtt_ms",
+               "smoothed_rtt_ms", "rtt_variance_ms", "packet_number", "lost_total", "pto_count")
+
 # the server's access log: one row per response, times on the server's clock
 ACCESS_LOG_FIELDS = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent", "transport", "path", "status", "bytes",
                      "conn_id")

@@ -15,10 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from nest_experiments.config.sweep import expand
 from nest_experiments.dash.core.records import SEGMENT_FIELDS
+from nest_experiments.reports.plot import plot_run
+from nest_experiments.rundir import QUIC, STALLS_TEXT, SUBFLOWS, TIMELINE_PLOT
 from nest_experiments.runs.outcome import RunOutcome
 from nest_experiments.runs.runner import Run
 from tests.integration.mptcp_paths import sample_paths
@@ -98,6 +101,37 @@ def test_dash_through_an_htb_bottleneck(no_leftovers: None, tmp_path: Path, tran
             access = list(csv.DictReader(fh))
         assert {r["transport"] for r in access} == {"h3"}
         assert len({r["conn_id"] for r in access}) == 1
+    _check_sender_state(run_dir, transport)
+
+
+def _check_sender_state(run_dir: Path, transport: str) -> None:
+    """The transport at the sender on the run clock (TCP: ss at the server's end; QUIC: aioquic's recovery
+    events), and the timeline drawn from them."""
+    segments = pd.read_csv(run_dir / "segments.csv")
+    t_end = float(segments["t_last_byte"].max())
+    if transport == "h3":
+        quic = pd.read_csv(run_dir / QUIC)
+        metrics = quic[quic["event"] == "metrics"]
+        with (run_dir / "raw" / "video.access.csv").open(newline="") as fh:
+            assert set(quic["conn"]) == {r["conn_id"] for r in csv.DictReader(fh)}  # named as the access log
+        assert len(metrics) >= 50 and metrics["cwnd"].min() > 0 and metrics["smoothed_rtt_ms"].max() > 0
+        # the run clock: the events of the transfer fall while the segments came (measured: 0.48 s to the last
+        # segment's 21.9 s); the last, the connection's close, when the 38 s run stopped the server (36.7 s)
+        t = metrics["t"]
+        assert t.min() < 5 and 0.8 * t_end < t.quantile(0.95) <= t_end + 1 and t.max() <= 38 + 5
+        assert metrics["t"].diff().dropna().min() >= 0.05 - 1e-6 or metrics["conn"].nunique() > 1  # thinned
+    else:
+        sub = pd.read_csv(run_dir / SUBFLOWS)
+        server = sub[sub["side"] == "server"]
+        client = sub[sub["side"] == "client"]
+        assert len(server) >= 20 and server["cwnd"].min() >= 1 and server["rtt_ms"].max() > 0
+        assert server["pacing_rate_bps"].max() > 0 and server["delivery_rate_bps"].max() > 0
+        # the server's bytes sent are the client's received, connection by connection (the same sockets)
+        sent = server.groupby(["remote", "remote_port"])["bytes_acked"].max().sum()
+        got = client.groupby(["local", "local_port"])["bytes_received"].max().sum()
+        assert got > 1_000_000 and abs(sent - got) <= 0.05 * got, (sent, got)
+    out = plot_run(run_dir)
+    assert run_dir / TIMELINE_PLOT in out and (run_dir / STALLS_TEXT).read_text().strip()
 
 
 def test_a_player_that_dies_fails_the_run(no_leftovers: None, tmp_path: Path) -> None:

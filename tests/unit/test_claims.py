@@ -21,6 +21,7 @@ from nest_experiments.analysis.claims import (
     claims_from_tables,
     evaluate,
     keep_decided,
+    more_text,
     replay,
     sample,
     verdict_table,
@@ -232,6 +233,14 @@ def test_verdict_table_renders_one_row_per_claim() -> None:
     assert "Fig. 5" in lines[2] and "+12 %" in lines[2] and "x1.1" in lines[2] and "agrees" in lines[2]
     assert "\\|a - b\\| < margin (margin 10%, source unstated)" in lines[3]  # a margin whose source is not said
     assert all(line.count(" | ") == 6 for line in lines[2:])  # the escaped | stays inside its cell
+
+
+def test_sessions_still_needed_past_a_practical_size_say_the_effect_is_near_its_boundary() -> None:
+    assert more_text(12, "pairs") == "+12 pairs"
+    assert more_text(1000, "pairs") == "+1000 pairs"  # the cap itself is still a count
+    assert more_text(546635, "pairs", " needed") == \
+        "> 1000 pairs needed: effect near its boundary, not decidable at a practical size"
+    assert more_text(None, "pairs") == "—" and more_text(float("nan"), "blocks") == "—"
 
 
 def base(**over: Any) -> dict[str, Any]:

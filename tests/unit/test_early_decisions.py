@@ -26,6 +26,7 @@ def test_a_decision_on_mostly_tied_pairs_is_held_back() -> None:
     v = evaluate([_claim()], mostly_tied)[0]
     assert v.p is not None and v.p < 0.05
     assert v.verdict == seq.UNDECIDED and v.note == "held back: 10 of 18 pairs tied (more than half)"
+    assert v.more_needed is None  # at this tie share no number of pairs clears the rule (held_more)
     v = evaluate([_claim()], _sessions([1.0 + i / 10 for i in range(8)] + [0.0] * 7))[0]
     assert v.verdict == seq.AGREES  # 7 of 15 tied: at most half, and 8 untied pairs suffice at 0.05
 
@@ -43,3 +44,14 @@ def test_a_claim_decided_early_shows_its_ci_on_all_the_sessions() -> None:
     assert v.all_ci is not None and v.all_ci[0] < 0 < v.all_ci[1]  # on all 12 the same level's CI spans 0
     on_six = replay([_claim()], _sessions(diffs[:6]))[0]
     assert on_six.all_n is None  # its look had every session: nothing to add
+
+
+def test_a_claim_held_back_by_its_ties_says_no_count_of_sessions_clears_the_rule() -> None:
+    from nest_experiments.reports.evidence_report import _verdict
+
+    v = evaluate([_claim()], _sessions([1.0 + i / 10 for i in range(8)] + [0.0] * 10))[0]
+    row = {"verdict": v.verdict, "more_needed": v.more_needed, "more_unit": v.more_unit, "note": v.note}
+    assert _verdict(row) == "undecided (no number of sessions clears the early-decision rule at this tie share)"
+    # the power formula's count is what an undecided claim the rule does not hold back shows
+    open_claim = evaluate([_claim()], _sessions([1.0, -0.5, 0.8, 0.3, -0.2, 0.6]))[0]
+    assert open_claim.verdict == seq.UNDECIDED and not open_claim.note and open_claim.more_needed is not None

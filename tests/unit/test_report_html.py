@@ -34,7 +34,9 @@ def test_a_sweep_report_html_holds_everything_inline(tmp_path: Path) -> None:
     text = html_path.read_text()
     assert re.search(r"""(src|href)=["'](?!data:|#)""", text) is None  # nothing but data: URIs and anchors
     assert "<script" not in text and "http://" not in text and "https://" not in text
-    pngs = [*sorted((root / "report").glob("*.png")), *sorted(root.glob("*/qdisc.png"))]
+    pngs = [*sorted((root / "report").glob("*.png")), *sorted(root.glob("*/qdisc.png")),
+            *sorted(root.glob("*/timeline.png"))]
+    assert len(list(root.glob("*/timeline.png"))) == len(list(root.glob("*/segments.csv")))  # each DASH run's
     assert text.count('src="data:image/png;base64,') == len(pngs)
     # the claim table replaces report.md's: one coloured row per claims.csv row
     claims = (root / "report" / "claims.csv").read_text().splitlines()

@@ -30,6 +30,7 @@ from nest_experiments.errors import NestExpError
 from nest_experiments.net import nftplan
 from nest_experiments.parsers import caddy, httperf, sipp
 from nest_experiments.rundir import write_csv
+from nest_experiments.rundir.rows import QUIC_FIELDS
 from nest_experiments.runs import traceplay
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -94,6 +95,8 @@ def _field_rows() -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:
         "cpu_procs.csv": (cpu.PROCESS_FIELDS, [{"t": 1.0, "pid": 42, "comm": "python3", "app": "video", "share": 0.4}]),
         "rates.csv": (traceplay.FIELDS, [dict.fromkeys(traceplay.FIELDS, 1) | {"rate_bps": 2_000_000}]),
         "subflows.csv": (subflows.FIELDS, [dict.fromkeys(subflows.FIELDS, 2) | {"link": "h2_r1"}]),
+        "quic.csv": ((*QUIC_FIELDS, "app"), [dict.fromkeys(QUIC_FIELDS, 3) | {"event": "metrics",
+                                                                                             "app": "video"}]),
     }, segs
 
 

@@ -37,3 +37,22 @@ def test_subflows_bound_to_a_device_are_parsed() -> None:
     assert [(s["local"], s["remote"], s["bytes_received"], s["mptcp"]) for s in socks] == [
         ("10.0.8.2", "10.0.1.1", 0, True), ("10.0.7.2", "10.0.1.1", 2259432, True),
         ("10.0.8.2", "10.0.2.1", 2281984, True)]
+
+
+def test_congestion_state_of_a_socket_is_read_from_its_tcp_info_line() -> None:
+    (sock,) = tcp_sockets((DATA / "mptcp_subflow.txt").read_text())  # real: bbr on loopback
+    assert (sock["cwnd"], sock["rtt_ms"], sock["rttvar_ms"]) == (11, 0.04, 0.022)
+    assert sock["pacing_rate_bps"] == 166344733208 and sock["delivery_rate_bps"] == 26214400000
+    assert sock["ssthresh"] is None  # still infinite: ss leaves it out
+    assert (sock["retrans_total"], sock["lost"], sock["ecn"], sock["ecnseen"]) == (0, 0, False, False)  # unprinted
+    syn = tcp_sockets((DATA / "mptcp_two_paths.txt").read_text())[0]  # real: a SYN retransmitted once, lost
+    assert (syn["cwnd"], syn["ssthresh"], syn["retrans_total"], syn["lost"], syn["unacked"]) == (1, 7, 1, 1, 1)
+    # ss.c's order: option words before the congestion control; 'bytes_retrans:' and 'rcv_rtt:' are not matched
+    line = ("ESTAB 0 0 10.0.2.1:40000 10.0.7.2:8443\n\t ts sack ecn ecnseen cubic wscale:7,7 rto:204 "
+            "rtt:30.5/2.25 cwnd:24 ssthresh:20 bytes_retrans:2896 pacing_rate 9600000bps delivery_rate 4712345bps "
+            "retrans:0/2 rcv_rtt:99 tcp-ulp-mptcp flags:Mmecv\n")
+    (ecn,) = tcp_sockets(line)
+    assert (ecn["ecn"], ecn["ecnseen"], ecn["retrans_total"], ecn["bytes_retrans"]) == (True, True, 2, 2896)
+    assert (ecn["rtt_ms"], ecn["rttvar_ms"], ecn["cwnd"], ecn["ssthresh"]) == (30.5, 2.25, 24, 20)
+    (plain,) = tcp_sockets(line.replace("ecn ecnseen ", ""))  # 'Mmecv' (MPTCP's flags) is not the ecn word
+    assert plain["ecn"] is False and plain["ecnseen"] is False

@@ -18,7 +18,7 @@ the kernel for TCP, put in a datagram for QUIC).
 
     python -m nest_experiments.dash.origin.server --root DIR --bind ADDR \
         [--port-tcp N] [--port-mptcp N] [--port-h2 N] [--port-h3 N] \
-        [--access-log FILE] [--t0 FLOAT] [--ca-out FILE] [--quic-cc reno|cubic]
+        [--access-log FILE] [--t0 FLOAT] [--ca-out FILE] [--quic-cc reno|cubic] [--quic-log FILE]
         [--quic-max-datagram BYTES]
 
 Port 0 picks a free port. When listening, one JSON line
@@ -62,6 +62,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ProtocolNegotiated, QuicEvent
 from aioquic.quic.stream import QuicStream
 
+from nest_experiments.dash.http import recovery
 from nest_experiments.dash.http.http1 import (
     MAX_HEAD,
     HttpError,
@@ -471,6 +472,7 @@ class H3ServerProtocol(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self.ctx = ctx
         self.conn_id = ctx.conn_id("h3")
+        recovery.bind(self._quic, self.conn_id)
         self.h3: H3Connection | None = None
         self.outs: dict[int, _H3Out] = {}
 
@@ -562,7 +564,8 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return ctx
 
 
-def quic_config(cert: Path, key: Path, cfg: ServerConfig) -> QuicConfiguration:
+def quic_config(cert: Path, key: Path, cfg: ServerConfig, recovery_sink: recovery.RecoverySink | None = None
+                ) -> QuicConfiguration:
     config = QuicConfiguration(
         is_client=False,
         alpn_protocols=H3_ALPN,
@@ -570,6 +573,7 @@ def quic_config(cert: Path, key: Path, cfg: ServerConfig) -> QuicConfiguration:
         max_stream_data=QUIC_WINDOW,
         congestion_control_algorithm=cfg.quic_cc,
         max_datagram_size=cfg.quic_max_datagram,
+        quic_logger=None if recovery_sink is None else recovery.recovery_logger(recovery_sink),
     )
     config.load_cert_chain(cert, key)
     return config
@@ -589,14 +593,16 @@ class ServerConfig:
     cert_dir: Path | None = None  # where the certificates go (the caller removes it); None: a temp folder of ours
     quic_cc: str = "reno"
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350
+    quic_log: Path | None = None  # each h3 connection's recovery (dash.http.recovery), the sender's side
 
 
-async def _start_h3(cfg: ServerConfig, ctx: Context, cert: Path, key: Path) -> tuple[Any, int]:
+async def _start_h3(cfg: ServerConfig, ctx: Context, cert: Path, key: Path,
+                    recovery_sink: recovery.RecoverySink | None) -> tuple[Any, int]:
     assert cfg.port_h3 is not None
     server = await quic_serve(
         cfg.bind,
         cfg.port_h3,
-        configuration=quic_config(cert, key, cfg),
+        configuration=quic_config(cert, key, cfg, recovery_sink),
         create_protocol=functools.partial(H3ServerProtocol, ctx=ctx),
     )
     assert server._transport is not None
@@ -640,7 +646,11 @@ async def serve(cfg: ServerConfig, stop: asyncio.Event) -> None:
             write_bytes_atomic(cfg.ca_out, files.ca.read_bytes())
         ports: dict[str, int] = {}
         if cfg.port_h3 is not None:
-            quic_server, ports["h3"] = await _start_h3(cfg, ctx, cert, key)
+            sink = None
+            if cfg.quic_log is not None:
+                sink = recovery.RecoverySink(cfg.quic_log, side="server", t0=t0)
+                stack.callback(sink.close)  # after the server closed (callbacks run last-in first-out)
+            quic_server, ports["h3"] = await _start_h3(cfg, ctx, cert, key, sink)
             stack.callback(quic_server.close)
         servers = await _start_tcp(cfg, ctx, cert, key)
         for name, server in servers.items():
@@ -673,6 +683,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         help="QUIC congestion control",
     )
     p.add_argument("--quic-max-datagram", type=int, default=1200, help="QUIC UDP payload, bytes")
+    p.add_argument("--quic-log", type=Path, help="CSV of each h3 connection's recovery (cwnd, RTT, losses)")
     a = p.parse_args(argv)
     if not a.root.is_dir():
         p.error(f"--root {a.root}: not a directory")
@@ -689,6 +700,7 @@ def parse_args(argv: list[str] | None = None) -> ServerConfig:
         cert_dir=a.cert_dir,
         quic_cc=a.quic_cc,
         quic_max_datagram=a.quic_max_datagram,
+        quic_log=a.quic_log,
     )
 
 
