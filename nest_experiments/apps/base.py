@@ -95,6 +95,12 @@ class App(abc.ABC):
     def start(self) -> None:
         """Start the traffic (called at ``cfg.start_s`` on the run clock)."""
 
+    def done(self) -> bool:
+        """Whether the app's traffic is over before the run's duration (``experiment.end_when_done``): an app
+        with a finite job (a player that played to the end, an object download) says so; the others run for
+        their planned time, so a run with one of them lasts its duration."""
+        return False
+
     @abc.abstractmethod
     def finish(self, deadline: float) -> None:
         """Wait (until ``deadline`` on the run clock) for the traffic to end; write CSVs."""
@@ -163,6 +169,11 @@ class App(abc.ABC):
             time.sleep(0.05)
         raise RunError(f"apps.{self.cfg.name}: server on {node} port {port}/{proto} did not start "
                        f"(see {self.raw_dir})")
+
+    @staticmethod
+    def exited(proc: subprocess.Popen[bytes] | None) -> bool:
+        """Whether ``proc`` was started and has exited (a finite app's :meth:`done`)."""
+        return proc is not None and proc.poll() is not None
 
     def wait_proc(self, proc: subprocess.Popen[bytes], deadline: float, what: str) -> int:
         """Wait for ``proc`` to exit; let :attr:`on_exit` read it before it is reaped; return its exit code."""

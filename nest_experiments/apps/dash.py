@@ -286,6 +286,9 @@ class Dash(App):
                                            server_ns=self.net.ns(c.server))
             self.subflows.start()
 
+    def done(self) -> bool:
+        return self.exited(getattr(self, "client", None))
+
     def finish(self, deadline: float) -> None:
         c = self.cfg
         self.segments: list[dict[str, Any]] = []

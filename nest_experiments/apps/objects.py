@@ -109,6 +109,9 @@ class Objects(App):
         self.versions[f"apps.{c.name}.client"] = _client_version(c)
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
 
+    def done(self) -> bool:
+        return self.exited(getattr(self, "client", None))
+
     def finish(self, deadline: float) -> None:
         c = self.cfg
         code = self.wait_proc(self.client, deadline, "object-download client")

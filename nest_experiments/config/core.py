@@ -178,6 +178,7 @@ class Experiment:
     apps: tuple[AppConfig, ...]
     qdelay_links: tuple[str, ...] = ()  # forward egress (a -> b) queue delay from captures (collectors/capture.py)
     keep_captures: bool = False  # keep the pcaps after qdelay.csv (wire.csv) is written
+    end_when_done: bool = False  # the traffic ends once every app is done (App.done), at the latest at duration
     wire_links: tuple[str, ...] = ()  # bytes on the wire, both directions, from captures (collectors/wire.py)
     firewalls: tuple[FirewallConfig, ...] = ()
     nodes: tuple[NodeConfig, ...] = ()  # only the nodes with a [nodes.NAME] table

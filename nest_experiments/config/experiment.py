@@ -51,6 +51,7 @@ def parse_experiment(raw: dict[str, Any]) -> Experiment:
         sample_links=_sample_links(e, links),
         qdelay_links=_qdelay_links(e, links, topology),
         keep_captures=e.get("keep_captures", as_bool, False),
+        end_when_done=e.get("end_when_done", as_bool, False),
         wire_links=_wire_links(e, links),
         links=links,
         apps=apps,

@@ -64,6 +64,7 @@ from nest_experiments.runs.traceplay import TracePlayer
 
 RESULTS_ROOT = resources.results_root()
 FINISH_GRACE_S = 15.0
+DONE_POLL_S = 0.2  # experiment.end_when_done: how often the traffic phase asks whether every app is done
 # Behind a slow link the tools' closing exchanges wait in its queue: iperf3's TEST_END, results and IPERF_DONE
 # each cross a bottleneck that its flows still keep full from their send buffers, and a lost one waits an RTO
 # of about the queue's delay (at 64 kbit/s a 20-packet FIFO is 3.8 s; the 1000-packet default, 190 s).
@@ -404,9 +405,14 @@ class Run:
         if fault_at:
             time.sleep(max(0.0, float(fault_at) - self.clock()))
             raise RuntimeError(f"injected fault at t={fault_at} s (NEST_EXP_FAULT_AT)")
-        remaining = self.exp.duration_s - self.clock()
-        if remaining > 0:
-            time.sleep(remaining)
+        if not self.exp.end_when_done:
+            remaining = self.exp.duration_s - self.clock()
+            if remaining > 0:
+                time.sleep(remaining)
+            return
+        while self.clock() < self.exp.duration_s and not all(app.done() for app in self.apps):
+            time.sleep(min(DONE_POLL_S, max(0.0, self.exp.duration_s - self.clock())))
+        self.manifest["ended_when_done"] = self.clock() < self.exp.duration_s
 
     def _write_outputs(self) -> None:
         merged: dict[str, tuple[Any, list[dict[str, Any]]]] = {}

@@ -76,7 +76,8 @@ def _check_segments(rows: list[dict[str, str]], transport: str) -> None:
 
 def _dumbbell(transport: str) -> dict[str, Any]:
     return {
-        "experiment": {"name": f"dash_{transport}", "topology": "dumbbell", "duration": "38s"},
+        "experiment": {"name": f"dash_{transport}", "topology": "dumbbell", "duration": "38s",
+                       "end_when_done": True},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": transport,
                            "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
@@ -160,7 +161,8 @@ def test_a_player_that_dies_fails_the_run(no_leftovers: None, tmp_path: Path) ->
 
 def test_mptcp_uses_both_paths_of_the_multihomed_dumbbell(no_leftovers: None, tmp_path: Path) -> None:
     raw = {
-        "experiment": {"name": "dash_mptcp_2paths", "topology": "multihomed_dumbbell", "duration": "38s"},
+        "experiment": {"name": "dash_mptcp_2paths", "topology": "multihomed_dumbbell", "duration": "38s",
+                       "end_when_done": True},
         "links": {"bn1": {"rate": "2mbit"}, "bn2": {"rate": "2mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s2", "client": "h2", "transport": "mptcp",
                            "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate",

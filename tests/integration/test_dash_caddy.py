@@ -32,7 +32,8 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 def _run(tmp_path: Path, client: str) -> Path:
     raw: dict[str, Any] = {
-        "experiment": {"name": "dash_caddy_h3", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s"},
+        "experiment": {"name": "dash_caddy_h3", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s",
+                       "end_when_done": True},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "h3", "http_server": "caddy",
                            "h3_client": client, "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},

@@ -37,7 +37,8 @@ def _raw(player: str, transport: str) -> dict[str, Any]:
                            "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "player": player, "media": "encoded"}
     if player == "dashjs":
         app["abr"] = "dynamic"
-    return {"experiment": {"name": f"players_{player}_{transport}", "topology": "dumbbell", "duration": "30s"},
+    return {"experiment": {"name": f"players_{player}_{transport}", "topology": "dumbbell", "duration": "30s",
+                           "end_when_done": True},
             "links": {"bottleneck": {"rate": "5mbit"}}, "apps": {"video": app}}
 
 
@@ -94,6 +95,10 @@ def test_our_player_plays_encoded_media(no_leftovers: None, tmp_path: Path) -> N
     _check_rows(_segments(run_dir), "tcp", _mpd(raw))
     doc = json.loads((run_dir / "qoe.json").read_text())["video"]
     assert doc["end_reason"] == "ended" and doc["player"] == "nest"
+    # end_when_done: the traffic ended with the player (it played the 8 s clip), not at the 30 s duration
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["ended_when_done"] is True and manifest["traffic_end_t"] < 30 - 5, manifest["traffic_end_t"]
+    assert manifest["app_done_t"]["video"] >= doc["ended_at"]
 
 
 def _decoded_it_all(run_dir: Path) -> dict[str, Any]:

@@ -51,7 +51,8 @@ def _csv(path: Path) -> list[dict[str, str]]:
 def _run(tmp_path: Path, policy: str, *, firewall: bool = False, shaper: str = "", abandon: str = "none",
          h3_client: str = "qh3", initial_bitrate: str = "abr", **params: Any) -> Path:
     raw: dict[str, Any] = {
-        "experiment": {"name": "dash_race", "topology": "dumbbell", "duration": f"{CLIP_S + 6}s"},
+        "experiment": {"name": "dash_race", "topology": "dumbbell", "duration": f"{CLIP_S + 6}s",
+                       "end_when_done": True},
         "links": {"bottleneck": {"rate": "3mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "race", "racing": policy,
                            "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate", "abandon": abandon,

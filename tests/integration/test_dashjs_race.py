@@ -26,7 +26,8 @@ CADDY_PORT = 8443
 
 def _raw(firewall: str | None) -> dict[str, Any]:
     raw: dict[str, Any] = {
-        "experiment": {"name": "dashjs_race", "topology": "dumbbell", "duration": "30s"},
+        "experiment": {"name": "dashjs_race", "topology": "dumbbell", "duration": "30s",
+                       "end_when_done": True},
         "links": {"bottleneck": {"rate": "5mbit"}},
         "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "race",
                            "http_server": "caddy", "player": "dashjs", "media": "encoded", "abr": "dynamic",

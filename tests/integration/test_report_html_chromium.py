@@ -39,7 +39,8 @@ def test_report_html_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     sweep = report.parent.parent
     report_pngs = sorted(report.parent.glob("*.png"))
     run_pngs = sorted(set(sweep.glob("*/*.png")) - set(report_pngs))
-    assert len(run_pngs) == 13 and report_pngs  # qdisc.png of each completed run (synthetic runs have no iperf3.csv)
+    # qdisc.png and timeline.png of each completed run (synthetic runs have segments, no iperf3.csv)
+    assert len(run_pngs) == 2 * 13 and report_pngs
     with chromium(CHROMIUM, tmp_path / "profile", width=1280, height=1000) as page:
         page.open(report.as_uri())
         top = page.screenshot(tmp_path / "report_top.png")
@@ -73,7 +74,7 @@ def test_report_html_in_headless_chromium(report: Path, tmp_path: Path) -> None:
         assert page.evaluate(f"document.getElementById('run-{name}').closest('details').open") is False
         page.evaluate(f"document.querySelector('table.runs a[href=\"#run-{name}\"]').click()")
         assert page.evaluate(f"document.getElementById('run-{name}').closest('details').open") is True
-        assert page.evaluate(f"document.getElementById('run-{name}').querySelectorAll('img').length") == 1
+        assert page.evaluate(f"document.getElementById('run-{name}').querySelectorAll('img').length") == 2  # qdisc, timeline
         page.screenshot(tmp_path / "report_run.png")
         errors, requests = page.console_errors(), page.requests()
     assert errors == []

@@ -125,3 +125,10 @@ def test_nodes_table_sets_tcp_ecn_per_node_and_names_bad_keys() -> None:
         parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h9": {"tcp_ecn": 1}}})
     with pytest.raises(ConfigError, match=r"^nodes\.h2\.ecn: unknown key"):
         parse_experiment({"experiment": {"name": "x", "duration": "1s"}, "nodes": {"h2": {"ecn": 1}}})
+
+
+def test_end_when_done_is_off_unless_set_and_must_be_a_bool() -> None:
+    assert parse_experiment({"experiment": {"name": "x", "duration": "1s"}}).end_when_done is False
+    assert parse_experiment({"experiment": {"name": "x", "duration": "1s", "end_when_done": True}}).end_when_done
+    with pytest.raises(ConfigError, match=r"^experiment\.end_when_done: "):
+        parse_experiment({"experiment": {"name": "x", "duration": "1s", "end_when_done": "yes"}})
