@@ -169,6 +169,12 @@ def _queues(ax: Axes, qdisc: pd.DataFrame, qdelay: pd.DataFrame | None) -> None:
                         transform=ax.get_xaxis_transform(), label=f"{node}->{dev} dropped in sample")
             i += 1
     ax.set_ylabel("queue delay (ms)")
+    has_delay = (qdelay is not None and not qdelay.empty) or (
+        not leaves.empty and "delay_ms" in leaves and leaves["delay_ms"].notna().any())
+    if not has_delay:  # a FIFO reports no delay of its own: the per-packet delay needs captures
+        ax.set_ylim(0, 1)
+        ax.text(0.5, 0.5, "no queue delay recorded (a FIFO has no kernel delay; [experiment] qdelay_links = [...] "
+                "measures it per packet)", ha="center", va="center", transform=ax.transAxes, fontsize=8)
     if qdelay is not None and len(qdelay) > 100:  # the start-up burst would flatten the rest: clip, and say so
         q = float(qdelay["delay_ms"].quantile(0.995))
         if q > 0 and float(qdelay["delay_ms"].max()) > 2 * q:
