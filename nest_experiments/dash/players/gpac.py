@@ -39,6 +39,7 @@ the versions apart from ``gpac -version``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -46,6 +47,7 @@ import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from nest_experiments.dash.content.mpd import Manifest, Representation
 from nest_experiments.dash.core.abr.base import DEFAULT_ABR
@@ -405,10 +407,25 @@ def parse_version(text: str) -> GpacVersion:
     return GpacVersion(line=line, number=(int(match.group(1)), int(match.group(2))) if match else None)
 
 
+DEFAULT_CACHE = Path("/tmp/gpac_cache")  # GPAC creates it at start-up even with -cache=DIR or -p=0 (1.0.1)
+
+
+def remove_default_cache(existed: bool) -> None:
+    """Remove GPAC's default cache folder if it did not exist before our GPAC ran (``existed``) and is empty: our
+    runs use a private cache (``-cache``), so the folder is only GPAC's start-up leaving it behind."""
+    if not existed:
+        with contextlib.suppress(OSError):  # not empty (someone else's GPAC filled it) or gone already
+            DEFAULT_CACHE.rmdir()
+
+
 def gpac_version(binary: str, env: Mapping[str, str]) -> GpacVersion:
     """Run ``gpac -p=0 -version`` (with ``env``: GPAC writes ``$HOME/.gpac``) and parse it."""
-    out = subprocess.run([binary, "-p=0", "-version"], capture_output=True, text=True, check=False, env=dict(env),
-                         timeout=30)
+    existed = DEFAULT_CACHE.exists()
+    try:
+        out = subprocess.run([binary, "-p=0", "-version"], capture_output=True, text=True, check=False,
+                             env=dict(env), timeout=30)
+    finally:
+        remove_default_cache(existed)
     return parse_version(out.stdout + out.stderr)
 
 

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         binary = gpac.find_gpac()
         home = Path(tempfile.mkdtemp(prefix="gpac-home-"))
+        cache_existed = gpac.DEFAULT_CACHE.exists()
         try:
             version = gpac.gpac_version(binary, gpac_environment(home))
             command = gpac_argv(binary=binary, transport=args.transport,
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 end = run_gpac(command, args.out / GPAC_LOG, t0 + args.max_duration, home, display)
         finally:
             shutil.rmtree(home, ignore_errors=True)
+            gpac.remove_default_cache(cache_existed)
         text = (args.out / GPAC_LOG).read_text(errors="replace")
         manifest = parse_mpd(args.mpd_file.read_text())
         log = gpac.parse_gpac_log(text, manifest, transport=args.transport, starving=version.legacy)

@@ -105,3 +105,19 @@ def test_the_player_process_against_a_stand_in_gpac(tmp_path: Path) -> None:
     assert doc["client"].startswith("gpac (gpac - GPAC command line filter engine - version 26.07")
     assert doc["stalls"] == 10 and doc["qoe"]["session"]["stall_count"] > 0  # bba0 rebuffered in this log
     assert (tmp_path / "o" / "gpac.log").read_text(errors="replace").count("[DASH]") > 30
+
+
+def test_gpacs_default_cache_folder_is_removed_only_if_it_is_ours_and_empty(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "gpac_cache"
+    monkeypatch.setattr(gpac, "DEFAULT_CACHE", folder)
+    folder.mkdir()
+    gpac.remove_default_cache(existed=True)  # someone else's: kept
+    assert folder.is_dir()
+    gpac.remove_default_cache(existed=False)  # GPAC's start-up made it, empty: removed
+    assert not folder.exists()
+    folder.mkdir()
+    (folder / "entry").write_text("x")
+    gpac.remove_default_cache(existed=False)  # not empty: another GPAC filled it meanwhile, kept
+    assert (folder / "entry").exists()
+    gpac.remove_default_cache(existed=False)  # and a second call is harmless
