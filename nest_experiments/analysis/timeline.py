@@ -41,7 +41,8 @@ class Stall:
         return self.end - self.start
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """``value`` as a float, None when it is none or NaN (a CSV cell read by pandas or csv)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -55,18 +56,18 @@ def stalls(segments: pd.DataFrame, qoe: Mapping[str, Any] | None = None) -> list
     out = []
     if not segments.empty and "stall_s" in segments:
         for row in segments[segments["stall_s"].fillna(0) > 0].itertuples(index=False):
-            end = _num(row.t_last_byte)
+            end = number(row.t_last_byte)
             if end is None:
                 continue
-            t_request = _num(row.t_request)
-            level = _num(row.level)
+            t_request = number(row.t_request)
+            level = number(row.level)
             app = getattr(row, "app", "")
             out.append(Stall(app="" if pd.isna(app) else str(app), start=end - float(row.stall_s), end=end,
                              stream=str(row.stream), index=int(row.index), level=None if level is None else int(level),
                              fetch_s=None if t_request is None else end - t_request))
     for app, doc in (qoe or {}).items():
         at_end = doc.get("stall_at_end") if isinstance(doc, Mapping) else None
-        if isinstance(at_end, Mapping) and _num(at_end.get("t_start")) is not None:
+        if isinstance(at_end, Mapping) and number(at_end.get("t_start")) is not None:
             start = float(at_end["t_start"])
             out.append(Stall(app=str(app), start=start, end=start + float(at_end.get("duration_s") or 0.0),
                              stream=str(at_end.get("stream", ""))))

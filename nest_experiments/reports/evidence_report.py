@@ -23,6 +23,7 @@ from nest_experiments.analysis import decisions, design_table, results  # noqa: 
 from nest_experiments.analysis import sequential as seq  # noqa: E402
 from nest_experiments.analysis.claims import Sample, Verdict, more_text, sample  # noqa: E402
 from nest_experiments.analysis.results import DASH_METRICS  # noqa: E402
+from nest_experiments.analysis.timeline import number as _num  # noqa: E402
 from nest_experiments.rundir import SWEEP_LOG  # noqa: E402
 from nest_experiments.studies import STUDIES  # noqa: E402
 
@@ -33,14 +34,6 @@ PANEL_COLUMNS = 4
 def unit_of(metric: str) -> str:
     """The unit ``sessions.csv`` holds ``metric`` in: the shared report's, else the one its name ends in (else "")."""
     return UNITS.get(metric) or results.unit_of(metric)
-
-
-def _num(x: Any) -> float | None:
-    try:
-        value = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
 
 
 def _fmt(x: float) -> str:
