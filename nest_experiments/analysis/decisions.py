@@ -161,6 +161,35 @@ def is_sequential(folder: Path) -> bool:
     return (folder / SEQUENTIAL_FILE).exists()
 
 
+def looked_through(folder: Path) -> int | None:
+    """The block of a sequential sweep's last look (0 before its first), None for a sweep not run until decided."""
+    path = folder / SEQUENTIAL_FILE
+    if not path.exists():
+        return None
+    return max((int(look["block"]) for look in json.loads(path.read_text()).get("looks", [])), default=0)
+
+
+def in_progress(folder: Path, sessions: pd.DataFrame) -> tuple[int, int] | None:
+    """A sequential sweep's block cut short by its budget: (block, its sessions so far), or None. Its sessions wait
+    for the look that follows the whole block (:func:`judge_folder`)."""
+    through = looked_through(folder)
+    if through is None or sessions.empty or "block" not in sessions.columns:
+        return None
+    later = sessions[sessions["block"] > through]
+    return (int(later["block"].min()), len(later)) if not later.empty else None
+
+
+def judge_folder(claims: Sequence[Claim], sessions: pd.DataFrame, folder: Path) -> list[Verdict]:
+    """The claims on the sweep (or evidence) ``folder``'s sessions: the replay of its looks when it was run until
+    decided, its sessions of a block not yet complete left out (:func:`in_progress`); else one analysis."""
+    through = looked_through(folder)
+    if through is None:
+        return judge_sweep(claims, sessions, sequential=False)
+    if not sessions.empty and "block" in sessions.columns:
+        sessions = sessions[sessions["block"] <= through]
+    return judge_sweep(claims, sessions, sequential=True)
+
+
 def judge_sweep(claims: Sequence[Claim], sessions: pd.DataFrame, *, sequential: bool,
                 alpha: float = 0.05) -> list[Verdict]:
     """The claims' verdicts: the replay of a sequential run's looks, or one fixed-size analysis at ``alpha``."""
@@ -184,14 +213,27 @@ def record_look(folder: Path, *, alpha: float, verdicts: Sequence[Verdict], bloc
     """Add a look to the sweep's :data:`SEQUENTIAL_FILE` (the rule, alpha, and per look the block and each claim's
     verdict): the record that the sweep is sequential, and what was decided when."""
     path = folder / SEQUENTIAL_FILE
-    doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
-        "rule": "alpha spending alpha_k = alpha * 6 / (pi^2 k^2) over each claim's looks (union bound)",
-        "alpha": alpha, "looks": []}
-    doc["budget"] = dict(budget)
+    doc = _sequential_doc(path, alpha, budget)
     looks = [look for look in doc["looks"] if look["block"] != block]  # a resumed sweep looks again: once a block
     doc["looks"] = [*looks, {"block": block, "verdicts": {v.claim.id: v.verdict for v in verdicts}}]
     folder.mkdir(parents=True, exist_ok=True)
     write_json(path, doc)
+
+
+def start_sequential(folder: Path, *, alpha: float, budget: Mapping[str, Any]) -> None:
+    """Mark ``folder`` a sequential sweep before its first look (:data:`SEQUENTIAL_FILE` with no looks, or its
+    looks kept): a block its budget cuts short is then judged with the looks, not as a fixed-size sweep."""
+    path = folder / SEQUENTIAL_FILE
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, _sequential_doc(path, alpha, budget))
+
+
+def _sequential_doc(path: Path, alpha: float, budget: Mapping[str, Any]) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
+        "rule": "alpha spending alpha_k = alpha * 6 / (pi^2 k^2) over each claim's looks (union bound)",
+        "alpha": alpha, "looks": []}
+    doc["budget"] = dict(budget)
+    return doc
 
 
 def verdict_rows(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:

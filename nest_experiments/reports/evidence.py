@@ -343,7 +343,7 @@ def verdicts(folder: Path, manifest: Manifest | None = None) -> list[Verdict]:
     manifest = manifest or read_manifest(folder)
     sessions = read_sessions(folder / SESSIONS)
     claims = preregistration.marked(folder, STUDIES[manifest.study].claims_for(manifest.experiment))
-    return decisions.judge_sweep(claims, sessions, sequential=(folder / decisions.SEQUENTIAL_FILE).exists())
+    return decisions.judge_folder(claims, sessions, folder)
 
 
 def rebuild(folder: Path) -> list[Path]:

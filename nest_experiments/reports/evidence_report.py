@@ -252,7 +252,7 @@ def render(folder: Path, manifest: Any, verdicts: Sequence[Verdict], sessions: p
         parts += ["The runs were made by:", "", f"    {manifest.command}", ""]
     parts += design_table.section(design_table.read(folder))
     parts += _machine(manifest.machine) + _cells(sessions, manifest.cells) + _saturated(runs, sessions)
-    parts += list(verdicts_section(verdicts, sequential=sequential))
+    parts += list(verdicts_section(verdicts, sequential=sequential, pending=decisions.in_progress(folder, sessions)))
     parts += _figures(folder, figures) + _files(folder, manifest)
     return "\n".join(parts).rstrip() + "\n"
 

@@ -48,15 +48,22 @@ def write_sweep_report(folder: Path, out_dir: Path | None = None, *, figures: bo
         write_csv(out / CLAIMS_CSV, list(rows_out[0]), rows_out)
         written.append(out / CLAIMS_CSV)
     text = render(sweep, rows, study.sweep_cell_checks(sweep), pngs, study, saturation=study.saturation(folder),
-                  verdicts_md=verdicts_section(verdicts, sequential=decisions.is_sequential(folder)))
+                  verdicts_md=verdicts_section(verdicts, sequential=decisions.is_sequential(folder),
+                                               pending=decisions.in_progress(folder, study.sessions(folder))
+                                               if verdicts else None))
     write_atomic(out / REPORT_MD, text)
     return [*written, *pngs.values()]
 
 
-def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[str]:
-    """The paper's claims as data, judged (``claims.csv`` holds the same, tidy)."""
+def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool,
+                     pending: tuple[int, int] | None = None) -> list[str]:
+    """The paper's claims as data, judged (``claims.csv`` holds the same, tidy). ``pending``: a block the budget
+    cut short (block, its sessions so far: :func:`nest_experiments.analysis.decisions.in_progress`)."""
     if not verdicts:
         return []
+    waiting = (f" Block {pending[0]} is not complete (its budget ended part-way; {pending[1]} session(s) of it so "
+               "far): its sessions are not judged until the block is complete, as a look follows a whole block; "
+               "the command that made the folder, run again, completes it." if pending else "")
     rule = ("The sweep ran until decided (`run --until-decided`): a look after each block, alpha spent over each "
             "claim's looks as alpha_k = 0.05 x 6 / (pi^2 k^2) (their sum is 0.05 over any number of looks, so the "
             "chance of any false decision stays <= 0.05 by the union bound; a look at which a claim could not be "
@@ -90,7 +97,7 @@ def verdicts_section(verdicts: Sequence[Verdict], *, sequential: bool) -> list[s
             "the CI that inverts it; unpaired: Mann-Whitney U and the Hodges-Lehmann shift; \"no difference\": "
             "TOST, agreeing only when the CI lies inside the stated margin; a directional claim with a margin (the "
             "smallest difference it means) also contradicts when its CI lies below that margin. " + rule, "",
-            "Verdicts of the paper's claims: " + counted(paper) + ".", "",
+            "Verdicts of the paper's claims: " + counted(paper) + "." + waiting, "",
             *([verdict_table(paper)] if paper else []), *([""] if paper and apart else []), *apart]
 
 

@@ -167,7 +167,7 @@ def _until_decided(req: RunRequest) -> int:
             return codes[-1]
 
         run_until_decided(raw, folder=folder, execute=counted, budget=budget, study=study,
-                          runtime=where if where in ("host", "router", "vm") else None)
+                          runtime=where if where in ("host", "router", "vm") else None, stepwise=not req.cluster)
 
     in_vm = not req.cluster and os.geteuid() == 0 and where == "vm"
     if in_vm:  # one VM for every block (runs.blocks_in_vm)

@@ -114,13 +114,26 @@ def undecided(verdicts: Sequence[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if v.verdict not in DECIDED]
 
 
+def _cost(spent_s: float, traffic_done_s: float, runs: Sequence[RunSpec]) -> float:
+    """The wall time ``runs`` will take: their configured durations times this invocation's wall time per second
+    of configured duration so far (at least 1: resumed runs that were skipped cost nothing)."""
+    ratio = max(1.0, spent_s / traffic_done_s) if traffic_done_s > 0 else 1.0
+    return ratio * sum(r.experiment.duration_s for r in runs)
+
+
 def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_runs: Sequence[RunSpec]) -> bool:
-    """Whether the next block's runs fit in the budget: their configured durations times this invocation's wall
-    time per second of configured duration so far (at least 1: resumed runs that were skipped cost nothing)."""
+    """Whether the next block may start: its runs fit in what is left of the budget, or the block is longer than
+    the whole budget (no invocation could run it whole: it starts, and its runs go on as far as the budget allows,
+    :func:`next_run_fits`; the next invocation completes it)."""
     if budget.seconds is None:
         return True
-    ratio = max(1.0, spent_s / traffic_done_s) if traffic_done_s > 0 else 1.0
-    return spent_s + ratio * sum(r.experiment.duration_s for r in next_runs) <= budget.seconds
+    cost = _cost(spent_s, traffic_done_s, next_runs)
+    return spent_s + cost <= budget.seconds or cost > budget.seconds
+
+
+def next_run_fits(budget: Budget, spent_s: float, traffic_done_s: float, run: RunSpec) -> bool:
+    """Whether the block's next run fits in what is left of the budget."""
+    return budget.seconds is None or spent_s + _cost(spent_s, traffic_done_s, [run]) <= budget.seconds
 
 
 def _lost(sessions: pd.DataFrame, block: int, runs: int) -> str:
@@ -140,11 +153,19 @@ def _freeze_first(folder: Path, study: Study, experiment: str, claims: Sequence[
           f"in {path}", file=out, flush=True)
 
 
+def _looked(sessions: pd.DataFrame, block: int) -> pd.DataFrame:
+    """The sessions of blocks up to ``block``: what the look after it judges."""
+    return sessions[sessions["block"] <= block] if not sessions.empty else sessions
+
+
 def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, budget: Budget,
                       out: TextIO = sys.stderr, clock: Callable[[], float] = time.monotonic,
-                      study: Study | None = None, runtime: str | None = None) -> list[Verdict]:
+                      study: Study | None = None, runtime: str | None = None, stepwise: bool = True) -> list[Verdict]:
     """Blocks until decided (see the module docstring); returns the last look's verdicts. ``study``: the one whose
-    claims decide (default: the experiment's); ``runtime``: the one the blocks run on (:func:`plan_block`)."""
+    claims decide (default: the experiment's); ``runtime``: the one the blocks run on (:func:`plan_block`);
+    ``stepwise``: a block's runs go to ``execute`` one at a time, so that the budget can end a block part-way (a
+    block longer than a session's budget is completed by the next invocation); False (a cluster, which runs a
+    block's runs in parallel): the whole block at once."""
     first = block_runs(raw, 1)
     if not first:
         raise ConfigError("--until-decided", "the sweep has no runs")
@@ -155,6 +176,7 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
         raise ConfigError("--until-decided", f"study {study.name} maps no run to its claims' cells (cell_of)")
     committed = committed_runs(raw, decisions.prior_sessions(folder))
     _freeze_first(folder, study, name, claims, out)
+    decisions.start_sequential(folder, alpha=0.05, budget=budget.as_dict())  # sequential before its first look
     started, traffic_s, block = clock(), 0.0, 1
     runs = first
     judged: dict[str, tuple[int | None, ...]] = {}  # what each claim's look after the last block judged
@@ -162,12 +184,22 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
         todo = [r for r in runs if r.name not in committed]
         print(f"until decided: block {block}: {len(todo)} run(s)"
               + (f" ({len(runs) - len(todo)} committed before)" if len(todo) < len(runs) else ""), file=out, flush=True)
-        if todo:
+        if todo and not stepwise:
             execute(todo)
-        traffic_s += sum(r.experiment.duration_s for r in todo)
-        sessions = study.sessions(folder)
-        if not sessions.empty:  # the looks so far only: a resumed sweep's later blocks exist already
-            sessions = sessions[sessions["block"] <= block]
+        for i, r in enumerate(todo if stepwise else ()):  # run by run: the budget can end a block part-way
+            if not next_run_fits(budget, clock() - started, traffic_s, r):
+                print(f"until decided: the budget ({budget.seconds:.0f} s) has no room for the rest of block {block} "
+                      f"({i} of its {len(todo)} run(s) run): its sessions are kept and judged once the block is "
+                      f"complete (a look follows a whole block); run the same command again, or publish with "
+                      f"`evidence` and go on with --continue-from, to complete it", file=out, flush=True)
+                verdicts = decisions.judge_sweep(claims, _looked(study.sessions(folder), block - 1), sequential=True)
+                print(verdict_table(verdicts), file=out, flush=True)
+                return verdicts
+            execute([r])
+            traffic_s += r.experiment.duration_s
+        if not stepwise:
+            traffic_s += sum(r.experiment.duration_s for r in todo)
+        sessions = _looked(study.sessions(folder), block)  # a resumed sweep's later blocks exist already
         verdicts = decisions.judge_sweep(claims, sessions, sequential=True)
         decisions.record_look(folder, alpha=0.05, verdicts=verdicts, block=block, budget=budget.as_dict())
         open_claims = undecided(verdicts)

@@ -77,7 +77,7 @@ class Study:
     def verdicts(self, folder: Path) -> list[Verdict]:
         """The paper's claims judged on the sweep in ``folder`` (sequentially when it was run until decided)."""
         claims = preregistration.marked(folder, self.claims_for(experiment_name(folder)))
-        return decisions.judge_sweep(claims, self.sessions(folder), sequential=decisions.is_sequential(folder))
+        return decisions.judge_folder(claims, self.sessions(folder), folder)
 
     def saturation(self, folder: Path) -> decisions.Saturation:
         """How many of the sweep's sessions are CPU-saturated, and what that leaves its claims."""

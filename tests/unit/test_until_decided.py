@@ -57,15 +57,25 @@ STUDY = Study(name="ud", title="t", experiments=("ud",), paper_claims=(FASTER, R
 class Runner:
     """Writes each run as a completed run folder: FQ-PIE 3 units faster, reno and cubic alike (seeded)."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.blocks, self.rng = folder, [], random.Random(1)
+    def __init__(self, folder: Path, run_s: float = 0.0) -> None:
+        self.folder, self.rng = folder, random.Random(1)
+        self.by_block: dict[int, list[str]] = {}  # the runs it was given, per block (it gets them one by one)
+        self.run_s, self.now = run_s, 0.0  # the wall time a run takes, on the clock it keeps (clock())
+
+    @property
+    def blocks(self) -> list[list[str]]:
+        return [sorted(names) for names in self.by_block.values()]
+
+    def clock(self) -> float:
+        return self.now
 
     def __call__(self, runs: list[RunSpec]) -> int:
-        self.blocks.append(sorted(r.name for r in runs))
         for r in runs:
+            self.by_block.setdefault(r.repetition, []).append(r.name)
             d = self.folder / r.name
             if (d / "manifest.json").exists():
                 continue  # completed: skipped, as run_sweep does
+            self.now += self.run_s
             d.mkdir(parents=True)
             cell = cell_of(r.experiment.raw)
             (d / "config.toml").write_text(dump_toml(r.experiment.raw))
@@ -120,12 +130,32 @@ def test_resuming_replays_the_same_looks_and_plans_the_same_blocks(tmp_path: Pat
 
 
 def test_it_stops_when_the_next_block_does_not_fit_the_budget(tmp_path: Path) -> None:
-    ticks = iter(range(0, 10_000, 50))  # every clock read 50 s later: block 1's 4 runs of 10 s "took" 50 s
-    out = io.StringIO()
-    run_until_decided(RAW, folder=tmp_path, execute=Runner(tmp_path), budget=Budget(seconds=80, max_reps=9), out=out,
-                      clock=lambda: float(next(ticks)), study=STUDY)
-    assert "budget (80 s) has no room for block 2" in out.getvalue()
+    runner, out = Runner(tmp_path, run_s=12.5), io.StringIO()  # block 1's 4 runs of 10 s take 50 s
+    run_until_decided(RAW, folder=tmp_path, execute=runner, budget=Budget(seconds=80, max_reps=9), out=out,
+                      clock=runner.clock, study=STUDY)
+    assert "budget (80 s) has no room for block 2" in out.getvalue()  # 50 + 50 > 80: it would end part-way
     assert len(json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"]) == 1
+    assert runner.blocks == [sorted(r.name for r in block_runs(RAW, 1))]
+
+
+def test_a_block_longer_than_the_budget_runs_part_way_and_is_judged_only_once_complete(tmp_path: Path) -> None:
+    """Block 1 (4 runs of 12.5 s) cannot fit in 30 s: it starts, stops after 2 runs, and takes no look; its two
+    sessions are not judged (the next invocation completes the block, and the look follows it)."""
+    runner, out = Runner(tmp_path, run_s=12.5), io.StringIO()
+    verdicts = run_until_decided(RAW, folder=tmp_path, execute=runner, budget=Budget(seconds=30, max_reps=9),
+                                 out=out, clock=runner.clock, study=STUDY)
+    assert "no room for the rest of block 1 (2 of its 4 run(s) run)" in out.getvalue()
+    assert [len(b) for b in runner.blocks] == [2]
+    assert json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"] == []  # sequential, no look yet
+    sessions = STUDY.sessions(tmp_path)
+    assert len(sessions) == 2 and decisions.in_progress(tmp_path, sessions) == (1, 2)
+    assert [v.n_pairs for v in verdicts] == [0, 0] == [v.n_pairs for v in STUDY.verdicts(tmp_path)]
+    again = Runner(tmp_path)  # the same command again, no budget: block 1 completed (2 runs skipped), then a look
+    run_until_decided(RAW, folder=tmp_path, execute=again, budget=Budget(max_reps=1), out=io.StringIO(),
+                      study=STUDY)
+    assert [look["block"] for look in json.loads((tmp_path / decisions.SEQUENTIAL_FILE).read_text())["looks"]] == [1]
+    assert decisions.in_progress(tmp_path, STUDY.sessions(tmp_path)) is None
+    assert [v.n_pairs for v in STUDY.verdicts(tmp_path)] == [2, 1]
 
 
 class SaturatedFrom(Runner):

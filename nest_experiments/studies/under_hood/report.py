@@ -180,7 +180,7 @@ def claims_md(folder: Path, experiment: str) -> list[str]:
         sessions = sessions.assign(experiment=experiment)
     claims = in_families("under_hood", uc.PAPER_CLAIMS,
                          [c for c in uc.PAPER_CLAIMS if c.conditions.get("experiment") == experiment])
-    verdicts = decisions.judge_sweep(claims, sessions, sequential=decisions.is_sequential(folder))
+    verdicts = decisions.judge_folder(claims, sessions, folder)
     if not verdicts:
         return []
     return ["## The paper's claims, judged per session", "",
