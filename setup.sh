@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
-              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx gcc libc6-dev python3-venv
+              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx webfs gcc libc6-dev python3-venv
               chromium mptcpize firefox-esr libnss3-tools)
 
 # seconds to wait for another apt/dpkg to release its lock

@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                         description="SWEEP OUT --command C: make OUT the evidence folder of the results sweep SWEEP "
                                     "(sessions, claims, looks, per-run summary, tidy tables, report); `plot OUT` "
                                     "rebuilds it. --readme: write the README's result table from evidence/. "
-                                    "--migrate FOLDER: re-export an evidence folder of an older results format.")
+                                    "--migrate FOLDER: re-export an evidence folder of an older results format. "
+                                    "--derive FOLDER: add its study's within-session metrics from its tables.")
     ev.add_argument("sweep", nargs="?", type=Path, help="a results sweep folder, e.g. results/nest_paper")
     ev.add_argument("out", nargs="?", type=Path, help="the evidence folder to write, e.g. evidence/nest_paper")
     ev.add_argument("--command", dest="made_by", metavar="COMMAND", default="",
@@ -71,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--migrate", nargs="+", type=Path, metavar="FOLDER",
                     help="re-export evidence folders of an older results format under today's metric names (their "
                          "verdicts unchanged) and rebuild their claims and report")
+    ev.add_argument("--derive", nargs="+", type=Path, metavar="FOLDER",
+                    help="add the study's within-session metrics (e.g. the RTT-size correlation of Naik's Fig. 6) "
+                         "to evidence folders from their committed tables, and judge their claims again")
     claims = sub.add_parser("claims", help="the papers' claim maps (docs/claims/), or freeze a folder's claims",
                             description="map: write docs/claims/<study>.md from each study's sentences and claims "
                                         "(--check: compare only, exit 1 if stale).")
@@ -173,6 +177,13 @@ def _evidence(args: argparse.Namespace) -> int:
         for folder in args.migrate:
             written = migrate(folder)
             print(f"{folder}: {'migrated' if written else 'in the current results format already'}")
+        return 0
+    if args.derive:
+        from nest_experiments.reports.evidence_migrate import derive
+
+        for folder in args.derive:
+            written = derive(folder)
+            print(f"{folder}: {'derived columns added' if written else 'nothing to derive (its columns are there)'}")
         return 0
     if args.readme is not None:
         if args.sweep is not None:

@@ -9,7 +9,9 @@
 // result is one JSON line on stdout with CLOCK_MONOTONIC seconds (the clock
 // of Python's time.monotonic()): request sent, response headers received,
 // last body byte received. End of stdin closes the connection at once (requests in flight are
-// abandoned) and exits 0.
+// abandoned) and exits 0. With -qlog FILE, the connection's loss recovery (quic-go's recovery:*
+// qlog events: metrics, losses, PTO counts; no packet events) is written to FILE as JSON-SEQ,
+// complete when it exits (nest_experiments.parsers.qlog reads it).
 package main
 
 import (
@@ -33,8 +35,62 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/qlogwriter"
 	"golang.org/x/sys/unix"
 )
+
+// recoveryTrace keeps only the recovery events of a qlog trace.
+type recoveryTrace struct{ inner qlogwriter.Trace }
+
+func (t recoveryTrace) AddProducer() qlogwriter.Recorder {
+	r := t.inner.AddProducer()
+	if r == nil {
+		return nil
+	}
+	return recoveryRecorder{r}
+}
+
+type recoveryRecorder struct{ qlogwriter.Recorder }
+
+func (r recoveryRecorder) RecordEvent(e qlogwriter.Event) {
+	if strings.HasPrefix(e.Name(), "recovery:") {
+		r.Recorder.RecordEvent(e)
+	}
+}
+
+// qlogFile is the trace's buffered file; done closes when the trace has written its last event.
+type qlogFile struct {
+	f    *os.File
+	w    *bufio.Writer
+	once sync.Once
+	done chan struct{}
+}
+
+func (q *qlogFile) Write(p []byte) (int, error) { return q.w.Write(p) }
+
+func (q *qlogFile) Close() error {
+	err := q.w.Flush()
+	if cerr := q.f.Close(); err == nil {
+		err = cerr
+	}
+	q.once.Do(func() { close(q.done) })
+	return err
+}
+
+// recoveryTracer writes the (one) client connection's recovery events to path.
+func recoveryTracer(path string, file **qlogFile) func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace {
+	return func(_ context.Context, isClient bool, connID quic.ConnectionID) qlogwriter.Trace {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "qlog:", err)
+			return nil
+		}
+		*file = &qlogFile{f: f, w: bufio.NewWriter(f), done: make(chan struct{})}
+		seq := qlogwriter.NewConnectionFileSeq(*file, isClient, connID)
+		go seq.Run()
+		return recoveryTrace{seq}
+	}
+}
 
 type result struct {
 	ID       int64   `json:"id"`
@@ -147,6 +203,7 @@ func main() {
 	connectTimeout := flag.Duration("connect-timeout", 10*time.Second, "handshake timeout")
 	idleTimeout := flag.Duration("idle-timeout", 30*time.Second, "QUIC idle timeout")
 	version := flag.Bool("version", false, "print the quic-go version and exit")
+	qlogPath := flag.String("qlog", "", "write the connection's recovery events (qlog JSON-SEQ) to this file")
 	flag.Parse()
 	out := &output{w: bufio.NewWriter(os.Stdout)}
 	if *version {
@@ -168,6 +225,10 @@ func main() {
 		MaxConnectionReceiveWindow:     *window,
 		MaxIdleTimeout:                 *idleTimeout,
 		MaxIncomingStreams:             -1,
+	}
+	var qlog *qlogFile
+	if *qlogPath != "" {
+		quicConf.Tracer = recoveryTracer(*qlogPath, &qlog)
 	}
 	authority := net.JoinHostPort(*host, strconv.Itoa(*port))
 	ctx, cancel := context.WithTimeout(context.Background(), *connectTimeout)
@@ -203,4 +264,11 @@ func main() {
 	}
 	// end of input (the player closed, or died): abandon what is in flight
 	conn.CloseWithError(0, "")
+	if qlog != nil { // the trace ends with the connection: wait for its last events on disk
+		select {
+		case <-qlog.done:
+		case <-time.After(2 * time.Second):
+			fmt.Fprintln(os.Stderr, "qlog: not closed 2 s after the connection")
+		}
+	}
 }

@@ -93,6 +93,9 @@ class Claim:
     # translations that keep the paper's condition (the module docstring):
     per: str = ""  # judge metric / this column (RTT per unit of bitrate: the paper's RTT at its bitrate)
     exclude: tuple[Mapping[str, Value], ...] = ()  # cells left out (a session matching every axis of one)
+    versus: Mapping[str, Value] = field(default_factory=dict)  # an interaction ("more prominent at X than at Y"):
+    # the paired effect a - b under ``conditions`` (X) against the same effect where these condition axes take these
+    # values instead (Y), judged per pair_by key on the difference of the two effects (:func:`_interaction`)
     worst_over: tuple[str, ...] = ()  # "in all cases": a one-sample claim judged per pair_by key (a block) on its
     # worst case over these axes (the least favourable to the claim), each case's sessions averaged
     share: str = ""  # a proportion claim (SHARES): the share of pairs (or of arm a's sessions) in this category
@@ -111,7 +114,7 @@ class Claim:
     family_size: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("a", "b", "conditions"):
+        for name in ("a", "b", "conditions", "versus"):
             value = {k: tuple(v) if isinstance(v, list) else v for k, v in getattr(self, name).items()}
             object.__setattr__(self, name, MappingProxyType(value))
         for name in ("pair_by", "strata"):
@@ -157,6 +160,8 @@ def _check_claim(c: Claim) -> None:
         clash = set(c.worst_over) & (set(c.a) | set(c.pair_by))
         if clash:
             raise bad("worst_over", f"{sorted(clash)} is an arm or pairing axis")
+    if c.versus:
+        _check_versus(c, bad)
     if c.one_sample:
         _check_one_sample(c, bad)
     elif not c.a or set(c.a) != set(c.b):
@@ -187,6 +192,22 @@ def _check_share(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("margin", "a proportion claim's margin is absolute, in share points (0.15)")
 
 
+def _check_versus(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
+    if c.one_sample or c.share or c.worst_over or not c.pair_by:
+        raise bad("versus", "an interaction compares a paired effect a - b at two conditions: it needs two arms "
+                  "and pair_by, and no reference, share or worst_over")
+    for axis, value in c.versus.items():
+        if axis not in c.conditions:
+            raise bad("versus", f"{axis!r}: an interaction's axis is a condition (its value at X): add it to "
+                      "conditions")
+        if c.conditions[axis] == value:
+            raise bad("versus", f"{axis!r}: the same value as its condition ({value!r}): give the other case's")
+        if axis in c.pair_by or axis in c.strata:
+            raise bad("versus", f"{axis!r} is a pair or stratum key: the two cases are paired by the other keys")
+    if c.margin_relative and c.scale == "diff":
+        raise bad("margin", "an interaction's margin is absolute on the diff scale (or relative: scale = \"ratio\")")
+
+
 def _check_one_sample(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
     if c.b:
         raise bad("b", "a claim with a reference is one arm against that constant: leave b empty (b = {})")
@@ -210,7 +231,8 @@ def _check_margin(c: Claim, bad: Callable[[str, str], ConfigError]) -> None:
 
 CLAIM_KEYS = {f.name for f in fields(Claim)} - {"margin_relative", "family", "family_size", "exclude", "worst_over",
                                                  "share", "paper_share", "share_of", "tie", "tie_relative",
-                                                 "threshold", "per"}  # the study's forms, declared in Python
+                                                 "threshold", "per", "versus"}  # the study's forms, declared
+# in Python
 
 
 def claim_from_table(table: Mapping[str, Any], path: str = "claims") -> Claim:
@@ -447,6 +469,8 @@ def left_out(sessions: pd.DataFrame) -> pd.Series:
 def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     """The claim's sessions from the per-session table: its conditions, its arms, saturated ones out."""
     _check_columns(claim, sessions)
+    if claim.versus:
+        return _interaction(claim, sessions)
     rows = sessions[_matches(sessions, claim.conditions)]
     saturated = left_out(rows)
     in_arms = _matches(rows, claim.a) if claim.one_sample else _matches(rows, claim.a) | _matches(rows, claim.b)
@@ -487,6 +511,53 @@ def sample(claim: Claim, sessions: pd.DataFrame) -> Sample:
     if claim.strata:
         return _stratified(claim, base, rows_a, rows_b)
     return base
+
+
+def _interaction(claim: Claim, sessions: pd.DataFrame) -> Sample:
+    """An interaction (``versus``): per strata + pair_by key, the paired effect a - b at X (``conditions``) less
+    the same effect at Y (``versus`` over them), on the claim's scale (log: the ratio of the two ratios). ``a`` and
+    ``b`` are the keys' effects at X and at Y; ``diffs`` their differences, judged as paired differences are."""
+    at_y = {**claim.conditions, **claim.versus}
+    cases = [_keyed_effects(claim, sessions, cond) for cond in (claim.conditions, at_y)]
+    n_saturated = sum(n for _, n, _ in cases)
+    blocks = int(sessions[_matches(sessions, claim.conditions) | _matches(sessions, at_y)][BLOCK].nunique()) \
+        if BLOCK in sessions.columns else 0
+    (x, _, note_x), (y, _, note_y) = cases
+    if x is None or y is None:
+        note = f"{claim.metric} <= 0 in some sessions: a ratio needs positive values (declare scale = \"diff\")"
+        return Sample(np.array([]), np.array([]), np.array([]), (), math.nan, n_saturated, note, blocks)
+    both = x.index.intersection(y.index)
+    effect_x, effect_y = x.loc[both].to_numpy(), y.loc[both].to_numpy()
+    notes = [f"at {_cell(claim.conditions)}: {note_x}" if note_x else "",
+             f"at {_cell(claim.versus)}: {note_y}" if note_y else "",
+             f"{len(x) - len(both)} keys at X, {len(y) - len(both)} at Y without the other case"
+             if len(x) > len(both) or len(y) > len(both) else ""]
+    reference = float(np.median(effect_y)) if len(effect_y) else math.nan
+    return Sample(effect_x, effect_y, effect_x - effect_y, (), reference, n_saturated,
+                  "; ".join(n for n in notes if n), blocks)
+
+
+def _keyed_effects(claim: Claim, sessions: pd.DataFrame, conditions: Mapping[str, Value | tuple[Value, ...]]
+                   ) -> tuple[pd.Series | None, int, str]:
+    """Under ``conditions``: the paired effect a - b per strata + pair_by key (each arm's sessions under a key
+    averaged first, as :func:`_paired`), the saturated sessions of the arms left out, and a note when an arm has
+    none (None: a ratio claim with a value <= 0)."""
+    rows = sessions[_matches(sessions, conditions)]
+    saturated = left_out(rows)
+    n_saturated = int((saturated & (_matches(rows, claim.a) | _matches(rows, claim.b))).sum())
+    rows = rows[~saturated]
+    for cell in claim.exclude:
+        rows = rows[~_matches(rows, cell)]
+    rows_a, rows_b = rows[_matches(rows, claim.a)], rows[_matches(rows, claim.b)]
+    note = _empty_note(claim, sessions, rows_a, rows_b)
+    key = list(claim.strata + claim.pair_by)
+    means = []
+    for arm in (rows_a, rows_b):
+        values = _scaled(claim, arm)
+        if values is None:
+            return None, n_saturated, note
+        means.append(arm.loc[values.index].assign(_v=values).groupby(key, dropna=False)["_v"].mean())
+    return (means[0] - means[1]).dropna(), n_saturated, note
 
 
 def _worst(claim: Claim, rows: pd.DataFrame) -> np.ndarray:
@@ -925,12 +996,14 @@ def cells_needed(verdicts: Sequence[Verdict]) -> list[CellNeed]:
     for v in verdicts:
         if v.verdict in seq.DECIDED or v.verdict == seq.UNINFORMATIVE:  # more of a metric with no spread decides
             continue  # nothing
-        for arm in (v.claim.a,) if v.claim.one_sample else (v.claim.a, v.claim.b):
-            cell = {**v.claim.conditions, **arm}
-            key = tuple(sorted(cell.items()))
-            entry = need.setdefault(key, (cell, [], []))
-            entry[1].append(v.more_needed)
-            entry[2].append(v.claim.id)
+        cases = [v.claim.conditions] + ([{**v.claim.conditions, **v.claim.versus}] if v.claim.versus else [])
+        for where in cases:  # an interaction needs its pairs at both of its cases
+            for arm in (v.claim.a,) if v.claim.one_sample else (v.claim.a, v.claim.b):
+                cell = {**where, **arm}
+                key = tuple(sorted(cell.items()))
+                entry = need.setdefault(key, (cell, [], []))
+                entry[1].append(v.more_needed)
+                entry[2].append(v.claim.id)
     return [CellNeed(cell, max((n for n in ns if n is not None), default=None), tuple(ids))
             for cell, ns, ids in need.values()]
 
@@ -978,7 +1051,7 @@ def _verdict_text(v: Verdict) -> str:
     return v.verdict + look + (f" ({v.note})" if v.note else "")
 
 
-def _cell(cell: Mapping[str, Value]) -> str:
+def _cell(cell: Mapping[str, Value | tuple[Value, ...]]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
 
 
@@ -994,6 +1067,10 @@ def judged_text(c: Claim) -> str:
     elif c.share:
         out = [f"the share of {_cell(c.a)}'s sessions with {metric} {c.share} {_num(c.threshold or 0.0)}, against "
                f"the paper's {c.paper_share:.0%}"]
+    elif c.versus:
+        at_x = {k: c.conditions[k] for k in c.versus}
+        out = [f"{metric}, the effect {_cell(c.a)} vs {_cell(c.b)} at {_cell(at_x)} less the same at "
+               f"{_cell(c.versus)}, per {', '.join(c.pair_by)}"]
     elif c.worst_over:
         out = [f"{metric}, {_cell(c.a) or 'all sessions'}: the worst case over {', '.join(c.worst_over)} per "
                f"{', '.join(c.pair_by)} vs the constant {_num(c.reference or 0.0)}"]

@@ -78,7 +78,9 @@ def read(folder: Path) -> list[dict[str, Any]]:
 
 
 def _value(value: Any, unit: str) -> str:
-    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    if isinstance(value, Mapping):  # a value per case (http_server per transport): "tcp: webfs; h3: caddy"
+        return "; ".join(f"{k}: {_value(v, unit)}" for k, v in value.items())
+    text = ", ".join(_value(v, "") for v in value) if isinstance(value, list) else str(value)
     return f"{text} {unit}".strip()
 
 

@@ -97,3 +97,18 @@ def fmt_p(p: float | None, too_few: str = "too few") -> str:
     if p is None:
         return too_few
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+MIN_CORRELATED = 8  # rank_correlation: fewer pairs give a rho too coarse to compare sessions by
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float], *, fewest: int = MIN_CORRELATED) -> float | None:
+    """Spearman's rho of the pairs (x_i, y_i) with both finite: a within-session relation (each segment's latency
+    against its throughput) as one number per session; None with fewer than ``fewest`` pairs or no spread."""
+    pairs = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(a) and math.isfinite(b)]
+    if len(pairs) < fewest or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = float(stats.spearmanr([a for a, _ in pairs], [b for _, b in pairs]).statistic)
+    return rho if math.isfinite(rho) else None

@@ -132,12 +132,14 @@ class App(abc.ABC):
         self.procs.append(proc)
         return proc
 
-    def start_caddy(self, *, node: str, root: Path, transport: str, ca: Path, port: int = caddy.PORT) -> None:
+    def start_caddy(self, *, node: str, root: Path, transport: str, ca: Path, port: int = caddy.PORT,
+                    qlog_dir: Path | None = None) -> None:
         """Caddy serving ``root`` on ``node``'s ``port`` (:func:`nest_experiments.dash.origin.caddy.config`), ready (TCP,
         and UDP where it serves h3) when this returns.
 
         Its configuration, certificates, home and storage lie in a private temporary folder of the run; its
-        access log (JSON) in ``raw/``; ``ca`` receives the CA of its certificate.
+        access log (JSON) in ``raw/``; ``ca`` receives the CA of its certificate. ``qlog_dir``: quic-go's qlog of
+        each HTTP/3 connection there (``QLOGDIR``, read by Caddy's quic-go: ``<odcid>_server.sqlog``).
         """
         name = self.cfg.name
         exe = caddy.binary()
@@ -151,7 +153,8 @@ class App(abc.ABC):
         write_json(home / "caddy.json", conf)
         # GOMAXPROCS=1: one OS thread runs Go code (idle scheduler threads spinning for work cost the TCG guest
         # ~40% of a core in the httperf app); XDG_*: Caddy's autosave and data stay in the run's temp folder
-        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1"]
+        env = [f"HOME={home}", f"XDG_CONFIG_HOME={home}", f"XDG_DATA_HOME={home}", "GOMAXPROCS=1",
+               *([f"QLOGDIR={qlog_dir}"] if qlog_dir is not None else [])]
         proc = self.spawn(node, ["env", *env, exe, "run", "--config", str(home / "caddy.json")],
                           log=app_file(name, SERVER, OUT), stderr_log=app_file(name, SERVER, ERR))
         self.wait_listening(node, port, proc=proc)

@@ -4,7 +4,9 @@
 transport is ``mptcp``, and starts the origin on the server node: our
 :mod:`nest_experiments.dash.origin.server` (``http_server = "nest"``) or Caddy
 (``"caddy"``: quic-go for h3, configured by :mod:`nest_experiments.dash.origin.caddy`,
-its JSON access log read by :mod:`nest_experiments.parsers.caddy`);
+its JSON access log read by :mod:`nest_experiments.parsers.caddy`) or webfsd (``"webfs"``: Debian's webfs,
+plain HTTP/1.1 over TCP, the ABR letter's server; its log has second-resolution times and per-connection byte
+counts, so ``access.csv`` holds no rows for it: ``raw/<app>.webfs.log`` keeps what it wrote);
 ``start()`` runs :mod:`nest_experiments.dash.players.client` on the client
 node; ``finish()`` waits for the player and reads what it wrote. Raw files
 (server access log and stdout/stderr, the client's own CSVs) stay in
@@ -26,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -43,9 +46,10 @@ from nest_experiments.dash.content import encode, media
 from nest_experiments.dash.http import quicgo, recovery
 from nest_experiments.dash.origin import caddy
 from nest_experiments.dash.players.playerargs import PlayerArgs
-from nest_experiments.errors import RunError
+from nest_experiments.errors import MissingToolError, RunError
 from nest_experiments.net import mptcp, sockets
 from nest_experiments.parsers import caddy as caddy_log
+from nest_experiments.parsers import qlog
 from nest_experiments.rundir import (
     ACCESS,
     ACCESS_LOG,
@@ -62,6 +66,7 @@ from nest_experiments.rundir import (
     QOE,
     QUIC,
     QUIC_LOG,
+    QUIC_QLOG,
     RACING,
     SEGMENTS,
     SERVER,
@@ -110,7 +115,7 @@ class Dash(App):
         # our server and our player; the other players start a browser or GPAC, whose start is not Python's,
         # as `ip netns exec` starts them (its own /sys and mount namespace)
         c: DashApp = cfg  # type: ignore[assignment]
-        server = () if c.http_server == "caddy" else (SERVER_MODULE,)
+        server = (SERVER_MODULE,) if c.http_server == "nest" else ()
         return (*server, *((CLIENT_MODULES[c.player],) if c.player == "nest" else ()))
 
     @staticmethod
@@ -130,8 +135,8 @@ class Dash(App):
         self.ca = self.raw_dir / app_file(c.name, CA)
         if c.transport == "mptcp":
             self._setup_mptcp()
-        if c.http_server == "caddy":
-            self._start_caddy()
+        if c.http_server in ("caddy", "webfs"):
+            self._start_caddy() if c.http_server == "caddy" else self._start_webfs()
             self._spawn_client()
             return
         self._spawn_server()
@@ -173,8 +178,30 @@ class Dash(App):
 
     def _start_caddy(self) -> None:
         c = self.cfg
-        self.start_caddy(node=c.server, root=self.mpd.parent.resolve(), transport=c.transport, ca=self.ca)
+        # quic-go's qlog of each h3 connection (QLOGDIR: every event, packets too; its recovery events become
+        # quic.csv rows). Not in the VM runtime, where encoding each packet's event costs the emulated CPU
+        self.caddy_qlog = self.net.state.temp_dir("qlog") if c.transport in ("h3", "race") and not self.in_vm \
+            else None
+        self.start_caddy(node=c.server, root=self.mpd.parent.resolve(), transport=c.transport, ca=self.ca,
+                         qlog_dir=self.caddy_qlog)
         self.port = CADDY_PORT
+
+    def _start_webfs(self) -> None:
+        """webfsd serving the media on the server's fixed port (:func:`server_port`), in the foreground, ready when
+        this returns; its access log in ``raw/``."""
+        c = self.cfg
+        exe = shutil.which(WEBFSD)
+        if exe is None:
+            raise MissingToolError(f"apps.{c.name}.http_server 'webfs': {WEBFSD} not found; apt-get install webfs "
+                                   "(./setup.sh installs it)")
+        self.port = server_port(c.name)
+        addr = self.net.addr(c.server)
+        argv = [exe, "-F", "-4" if ":" not in addr else "-6", "-i", addr, "-p", str(self.port),
+                "-r", str(self.mpd.parent.resolve()), "-j", "-c", str(WEBFS_CONNECTIONS),
+                "-L", str(self.raw_dir / app_file(c.name, WEBFS_LOG))]
+        self.versions[f"apps.{c.name}.http_server"] = f"webfsd {webfs_version()}"
+        proc = self.spawn(c.server, argv, log=app_file(c.name, SERVER, OUT), stderr_log=app_file(c.name, SERVER, ERR))
+        self.wait_listening(c.server, self.port, proc=proc)
 
     def _setup_mptcp(self) -> None:
         """Limits on both ends; the client opens subflows from its extra addresses, the server announces its
@@ -237,6 +264,8 @@ class Dash(App):
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
+        if c.transport == "h3" and c.h3_client == "quic-go" and c.player == "nest":  # its connection's recovery
+            argv += ["--quic-log", str(self.raw_dir / app_file(c.name, CLIENT, QUIC_QLOG))]
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
         self.when_ready(functools.partial(self._wait_ready, self.client, CLIENT))
 
@@ -332,8 +361,11 @@ class Dash(App):
                                                              "add_addr_timeout_s": timeouts, "counters": counters})
 
     def _access_rows(self) -> list[dict[str, Any]]:
-        """The server's access log so far, its times moved from the server's t0 onto the run clock."""
+        """The server's access log so far, its times moved from the server's t0 onto the run clock (webfsd's has
+        no per-response times: none)."""
         c = self.cfg
+        if c.http_server == "webfs":
+            return []
         if c.http_server == "caddy":
             log = self.raw_dir / app_file(c.name, CADDY_ACCESS_LOG)
             text = log.read_text(errors="replace") if log.exists() else ""
@@ -372,11 +404,39 @@ class Dash(App):
         return out
 
     def _quic_rows(self) -> list[dict[str, Any]] | None:
-        """Our server's QUIC recovery rows so far (written while it runs: read from its partial file); None when the
-        app has no QUIC connection of ours."""
-        log = self.raw_dir / app_file(self.cfg.name, SERVER, QUIC_LOG)
+        """The QUIC recovery rows so far: our server's (written while it runs: read from its partial file), and the
+        qlogs of quic-go (Caddy's connections; the quic-go fetcher's, complete once the player exited); None when
+        the app has no QUIC connection with any of them. A connection still open (its client killed at the
+        deadline) gives what its qlog holds so far."""
+        name = self.cfg.name
+        log = self.raw_dir / app_file(name, SERVER, QUIC_LOG)
         path = log if log.exists() else recovery.partial(log)
-        return read_rows(path, app=self.cfg.name) if path.exists() else None
+        rows = read_rows(path, app=name) if path.exists() else None
+        caddy_qlog: Path | None = getattr(self, "caddy_qlog", None)
+        qlogs = sorted(caddy_qlog.glob("*.sqlog")) if caddy_qlog is not None else []
+        fetcher = self.raw_dir / app_file(name, CLIENT, QUIC_QLOG)
+        qlogs += [fetcher] if fetcher.exists() else []
+        wall_t0 = time.time() - self.clock()  # quic-go's qlog times are wall-clock based
+        for file in qlogs:
+            rows = (rows or []) + [{**r, "app": name} for r in qlog.recovery_rows(file.read_bytes(), wall_t0=wall_t0,
+                                                                                  what=str(file))]
+        return rows
+
+
+WEBFSD = "webfsd"
+WEBFS_LOG = "webfs.log"
+WEBFS_CONNECTIONS = 64  # webfsd's default is 32; a player holds two (video, audio)
+
+
+@functools.cache
+def webfs_version() -> str:
+    """webfsd prints no version of its own: Debian's package version (``?`` where dpkg does not know it)."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "webfs"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return out.stdout.strip() or "?"
 
 
 def _set_app_entry(path: Path, app: str, doc: dict[str, Any]) -> None:

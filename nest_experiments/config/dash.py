@@ -22,8 +22,11 @@ from nest_experiments.units import format_rate, parse_rate, parse_time
 
 DASH_TRANSPORTS = ("tcp", "mptcp", "h2", "h3", "race")  # race: QUIC/TCP connection racing (alt-svc from Caddy)
 MPTCP_ENDPOINT_MODES = ("fullmesh", "subflow")
-DASH_HTTP_SERVERS = ("nest", "caddy")  # our asyncio server (aioquic for h3), Caddy (quic-go)
+# our asyncio server (aioquic for h3), Caddy (quic-go), webfsd (Debian's webfs: plain HTTP/1.1, the ABR letter's server
+# over TCP)
+DASH_HTTP_SERVERS = ("nest", "caddy", "webfs")
 CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listener
+WEBFS_TRANSPORTS = ("tcp",)  # webfsd speaks HTTP/1.1 on a TCP socket (its TLS mode is not HTTP/2)
 MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
 BROWSER_RACING = {"dashjs": "chromium", "firefox": "firefox"}  # a browser player's own racing, as a policy name
 DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
@@ -48,7 +51,8 @@ class DashApp(AppConfig):
     mptcp_subflows: int = 2
     # net.mptcp.add_addr_timeout on both ends; None: the kernel's (120 s; before Linux 6.18 a fixed timer)
     mptcp_add_addr_timeout_s: int | None = None
-    http_server: str = "nest"  # the origin's software: "nest" (dash/origin/server.py) or "caddy"
+    http_server: str = "nest"  # the origin's software: "nest" (dash/origin/server.py), "caddy" or "webfs"; the file
+    # may give one per transport (a table of transport -> name)
     h3_client: str = DASH_H3_CLIENTS[0]  # the player's QUIC stack over h3
     player: str = "nest"  # dash.players.PLAYERS: ours, dash.js in headless Chromium, GPAC
     media: str = "generated"  # "generated" (sizes only, dash.media) or "encoded" (decodable, dash.encode)
@@ -98,7 +102,10 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
 
     transport = t.get("transport", one_of(DASH_TRANSPORTS), "tcp")
     player, media_kind, codec, source = _dash_player_and_media(t, transport, video_abr)
-    http_server = t.get("http_server", one_of(DASH_HTTP_SERVERS), "nest")
+    http_server = t.get("http_server", _server_for(transport), "nest")
+    if http_server == "webfs" and transport not in WEBFS_TRANSPORTS:
+        raise ConfigError(join(t.path, "http_server"), f"webfsd serves plain HTTP/1.1 (transport 'tcp'), not "
+                                                       f"{transport!r}: use 'caddy' or 'nest' for it")
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
                                                        f"not {transport!r}: use http_server = 'nest' for it")
@@ -123,6 +130,24 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         http_cache=_http_cache(t, player, transport),
         **_racing(t, transport, player),
     )
+
+
+def _server_for(transport: str) -> Callable[[str, object], str]:
+    """``http_server``: a name, or a table of transport -> name (a design whose servers differ by transport, as the
+    ABR letter's webfsd over TCP and quic-go over QUIC): the one for ``transport``."""
+    name = one_of(DASH_HTTP_SERVERS)
+
+    def check(path: str, value: object) -> str:
+        if not isinstance(value, dict):
+            return str(name(path, value))
+        unknown = sorted(set(value) - set(DASH_TRANSPORTS))
+        if unknown:
+            raise ConfigError(f"{path}.{unknown[0]}", f"not a transport; expected one of {', '.join(DASH_TRANSPORTS)}")
+        if transport not in value:
+            raise ConfigError(path, f"names no server for transport {transport!r}: add {transport} = \"...\"")
+        return str(name(f"{path}.{transport}", value[transport]))
+
+    return check
 
 
 ABANDON_RULES = ("none", "dashjs")

@@ -10,6 +10,7 @@ it when a run starts, and a unit test loads every one.
 from __future__ import annotations
 
 import importlib
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,12 @@ def _dash_machine(app: dash.DashApp) -> tuple[str, str] | None:
     from nest_experiments.dash import players
 
     why = players.missing(app.player, app.transport)
-    return None if why is None else ("player", why)
+    if why is not None:
+        return ("player", why)
+    if app.http_server == "webfs" and shutil.which("webfsd") is None:
+        return (f"apps.{app.name}.http_server", "'webfs' needs webfsd, not found here: apt-get install webfs "
+                                                "(./setup.sh installs it)")
+    return None
 
 
 APP_KINDS: dict[str, AppKind] = {k.name: k for k in (

@@ -47,6 +47,7 @@ TOOLS: dict[str, tuple[str, str, str]] = {
     "httperf": ("httperf", "httperf", "HTTP background traffic"),
     "cc": ("cc", "gcc libc6-dev", "httperf apps (builds their select-wait library)"),
     "caddy": ("caddy", "caddy", "the Caddy web server option"),
+    "webfsd": ("webfsd", "webfs", "the webfs DASH origin (http_server = \"webfs\": the ABR letter's TCP server)"),
     "nginx": ("nginx", "nginx", "httperf apps' web server"),
     "qemu": ("qemu-system-x86_64", "qemu-system-x86", "the VM runtime"),
     "tcpdump": ("tcpdump", "tcpdump", "capture-based queue delay"),

@@ -53,6 +53,7 @@ from nest_experiments.analysis import sequential as seq
 from nest_experiments.analysis.claims import FIDELITY, PAPER, Claim, Verdict
 from nest_experiments.analysis.decisions import read_sessions
 from nest_experiments.analysis.results import RESULTS_FORMAT
+from nest_experiments.config import load_default_raw, read_toml
 from nest_experiments.errors import NestExpError
 from nest_experiments.rundir import SWEEP_LOG, RunFolder, experiment_name, run_dirs, write_atomic, write_csv, write_json
 from nest_experiments.studies import STUDIES, Study, study_for
@@ -492,6 +493,72 @@ def unjudged(study: Study, folders: Sequence[Path]) -> list[tuple[Claim, str]]:
     return out
 
 
+PAPER_FLAG = "--paper"  # in an evidence folder's command: its runs are the paper's design (the file's [paper] table)
+
+
+def at_paper_design(folder: Path) -> bool:
+    """Whether ``folder``'s runs were made with the paper's design (``run --paper``, by every command that made it)."""
+    manifest = read_manifest(folder)
+    commands = [manifest.command, *(str(e.get("command", "")) for e in manifest.earlier)]
+    return all(PAPER_FLAG in c.split() for c in commands)
+
+
+def designs_table(root: Path) -> str:
+    """Per paper and experiment with a ``[paper]`` table, how far the paper's own design got here: each evidence
+    folder made with ``--paper`` (its sessions and blocks, the CPU-saturated ones, a block still in progress, the
+    claims by verdict with the decided ones named, and the design table's departures left); an experiment none
+    has yet, the command that would start it."""
+    by_study = _folders_by_study(root)
+    lines = ["| paper | evidence at the paper's design | sessions (blocks; CPU-saturated) | verdicts | "
+             "departures from the paper's design left |", "|---|---|---|---|---|"]
+    for study in STUDIES.values():
+        if not study.paper_claims:
+            continue
+        paper = study.paper or study.name
+        folders = [f for f in by_study.get(study.name, []) if at_paper_design(f)]
+        for experiment in (e for e in study.experiments if _has_paper_design(e)):
+            mine = [f for f in folders if read_manifest(f).experiment == experiment]
+            lines += [_design_row(paper, root, folder) for folder in mine]
+            if not mine:
+                command = run_command(experiment).replace(" --until-decided", " --paper --until-decided")
+                lines.append(f"| {paper} | {experiment}: not run at the paper's design yet (`{command}`) | — | — | — |")
+    return "\n".join(lines) + "\n"
+
+
+def _has_paper_design(experiment: str) -> bool:
+    """Whether ``experiment`` (a shipped file, or the default's ``nest_paper``) has a ``[paper]`` table."""
+    from nest_experiments.resources import experiment_file, shipped_experiments
+
+    if experiment in shipped_experiments():
+        raw = read_toml(experiment_file(Path(experiment)))
+    else:
+        raw = load_default_raw()
+        if (raw.get("experiment") or {}).get("name") != experiment:
+            return False
+    return bool(raw.get("paper"))
+
+
+def _design_row(paper: str, root: Path, folder: Path) -> str:
+    sessions = read_sessions(folder / SESSIONS)
+    blocks = int(sessions["block"].nunique()) if "block" in sessions.columns else 0
+    saturated = int(decisions.left_out(sessions).sum())
+    waiting = decisions.in_progress(folder, sessions)
+    rows = [r for r in _claim_rows(folder) if _kind(r) == PAPER]
+    counts = Counter(str(r["verdict"]) for r in rows)
+    said = ", ".join(f"{counts[k]} {k}" for k in VERDICT_ORDER if counts.get(k)) or "none judged yet"
+    named = "; ".join(f"{k}: " + ", ".join(f"`{r['id']}`" for r in rows if r["verdict"] == k)
+                      for k in (seq.AGREES, seq.CONTRADICTS) if counts.get(k))
+    design = design_table.read(folder)
+    departs = [str(r["item"]) for r in design if r["departs"]]
+    left = (f"{len(departs)} of {len(design)}" + (f": {', '.join(departs)}" if departs else "")) if design \
+        else "no design table"
+    size = f"{len(sessions)} ({blocks}; {saturated})" + (
+        f"; block {waiting[0]} in progress ({waiting[1]} sessions, not judged yet)" if waiting else "")
+    link = f"[{folder.name}]({root.name}/{folder.name}/{REPORT})"
+    return (f"| {paper} | {link} | {size} | {said} of {len(rows)}" + (f" ({named})" if named else "")
+            + f" | {left} |")
+
+
 def readme_section(root: Path) -> str:
     """The README's generated section (between the markers, markers included): the verdicts counted per paper,
     the papers' claims, and the fidelity checks apart."""
@@ -509,7 +576,11 @@ def readme_section(root: Path) -> str:
     total += f"; {post_hoc} of the claims judged are marked post hoc (a declaration or margin after data of its " \
              "design)" if post_hoc else ""
     return "\n".join([README_BEGIN, "", f"Verdicts over the committed evidence: {total}.", "",
-                      counts_table(root).rstrip("\n"), "", "### The papers' claims", "",
+                      counts_table(root).rstrip("\n"), "", "### At the papers' own designs", "",
+                      "The evidence folders made with `--paper` (each experiment file's `[paper]` table: the "
+                      "paper's loads, durations and repetitions; its `[[design]]` rows say where ours still "
+                      "differs, and why, in the folder's report):", "",
+                      designs_table(root).rstrip("\n"), "", "### The papers' claims", "",
                       readme_table(root, PAPER).rstrip("\n"), "",
                       "### Fidelity: our models against the real browsers (ours, not the papers' findings)", "",
                       readme_table(root, FIDELITY).rstrip("\n"), "", README_END])

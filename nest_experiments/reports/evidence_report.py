@@ -177,7 +177,8 @@ def _panel(ax: plt.Axes, v: Verdict, sessions: pd.DataFrame) -> None:
     if s.diffs is not None:
         values = show(s.diffs)
         ax.scatter(rng.uniform(-0.15, 0.15, len(values)), values, s=14, alpha=0.7, color="tab:blue")
-        ax.set_xticks([0], ["a vs reference" if c.one_sample else "pairs: a - b" if not ratio else "pairs: a / b"])
+        pairs = "(a - b) at X - at Y" if c.versus else "pairs: a - b" if not ratio else "pairs: a / b"
+        ax.set_xticks([0], ["a vs reference" if c.one_sample else pairs])
         x_effect = 0.45
     else:
         for x, values in ((0, s.a), (1, s.b)):

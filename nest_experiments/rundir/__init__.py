@@ -83,6 +83,7 @@ PLAYER_DIR = CLIENT  # raw/<app>.client/: a player's own output folder (SEGMENTS
 CA = "ca.pem"  # the app's CA certificate
 ACCESS_LOG = "access.csv"  # our DASH/objects server's access log (rows.ACCESS_LOG_FIELDS)
 QUIC_LOG = "quic.csv"  # our DASH server's QUIC recovery rows (rows.QUIC_FIELDS), before the app's column
+QUIC_QLOG = "quic.sqlog"  # the quic-go fetcher's recovery events (qlog JSON-SEQ: parsers.qlog)
 CADDY_ACCESS_LOG = "access.json"  # Caddy's access log (parsers.caddy)
 GO_FILE = "client.go"  # the player's start signal
 NETLOG = "netlog.json"  # Chromium's NetLog

@@ -9,7 +9,9 @@ the sweep points whose cell an undecided claim needs
 (:func:`nest_experiments.analysis.claims.cells_needed`, matched through the
 study's ``cell_of``). It stops when no claim is undecided, at ``--max-reps``
 blocks, when the next block would not fit in ``--budget`` (its estimate:
-the mean wall time of this invocation's runs so far), or when a block it ran
+the mean wall time of this invocation's runs so far; a block longer than the whole budget starts, runs as many
+runs as fit, and is completed by the next invocation: no look is taken on a part of a block,
+:func:`nest_experiments.analysis.decisions.judge_folder`), or when a block it ran
 gave no undecided claim a session (every run of the claims' cells saturated,
 failed or without its pair: the machine, not the claims, is the limit, and
 more blocks would spend the budget on nothing). Resume-safe: run the
@@ -124,16 +126,24 @@ def _cost(spent_s: float, traffic_done_s: float, runs: Sequence[RunSpec]) -> flo
 def next_block_fits(budget: Budget, spent_s: float, traffic_done_s: float, next_runs: Sequence[RunSpec]) -> bool:
     """Whether the next block may start: its runs fit in what is left of the budget, or the block is longer than
     the whole budget (no invocation could run it whole: it starts, and its runs go on as far as the budget allows,
-    :func:`next_run_fits`; the next invocation completes it)."""
+    :func:`runs_that_fit`; the next invocation completes it)."""
     if budget.seconds is None:
         return True
     cost = _cost(spent_s, traffic_done_s, next_runs)
     return spent_s + cost <= budget.seconds or cost > budget.seconds
 
 
-def next_run_fits(budget: Budget, spent_s: float, traffic_done_s: float, run: RunSpec) -> bool:
-    """Whether the block's next run fits in what is left of the budget."""
-    return budget.seconds is None or spent_s + _cost(spent_s, traffic_done_s, [run]) <= budget.seconds
+def runs_that_fit(budget: Budget, spent_s: float, traffic_done_s: float, runs: Sequence[RunSpec]) -> int:
+    """How many of a block's next ``runs`` (in order) fit in what is left of the budget: all without a budget;
+    one at most before this invocation has timed a run (its wall time per second of traffic is not known yet)."""
+    if budget.seconds is None:
+        return len(runs)
+    n = 0
+    while n < len(runs) and spent_s + _cost(spent_s, traffic_done_s, runs[:n + 1]) <= budget.seconds:
+        n += 1
+        if traffic_done_s <= 0:
+            break
+    return n
 
 
 def _lost(sessions: pd.DataFrame, block: int, runs: int) -> str:
@@ -163,9 +173,9 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
                       study: Study | None = None, runtime: str | None = None, stepwise: bool = True) -> list[Verdict]:
     """Blocks until decided (see the module docstring); returns the last look's verdicts. ``study``: the one whose
     claims decide (default: the experiment's); ``runtime``: the one the blocks run on (:func:`plan_block`);
-    ``stepwise``: a block's runs go to ``execute`` one at a time, so that the budget can end a block part-way (a
-    block longer than a session's budget is completed by the next invocation); False (a cluster, which runs a
-    block's runs in parallel): the whole block at once."""
+    ``stepwise``: a block's runs go to ``execute`` as many at a time as fit in the budget (the first alone, to
+    time it), so that the budget can end a block part-way (a block longer than a session's budget is completed by
+    the next invocation); False (a cluster, which runs a block's runs in parallel): the whole block at once."""
     first = block_runs(raw, 1)
     if not first:
         raise ConfigError("--until-decided", "the sweep has no runs")
@@ -184,21 +194,20 @@ def run_until_decided(raw: dict[str, Any], *, folder: Path, execute: Execute, bu
         todo = [r for r in runs if r.name not in committed]
         print(f"until decided: block {block}: {len(todo)} run(s)"
               + (f" ({len(runs) - len(todo)} committed before)" if len(todo) < len(runs) else ""), file=out, flush=True)
-        if todo and not stepwise:
-            execute(todo)
-        for i, r in enumerate(todo if stepwise else ()):  # run by run: the budget can end a block part-way
-            if not next_run_fits(budget, clock() - started, traffic_s, r):
+        done = 0
+        while done < len(todo):  # as many runs at a time as fit: the budget can end a block part-way
+            n = runs_that_fit(budget, clock() - started, traffic_s, todo[done:]) if stepwise else len(todo)
+            if n == 0:
                 print(f"until decided: the budget ({budget.seconds:.0f} s) has no room for the rest of block {block} "
-                      f"({i} of its {len(todo)} run(s) run): its sessions are kept and judged once the block is "
+                      f"({done} of its {len(todo)} run(s) run): its sessions are kept and judged once the block is "
                       f"complete (a look follows a whole block); run the same command again, or publish with "
                       f"`evidence` and go on with --continue-from, to complete it", file=out, flush=True)
                 verdicts = decisions.judge_sweep(claims, _looked(study.sessions(folder), block - 1), sequential=True)
                 print(verdict_table(verdicts), file=out, flush=True)
                 return verdicts
-            execute([r])
-            traffic_s += r.experiment.duration_s
-        if not stepwise:
-            traffic_s += sum(r.experiment.duration_s for r in todo)
+            execute(todo[done:done + n])
+            traffic_s += sum(r.experiment.duration_s for r in todo[done:done + n])
+            done += n
         sessions = _looked(study.sessions(folder), block)  # a resumed sweep's later blocks exist already
         verdicts = decisions.judge_sweep(claims, sessions, sequential=True)
         decisions.record_look(folder, alpha=0.05, verdicts=verdicts, block=block, budget=budget.as_dict())

@@ -28,6 +28,18 @@ class Claim:
 OutputsFn = Callable[[Path, Path], list[Path]]  # (sweep folder, report folder) -> files written
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A within-session metric of the session table computed from one of a run's tables alone (``of``: that run's
+    rows of ``table``, a :func:`nest_experiments.results.load` frame the evidence keeps, to the value): the study's
+    ``session_metrics`` computes it from the run folder's file, ``evidence --derive`` from an evidence folder's
+    committed table, with the same function (a folder exported before the metric existed gains its column)."""
+
+    metric: str
+    table: str
+    of: Callable[[pd.DataFrame], float | None]
+
+
 def table_metrics(*keys: str) -> tuple[Metric, ...]:
     """The shared report's table for a study of one run per context: these per-run numbers, no bar charts."""
     return tuple(replace(m, plot=False) for m in report.DASH_METRICS if m.key in keys)
@@ -56,6 +68,7 @@ class Study:
     session_metrics: decisions.MetricsFn | None = None  # a run folder -> its per-session metrics
     # the frames of results.load an evidence folder keeps (nest_experiments.reports.evidence; runs and metrics always)
     evidence_tables: tuple[str, ...] = ("qoe", "segments", "cpu")
+    derived: tuple[Derived, ...] = ()  # session metrics an evidence folder's tables give again (evidence --derive)
 
     def sessions(self, folder: Path) -> pd.DataFrame:
         """The sweep's per-session table (:func:`.decisions.session_table`)."""

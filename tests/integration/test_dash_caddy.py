@@ -30,13 +30,14 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _run(tmp_path: Path, client: str) -> Path:
+def _run(tmp_path: Path, client: str, *, transport: str = "h3", server: str = "caddy") -> Path:
     raw: dict[str, Any] = {
-        "experiment": {"name": "dash_caddy_h3", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s",
+        "experiment": {"name": f"dash_{server}_{transport}", "topology": "dumbbell", "duration": f"{CLIP_S + 8}s",
                        "end_when_done": True},
         "links": {"bottleneck": {"rate": "3mbit"}},
-        "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": "h3", "http_server": "caddy",
-                           "h3_client": client, "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s", "abr": "grate"}},
+        "apps": {"video": {"kind": "dash", "server": "s1", "client": "h1", "transport": transport,
+                           "http_server": server, "h3_client": client, "ladder": "abr_quic_tcp", "clip": f"{CLIP_S}s",
+                           "abr": "grate"}},
     }
     (spec,) = expand(raw)
     outcome = Run(spec, tmp_path / spec.name).execute()
@@ -86,3 +87,43 @@ def test_h3_session_from_caddy(no_leftovers: None, tmp_path: Path, client: str) 
         assert float(row["t_arrival"]) <= float(row["t_last_byte_sent"]) <= float(segment["t_last_byte"]) + EPS_S
     others = [r["path"] for r in access if not r["path"].endswith(".m4s")]
     assert others[0].endswith(".mpd") and all(p.endswith("_init.mp4") for p in others[1:])  # MPD, init segments
+    _check_recovery(run_dir, client, t_end=max(float(r["t_last_byte"]) for r in segments))
+
+
+def _check_recovery(run_dir: Path, client: str, *, t_end: float) -> None:
+    """quic.csv from quic-go's qlog: Caddy's connection at the sender (cwnd, RTT samples while the segments came,
+    thinned to 20/s), and with the quic-go fetcher its own side too; qh3 logs none. No qlog is left in /tmp."""
+    rows = _csv(run_dir / "quic.csv")
+    server = [r for r in rows if r["side"] == "server" and r["event"] == "metrics"]
+    assert len(server) >= 30 and min(int(r["cwnd"]) for r in server) > 0
+    assert max(float(r["smoothed_rtt_ms"] or 0) for r in server) > 0
+    t = sorted(float(r["t"]) for r in server)
+    assert t[0] < 5 and 0.7 * t_end < t[int(0.95 * (len(t) - 1))] <= t_end + 1  # on the run clock
+    assert all(b - a >= 0.05 - 1e-4 for a, b in zip(t, t[1:], strict=False))  # one connection: thinned
+    clients = [r for r in rows if r["side"] == "client"]
+    if client == "quic-go":
+        assert clients and (run_dir / "raw" / "video.client.quic.sqlog").stat().st_size > 0
+    else:
+        assert clients == []
+
+
+def test_tcp_session_from_webfsd(no_leftovers: None, tmp_path: Path) -> None:
+    """The ABR letter's TCP server (Debian's webfs, webfsd 1.21): plain HTTP/1.1, every segment with sane times,
+    the manifest naming it; it logs no per-response times, so access.csv has no rows (its own log stays in raw/)."""
+    run_dir = _run(tmp_path, "qh3", transport="tcp", server="webfs")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["warnings"] == [], manifest["warnings"]
+    assert manifest["versions"]["apps.video.http_server"].startswith("webfsd 1.21")
+    qoe = json.loads((run_dir / "qoe.json").read_text())["video"]
+    assert qoe["end_reason"] == "ended" and qoe["http_server"].startswith("webfsd")
+    segments = _csv(run_dir / "segments.csv")
+    for stream in ("video", "audio"):
+        assert [int(r["index"]) for r in segments if r["stream"] == stream] == list(range(CLIP_S // 4))
+    for r in segments:
+        t_req, t_first, t_last = (float(r[k]) for k in ("t_request", "t_first_byte", "t_last_byte"))
+        assert r["transport"] == "tcp" and int(r["bytes"]) > 0 and 0 <= t_req <= t_first <= t_last <= CLIP_S + 8
+    video = [int(r["bitrate_bps"]) for r in segments if r["stream"] == "video"]
+    assert sum(video) / len(video) >= 0.4 * 3_000_000
+    assert _csv(run_dir / "access.csv") == []
+    log = (run_dir / "raw" / "video.webfs.log").read_text()
+    assert log.count('"GET /') >= len(segments) and ".m4s HTTP/1.1\" 200" in log

@@ -101,3 +101,9 @@ def test_paper_design_is_every_abr_and_transport_over_fifty_traces_of_the_whole_
     assert len(aa) == 2 * 26 and all(aa[f"{p}_r26"].links == aa[f"{p}_r1"].links for p in AA)  # the A/A copies
     assert {dash(r.experiment).clip_s for r in runs} == {192.0}
     assert runs[0].experiment.duration_s >= 192 + 60  # room for stalls
+    # the letter's two servers (webfsd over TCP, quic-go over QUIC: Caddy's HTTP/3) and Mahimahi's deep queue
+    assert {(dash(r.experiment).transport, dash(r.experiment).http_server) for r in runs} == {
+        ("tcp", "webfs"), ("h3", "caddy")}
+    assert {r.experiment.link("bottleneck").forward.qdisc.param("limit") for r in runs} == {10000}
+    reduced = expand(read_toml(FILE))
+    assert {r.experiment.link("bottleneck").forward.qdisc.param("limit") for r in reduced} == {60}

@@ -14,6 +14,7 @@ from nest_experiments.dash.core.records import ACCESS_LOG_FIELDS
 from nest_experiments.dash.origin import caddy
 from nest_experiments.errors import ConfigError, RunError
 from nest_experiments.parsers import caddy as parse
+from nest_experiments.studies.under_hood.metrics import server_of
 
 DATA = Path(__file__).parent.parent / "data" / "caddy"
 WALL_T0 = 1795506546.0  # the wall clock at "the run's t = 0" for the captured log
@@ -111,11 +112,22 @@ def test_dash_keys_http_server_and_h3_client() -> None:
     (app,) = parse_experiment(_exp(transport="h3", http_server="caddy", h3_client="aioquic")).apps
     assert isinstance(app, DashApp) and (app.http_server, app.h3_client) == ("caddy", "aioquic")
     assert cfgmod.CADDY_TRANSPORTS == caddy.TRANSPORTS
+    split = {"tcp": "webfs", "h3": "caddy"}  # a server per transport (the ABR letter's): the one for the app's
+    for transport, server in split.items():
+        (app,) = parse_experiment(_exp(transport=transport, http_server=split)).apps
+        assert isinstance(app, DashApp) and app.http_server == server
+        assert server_of({"transport": transport, "http_server": split}) == server  # a run's config.toml
+    assert server_of({"transport": "h3", "http_server": "nest"}) == "nest"
 
 
 @pytest.mark.parametrize(("app", "message"), [
-    ({"http_server": "apache"}, r"^apps\.v\.http_server: 'apache' is not one of nest, caddy"),
+    ({"http_server": "apache"}, r"^apps\.v\.http_server: 'apache' is not one of nest, caddy, webfs"),
     ({"http_server": "caddy", "transport": "mptcp"}, r"^apps\.v\.http_server: Caddy serves transports tcp, h2, h3"),
+    ({"http_server": "webfs", "transport": "h3"}, r"^apps\.v\.http_server: webfsd serves plain HTTP/1\.1 .transport 'tcp'"),
+    ({"http_server": {"tcp": "webfs", "h2": "caddy"}, "transport": "h3"},
+     r"^apps\.v\.http_server: names no server for transport 'h3': add h3 = "),
+    ({"http_server": {"tcp": "webfs", "quic": "caddy"}}, r"^apps\.v\.http_server\.quic: not a transport"),
+    ({"http_server": {"tcp": "apache"}}, r"^apps\.v\.http_server\.tcp: 'apache' is not one of"),
     ({"h3_client": "curl"}, r"^apps\.v\.h3_client: 'curl' is not one of qh3, aioquic"),
 ])  # fmt: skip
 def test_dash_bad_server_or_client_names_the_key(app: dict[str, Any], message: str) -> None:

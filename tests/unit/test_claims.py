@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -474,3 +475,67 @@ def test_more_needed_in_a_sequential_run_counts_the_looks_the_pairs_take() -> No
     assert seq.sessions_for_power(distance=abs(per_block.effect or 0), sd=float(np.std(s.diffs, ddof=1)),
                                   alpha_side=seq.look_alpha(1 + blocks) / 2, power=0.8, paired=True) == \
         len(diffs) + one_block.more_needed
+
+
+def pause_sessions(gap_short: float, gap_long: float, *, blocks: int = 14, seed: int = 3) -> pd.DataFrame:
+    """Two parallel streams per block at two pause times: TCP's latency per block and pause, QUIC's ``gap_*`` above
+    it (plus noise). The interaction is the gap at the short pause against the gap at the long one."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for block in range(1, blocks + 1):
+        for pause, gap in ((0.5, gap_short), (8.0, gap_long)):
+            base = 100 + rng.normal(0, 15)
+            for transport, extra in (("tcp", 0.0), ("h3", gap)):
+                rows.append(dict(block=block, pause_s=pause, transport=transport, saturated=False,
+                                 latency_ms=base + extra + rng.normal(0, 2)))
+    return pd.DataFrame(rows)
+
+
+INTERACTION = Claim(id="gap_larger_short_pause", statement="QUIC's excess latency more prominent at short pauses",
+                    figure="Fig. 8b", metric="latency_ms", a={"transport": "h3"}, b={"transport": "tcp"},
+                    conditions={"pause_s": 0.5}, versus={"pause_s": 8.0}, pair_by=("block",), expect="a > b")
+
+
+@pytest.mark.parametrize(("gaps", "verdict"), [((30.0, 5.0), seq.AGREES), ((20.0, 20.0), seq.UNDECIDED),
+                                                ((5.0, 30.0), seq.CONTRADICTS)],
+                         ids=["larger-at-x", "same-gap", "larger-at-y"])
+def test_an_interaction_claim_judges_the_effect_at_x_against_the_same_effect_at_y(gaps: tuple[float, float],
+                                                                                    verdict: str) -> None:
+    """"More prominent at X than at Y": per block, (QUIC - TCP) at 0.5 s less (QUIC - TCP) at 8 s, signed-rank. A
+    gap as large at both pauses is no interaction, though QUIC is higher at 0.5 s (the claim the map had before)."""
+    sessions = pause_sessions(*gaps)
+    v = evaluate([INTERACTION], sessions)[0]
+    assert v.verdict == verdict and v.n_pairs == 14 and v.test == "wilcoxon signed-rank"
+    assert v.effect == pytest.approx(gaps[0] - gaps[1], abs=3.0)
+    s = sample(INTERACTION, sessions)
+    assert len(s.a) == len(s.b) == 14 and s.diffs is not None and np.allclose(s.diffs, s.a - s.b)
+    at_short = Claim(id="higher_short", statement="QUIC higher at 0.5 s", figure="Fig. 8b", metric="latency_ms",
+                     a={"transport": "h3"}, b={"transport": "tcp"}, conditions={"pause_s": 0.5},
+                     pair_by=("block",), expect="a > b")
+    assert evaluate([at_short], sessions)[0].verdict == seq.AGREES  # every gap here is positive at 0.5 s
+
+
+def test_an_interaction_pairs_only_keys_with_both_cases_and_needs_both_cases_cells() -> None:
+    sessions = pause_sessions(30.0, 5.0)
+    sessions = sessions[~((sessions.block == 1) & (sessions.pause_s == 8.0))]  # block 1 lost its long pause
+    sessions.loc[(sessions.block == 2) & (sessions.transport == "h3"), "saturated"] = True
+    s = sample(INTERACTION, sessions)
+    assert len(s.diffs) == 12 and s.n_saturated == 2 and "1 keys at X, 0 at Y without the other case" in s.note
+    need = cells_needed(evaluate([replace(INTERACTION, expect="|a - b| < margin", margin=1.0)],
+                                 sessions.iloc[:8]))
+    assert {tuple(sorted(n.cell.items())) for n in need} == {
+        (("pause_s", p), ("transport", t)) for p in (0.5, 8.0) for t in ("h3", "tcp")}
+    assert "the effect transport=h3 vs transport=tcp at pause_s=0.5 less the same at pause_s=8.0" in \
+        verdict_table(evaluate([INTERACTION], sessions))
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    ({"versus": {"abr": "bola"}}, "versus", "a condition"),
+    ({"versus": {"pause_s": 0.5}}, "versus", "same value"),
+    ({"pair_by": ()}, "versus", "pair_by"),
+    ({"scale": "diff", "margin": 0.1, "margin_relative": True}, "margin", "absolute"),
+])
+def test_bad_interactions_are_one_line_errors_naming_the_key(change: dict[str, Any], key: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        replace(INTERACTION, **change)
+    assert f"claims.gap_larger_short_pause.{key}" in str(err.value)

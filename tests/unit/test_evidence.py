@@ -325,3 +325,32 @@ def test_the_fidelity_checks_stand_apart_from_the_papers_verdicts() -> None:
     assert judged == sum(c.kind != FIDELITY for c in STUDIES["racing"].paper_claims)
     section = evidence.readme_section(EVIDENCE)
     assert section.index("### The papers' claims") < section.index("### Fidelity") < section.index("chromium_vs_browser")
+
+
+def test_the_readme_says_how_far_each_papers_own_design_got(tmp_path: Path) -> None:
+    """Issue 55: per paper, the folders made with --paper (sessions, blocks, CPU-saturated, verdicts, departures
+    left), a block the budget cut short named as in progress, and each experiment with a [paper] table that none
+    has yet with the command that starts it."""
+    table = evidence.designs_table(EVIDENCE)
+    paper_folders = [f for f in evidence.evidence_folders(EVIDENCE) if evidence.at_paper_design(f)]
+    assert "nest_paper_full" in {f.name for f in paper_folders} and "nest_paper" not in {f.name for f in paper_folders}
+    for folder in paper_folders:
+        sessions = decisions.read_sessions(folder / evidence.SESSIONS)
+        row = next(r for r in table.splitlines() if f"[{folder.name}](" in r)
+        assert f"| {len(sessions)} ({sessions['block'].nunique()}; {int(sessions['saturated'].eq(True).sum())})" in row
+        departs = [r["item"] for r in json.loads((folder / "design.json").read_text()) if r["departs"]]
+        assert f"{len(departs)} of " in row and all(item in row for item in departs)
+    assert "[nest_paper](" not in table  # the reduced design: not the paper's
+    not_yet = [r for r in table.splitlines() if "not run at the paper's design yet" in r]
+    assert not_yet and all("--paper --until-decided`)" in r for r in not_yet)
+    assert any("under_hood_dash: not run" in r and "`run under_hood_dash --paper --until-decided`" in r
+               for r in not_yet) or any("under_hood_dash" in f.name for f in paper_folders)
+    # a block its budget cut short: kept, named, not judged
+    root = tmp_path / "evidence"
+    shutil.copytree(EVIDENCE / "nest_paper_full", root / "nest_paper_full")
+    looks = json.loads((root / "nest_paper_full" / decisions.SEQUENTIAL_FILE).read_text())
+    last = looks["looks"].pop()
+    (root / "nest_paper_full" / decisions.SEQUENTIAL_FILE).write_text(json.dumps(looks))
+    n_last = int((decisions.read_sessions(root / "nest_paper_full" / evidence.SESSIONS)["block"] == last["block"]).sum())
+    row = next(r for r in evidence.designs_table(root).splitlines() if "[nest_paper_full](" in r)
+    assert f"block {last['block']} in progress ({n_last} sessions, not judged yet)" in row

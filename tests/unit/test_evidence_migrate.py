@@ -19,8 +19,10 @@ from nest_experiments.analysis.results import DASH_METRICS, metric_v2, unit_of
 from nest_experiments.cli import main
 from nest_experiments.errors import NestExpError
 from nest_experiments.reports import evidence
-from nest_experiments.reports.evidence_migrate import migrate
+from nest_experiments.reports.evidence_migrate import derive, migrate
 from nest_experiments.studies import STUDIES
+from nest_experiments.studies.nest.claims import RTT_SIZE_RHO, rtt_size_rho
+from tests.unit.sweep_synth import make_sweep
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
 V1 = {"video.avg_bitrate_bps": "video.avg_bitrate_kbps", "audio.avg_throughput_bps": "audio.avg_throughput_kbps",
@@ -120,3 +122,38 @@ def test_a_rename_of_the_results_format_marks_no_claim_post_hoc(tmp_path: Path) 
     other = Claim(id="c", statement="s", figure="-", metric="video.app_jitter_ms", per="video.avg_bitrate_kbps",
                   a={"aqm": "fq_pie"}, b={"aqm": "pie"}, expect="a < b", pair_by=("block",))
     assert preregistration.marked(tmp_path, [other])[0].post_hoc == "its metric changed after the freeze of 2026-01-02"
+
+
+def test_derive_adds_a_studys_within_session_metric_from_the_committed_tables(tmp_path: Path) -> None:
+    """A folder exported before Naik's Fig. 6 metric (each session's rank correlation of its video segments' RTT
+    and size) gains the column from its own tables/segments.csv.gz, by the function session_metrics uses; its claim
+    is judged; run again, nothing changes; a column that disagrees with its recomputation is refused."""
+    sweep, out = tmp_path / "sweep", tmp_path / "evidence" / "nest_paper"
+    shutil.move(make_sweep(tmp_path / "build", reps=3), sweep)
+    evidence.export(sweep, out, command="run")
+    table = out / evidence.TABLES_DIR / "segments.csv.gz"
+    rows = pd.read_csv(table)
+    video = rows["stream"] == "video"  # the synthetic segments' RTT is one value: give each a size-led one
+    rows.loc[video, "t_last_byte"] = rows.loc[video, "t_request"] + rows.loc[video, "bytes"] / 1e5 + 0.01 * \
+        rows.loc[video, "index"]
+    rows = pd.concat([rows, rows.assign(index=rows["index"] + 4, t_request=rows["t_request"] + 16,
+                                        t_last_byte=rows["t_last_byte"] + 16.02)])  # 8 video segments a session
+    table.write_bytes(gzip.compress(rows.to_csv(index=False).encode(), mtime=0))
+    sessions = pd.read_csv(out / evidence.SESSIONS).drop(columns=[RTT_SIZE_RHO])  # as exported before the metric
+    sessions.to_csv(out / evidence.SESSIONS, index=False)
+    assert main(["evidence", "--derive", str(out)]) == 0
+    after = pd.read_csv(out / evidence.SESSIONS)
+    assert after.drop(columns=[RTT_SIZE_RHO]).equals(sessions)  # nothing else changed
+    expected = {run: rtt_size_rho(g) for run, g in rows.groupby("run")}
+    assert after.set_index("run")[RTT_SIZE_RHO].to_dict() == pytest.approx(expected)
+    assert all(v is not None and v > 0.5 for v in expected.values())
+    claim = next(r for r in csv.DictReader((out / evidence.CLAIMS).open()) if r["id"] == "video_rtt_rises_with_size")
+    assert claim["n_a"] == str(len(after)) and claim["verdict"] == "agrees"
+    doc = json.loads((out / evidence.MANIFEST).read_text())
+    assert doc["derived"][0]["metric"] == RTT_SIZE_RHO and doc["derived"][0]["sessions"] == len(after)
+    before = (out / evidence.SESSIONS).read_bytes()
+    assert main(["evidence", "--derive", str(out)]) == 0 and (out / evidence.SESSIONS).read_bytes() == before
+    after.loc[0, RTT_SIZE_RHO] = 0.0
+    after.to_csv(out / evidence.SESSIONS, index=False)
+    with pytest.raises(NestExpError, match="not what segments.csv.gz gives again"):
+        derive(out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,19 @@ FIGURES = {f"Fig. {n}" for n in range(2, 14)}
 
 def test_the_findings_of_figs_2_to_13_are_declared_fq_pie_vs_pie_paired_within_target_and_block() -> None:
     claims = {c.id: c for c in PAPER_CLAIMS}
-    assert len(claims) == len(PAPER_CLAIMS) == 17
-    assert {c.figure for c in PAPER_CLAIMS} == FIGURES - {"Fig. 6"} | {"Figs. 3 and 6"}  # the RTT at its bitrate
-    one_sample = {"pie_at_target_bn1", "pie_at_target_bn2", "fq_pie_delay_10_20ms_bn1", "fq_pie_delay_10_20ms_bn2"}
+    assert len(claims) == len(PAPER_CLAIMS) == 18
+    assert {c.figure for c in PAPER_CLAIMS} == FIGURES | {"Figs. 3 and 6"}  # the RTT at its bitrate, and with size
+    one_sample = {"pie_at_target_bn1", "pie_at_target_bn2", "fq_pie_delay_10_20ms_bn1", "fq_pie_delay_10_20ms_bn2",
+                  "video_rtt_rises_with_size"}
     pie_only = {"pie_follows_target", "pie_at_target_bn1", "pie_at_target_bn2"}
     versus = [c for c in PAPER_CLAIMS if c.id not in pie_only | one_sample]
     assert all(c.a == {"aqm": "fq_pie"} and c.b == {"aqm": "pie"} for c in versus)
     assert all(c.strata == ("target",) and c.pair_by == ("block",) for c in versus)
     expects = {cid: c.expect for cid, c in claims.items()}
+    # Fig. 6 within each session (issue 53's derived metrics): the video segments' RTT rises with their size
+    size = claims["video_rtt_rises_with_size"]
+    assert size.metric == nest_claims.RTT_SIZE_RHO and size.reference == 0.0 and size.expect == seq.GREATER
+    assert size.a == {} and size.post_hoc
     assert [k for k, e in expects.items() if e == seq.LESS] == ["video_switches", "video_buffer",
                                                                 "video_rtt_per_bitrate", "video_jitter",
                                                                 "audio_buffer", "audio_rtt"]
@@ -113,6 +119,29 @@ def test_session_metrics_are_the_reports_numbers_and_each_bottlenecks_delay(tmp_
     assert session_metrics(fq)["qdelay_ms.bn2"] == pytest.approx(12.0)
     bare = RunFolder(make_run(tmp_path, RunSpec(aqm="pie", repetition=2, files=frozenset())))
     assert session_metrics(bare)["video.switches"] is None  # every claim's metric is a column, None when absent
+    assert session_metrics(bare)[nest_claims.RTT_SIZE_RHO] is None and m[nest_claims.RTT_SIZE_RHO] is None  # < 8
+
+
+def test_the_rtt_size_correlation_is_each_sessions_rank_correlation_of_its_video_segments(tmp_path: Path) -> None:
+    """Fig. 6 within a session: Spearman's rho of each video segment's RTT (last byte - request) against its
+    size; audio and untimed segments do not count."""
+    from nest_experiments.rundir.rows import SegmentRow, write_segments
+
+    rows = [SegmentRow(stream="video", index=i, level=i % 3, bitrate_bps=100_000 * (1 + i % 3),
+                       bytes=50_000 * (1 + i % 3), t_request=4.0 * i, t_first_byte=4.0 * i + 0.1,
+                       t_last_byte=4.0 * i + 0.3 * (1 + i % 3) + 0.01 * i, buffer_s=4.0) for i in range(12)]
+    rows += [SegmentRow(stream="audio", index=i, level=0, bitrate_bps=128_000, bytes=64_000 + i,
+                        t_request=4.0 * i, t_first_byte=4.0 * i + 0.05, t_last_byte=4.0 * i + 9.0 - i,
+                        buffer_s=4.0) for i in range(12)]  # RTT falling with size: would pull rho down
+    rows.append(SegmentRow(stream="video", index=12, level=0, bitrate_bps=100_000, bytes=500_000, t_request=None,
+                           t_first_byte=None, t_last_byte=None, buffer_s=None))
+    write_segments(tmp_path / "segments.csv", rows)
+    rho = nest_claims.rtt_size_rho(RunFolder(tmp_path).frame("segments.csv"))
+    assert rho is not None and rho > 0.9  # larger segments take longer
+    write_segments(tmp_path / "segments.csv", [replace(r, t_last_byte=(r.t_request or 0.0) + 1.0 - 0.001 * r.bytes
+                                                       / 1000) for r in rows[:12]])
+    assert (nest_claims.rtt_size_rho(RunFolder(tmp_path).frame("segments.csv")) or 0.0) < -0.9
+    assert nest_claims.rtt_size_rho(None) is None  # no segments.csv
 
 
 def test_known_truth_sweep_gives_the_planted_verdicts(tmp_path: Path) -> None:

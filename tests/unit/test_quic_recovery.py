@@ -1,18 +1,24 @@
 """dash.http.recovery: aioquic's own recovery events of a real QUIC connection (two aioquic connections in memory,
-every datagram handed across by the test, a share of the server's dropped), as quic.csv rows."""
+every datagram handed across by the test, a share of the server's dropped), as quic.csv rows; and quic-go's qlog
+(parsers.qlog) as the same rows."""
 
 from __future__ import annotations
 
 import csv
 import itertools
+import json
 import ssl
+from datetime import datetime
 from pathlib import Path
 
+import pytest
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 
 from nest_experiments.dash.http import recovery
 from nest_experiments.dash.origin import certs
+from nest_experiments.errors import RunError
+from nest_experiments.parsers import qlog
 from nest_experiments.rundir.rows import QUIC_FIELDS
 
 CLIENT_ADDR, SERVER_ADDR = ("10.0.0.1", 40000), ("10.0.0.2", 4433)
@@ -90,3 +96,41 @@ def test_without_loss_no_lost_row_and_the_window_grows(tmp_path: Path) -> None:
     assert rows and not [r for r in rows if r["event"] == "lost"]
     assert max(int(r["cwnd"]) for r in rows) > 10 * 12000  # slow start, uncut (measured: 12000 -> 329012)
     assert {r["pto_count"] for r in rows} <= {"0", ""}
+
+
+def _sqlog(events: list[dict[str, object]], *, wall: str = "2026-12-03T15:00:00.123456789Z") -> bytes:
+    """A quic-go qlog (JSON-SEQ) as quic-go v0.65 writes it: the header, then one record per event."""
+    header = {"file_schema": "urn:ietf:params:qlog:file:sequential", "trace": {
+        "vantage_point": {"type": "server"}, "common_fields": {
+            "group_id": "a1b2c3d4e5f60718293a", "reference_time": {
+                "clock_type": "monotonic", "epoch": "unknown", "wall_clock_time": wall}}}}
+    return b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in [header, *events])
+
+
+def test_quic_gos_qlog_gives_the_same_rows_on_the_run_clock() -> None:
+    """quic-go's recovery events (Caddy's qlog, the fetcher's): metrics thinned to 20/s per connection, every lost
+    packet, the PTO count carried, the packet events skipped, times on the run clock (wall clock at t = 0 given)."""
+    metrics = {"min_rtt": 20.5, "smoothed_rtt": 25.0, "latest_rtt": 24.0, "rtt_variance": 3.0,
+               "congestion_window": 30000, "bytes_in_flight": 12000, "packets_in_flight": 9}
+    events = [{"time": 1.0, "name": "transport:packet_sent", "data": {"header": {"packet_number": 1}}},
+              {"time": 10.0, "name": "recovery:metrics_updated", "data": metrics},
+              {"time": 30.0, "name": "recovery:metrics_updated", "data": {**metrics, "congestion_window": 31000}},
+              {"time": 40.0, "name": "recovery:metrics_updated", "data": {"pto_count": 1}},
+              {"time": 45.0, "name": "recovery:packet_lost", "data": {"header": {"packet_type": "1RTT",
+                                                                                 "packet_number": 7},
+                                                                      "trigger": "time_threshold"}},
+              {"time": 120.0, "name": "recovery:metrics_updated", "data": {**metrics, "congestion_window": 15000}}]
+    ref = datetime.fromisoformat("2026-12-03T15:00:00.123456+00:00").timestamp()
+    rows = qlog.recovery_rows(_sqlog(events), wall_t0=ref - 2.0)  # the trace began 2 s into the run
+    assert [(r["event"], r["cwnd"], r["t"]) for r in rows] == [("metrics", 30000, 2.01), ("lost", None, 2.045),
+                                                              ("metrics", 15000, 2.12)]  # 30 ms: thinned
+    assert [r["lost_total"] for r in rows] == [0, 1, 1] and [r["pto_count"] for r in rows] == [0, 1, 1]
+    assert rows[1]["packet_number"] == 7 and rows[0]["smoothed_rtt_ms"] == 25.0 and rows[0]["ssthresh"] is None
+    assert {r["side"] for r in rows} == {"server"} and {r["conn"] for r in rows} == {"a1b2c3d4e5f60718"}
+    assert set(rows[0]) == set(QUIC_FIELDS)
+    cut = _sqlog(events)[:-20]  # killed while writing its last record: that record is dropped
+    assert len(qlog.recovery_rows(cut, wall_t0=ref, side="client")) == 2
+    assert qlog.recovery_rows(b"", wall_t0=ref) == []
+    with pytest.raises(RunError, match="record 3: not JSON"):
+        qlog.recovery_rows(_sqlog(events).replace(b'"recovery:metrics_updated", "data": {"min_rtt"',
+                                                  b'"recovery:metrics_updated", "data": {min_rtt', 1), wall_t0=ref)

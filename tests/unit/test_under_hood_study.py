@@ -146,6 +146,18 @@ def test_metrics_of_a_dash_session_median_q75_and_the_audio_video_gap() -> None:
     assert "jain" not in m  # one stream each: no fairness
 
 
+def test_the_latency_throughput_correlation_of_a_session_is_spearmans_rho_of_its_video_segments() -> None:
+    """Fig. 7 within a session: a late segment also a slow one (TCP, as the paper says) gives rho near -1; under 8
+    video segments there is no rho; audio segments do not count."""
+    slow_late = [_seg("tcp", "video", i, 0.01 * (i + 1), 8e6 / (i + 1)) for i in range(10)]
+    audio = [_seg("tcp", "audio", i, 0.01 * (i + 1), 1e5 * (i + 1)) for i in range(10)]
+    assert uc.metrics_of(slow_late + audio)["video_latency_tput_rho"] == pytest.approx(-1.0)
+    assert uc.metrics_of(slow_late[:7] + audio)["video_latency_tput_rho"] is None
+    assert stats.rank_correlation([1, 2, 3, 4, 5, 6, 7, 8], [2, 4, 6, 8, 10, 12, 14, 16]) == pytest.approx(1.0)
+    assert stats.rank_correlation([1.0] * 8, list(range(8))) is None  # no spread: no correlation
+    assert stats.rank_correlation([1, 2, float("nan"), 4, 5, 6, 7, 8], list(range(8))) is None  # 7 finite pairs
+
+
 def test_metrics_of_two_parallel_streams_include_jain() -> None:
     samples = [_s("h3", 0.01, 30e6, stream="s1"), _s("h3", 0.01, 10e6, stream="s2")]
     m = uc.metrics_of(samples)

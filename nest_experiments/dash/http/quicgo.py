@@ -66,9 +66,12 @@ class QuicGoFetcher(Fetcher):
     @classmethod
     async def open(cls, host: str, port: int, *, clock: Any, ca: Path | None, insecure: bool,
                    server_name: str | None, window: int, connect_timeout: float,
-                   idle_timeout: float) -> QuicGoFetcher:
+                   idle_timeout: float, qlog: Path | None = None) -> QuicGoFetcher:
+        """``qlog``: the file for the connection's recovery events (``-qlog``: nest_experiments.parsers.qlog)."""
         argv = [str(binary()), "-host", host, "-port", str(port), "-window", str(window),
                 "-connect-timeout", f"{connect_timeout}s", "-idle-timeout", f"{idle_timeout}s"]
+        if qlog is not None:
+            argv += ["-qlog", str(qlog)]
         if server_name:
             argv += ["-server-name", server_name]
         if insecure:

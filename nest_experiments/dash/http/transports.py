@@ -94,6 +94,7 @@ class FetcherOptions:
     quic_cc: str = "reno"  # aioquic congestion control of the client side (qh3 has one: its own)
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350 (qh3 probes the path MTU)
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
+    qlog: Path | None = None  # h3 over quic-go: the connection's recovery events (qlog JSON-SEQ) into this file
 
 
 async def open_fetcher(
@@ -125,7 +126,8 @@ async def open_fetcher(
 
             return await QuicGoFetcher.open(host, port, clock=opts.clock, ca=opts.ca, insecure=opts.insecure,
                                             server_name=opts.server_name, window=opts.window,
-                                            connect_timeout=opts.connect_timeout, idle_timeout=opts.idle_timeout)
+                                            connect_timeout=opts.connect_timeout, idle_timeout=opts.idle_timeout,
+                                            qlog=opts.qlog)
         return await H3Fetcher.open(host, port, opts)
     raise ConfigError("transport", f"unknown transport {kind!r}; expected one of {KINDS}")
 

@@ -61,6 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
+    p.add_argument("--quic-log", type=Path, help="h3 over quic-go: the connection's recovery events (qlog) to FILE")
     p.add_argument("--prelude", action="append", default=[], metavar="PATH",
                    help="fetch this URL path before the MPD (repeatable), e.g. the dash.js page and its script")
     p.add_argument("--initial-bitrate", choices=("abr", "dashjs"), default="abr",
@@ -100,7 +101,7 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         fetcher = RaceFetcher(host=args.server, port=args.port, racer=args.racer, opts=opts)
     else:
         fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
-                                     insecure=args.insecure, h3_client=args.h3_client)
+                                     insecure=args.insecure, h3_client=args.h3_client, qlog=args.quic_log)
     if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
         args.implementation = fetcher.implementation  # type: ignore[attr-defined]
     if args.http_cache == "browser":

@@ -23,8 +23,8 @@ from nest_experiments.analysis.report_checks import (
     pie_cell_checks,
     pie_checks,
 )
-from nest_experiments.studies.base import Study
-from nest_experiments.studies.nest.claims import PAPER_CLAIMS, cell_of, session_metrics
+from nest_experiments.studies.base import Derived, Study
+from nest_experiments.studies.nest.claims import PAPER_CLAIMS, RTT_SIZE_RHO, cell_of, rtt_size_rho, session_metrics
 
 PIE_DELAY_BAND = (0.5, 2.0)  # kernel-reported mean / target
 MIN_BOTTLENECK_SHARE = 0.10
@@ -65,4 +65,5 @@ STUDY = Study(
     cell_of=cell_of,
     session_metrics=session_metrics,
     evidence_tables=("qoe", "segments", "qdisc", "subflows", "iperf3_summary", "sipp", "httperf", "cpu"),
+    derived=(Derived(RTT_SIZE_RHO, "segments", rtt_size_rho),),  # Fig. 6 within each session
 )

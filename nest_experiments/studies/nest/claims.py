@@ -90,12 +90,15 @@ import statistics
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pandas as pd
+
 from nest_experiments.analysis.claims import Claim, Value
 from nest_experiments.analysis.qdelay import METHOD_PIE_STYLE
 from nest_experiments.analysis.results import NOT_AQM, run_metrics
 from nest_experiments.analysis.sequential import EQUIVALENT, GREATER, LESS
+from nest_experiments.analysis.stats import rank_correlation
 from nest_experiments.errors import ConfigError
-from nest_experiments.rundir import RunFolder
+from nest_experiments.rundir import SEGMENTS, RunFolder
 from nest_experiments.units import parse_time
 
 BOTTLENECKS = ("bn1", "bn2")  # r1 -> r3 (Fig. 12), r2 -> r4 (Fig. 13)
@@ -160,7 +163,23 @@ def session_metrics(run: RunFolder) -> dict[str, float | None]:
         out[f"qdelay_ms.{link}"] = _delay(values, link, MEASURED)
         out[f"qdelay_kernel_ms.{link}"] = kernel = _delay(values, link, ("kernel",))
         out[f"pie_delay_x_target.{link}"] = pie_delay_x_target(kernel, target_ms)
+    out[RTT_SIZE_RHO] = rtt_size_rho(run.frame(SEGMENTS))
     return out
+
+
+RTT_SIZE_RHO = "video.rtt_size_rho"  # Fig. 6 within a session: does a larger segment take longer?
+
+
+def rtt_size_rho(segments: pd.DataFrame | None) -> float | None:
+    """Spearman's rho of one session's video segments' application RTT (last byte - request, as ``app_rtt_ms``)
+    against their size, from its ``segments.csv`` rows (a run folder's file, or its rows of an evidence folder's
+    table: :class:`nest_experiments.studies.base.Derived`); None without them or with fewer than 8 timed ones."""
+    if segments is None or segments.empty or not {"stream", "bytes", "t_request", "t_last_byte"} <= set(segments):
+        return None
+    video = segments[(segments["stream"] == "video") & (segments["bytes"] > 0)]
+    video = video.dropna(subset=["t_request", "t_last_byte"])
+    return rank_correlation(video["bytes"].astype(float).tolist(),
+                            (video["t_last_byte"] - video["t_request"]).astype(float).tolist())
 
 
 def pie_delay_x_target(delay_ms: float | None, target_ms: float | None) -> float | None:
@@ -236,6 +255,10 @@ PAPER_CLAIMS: tuple[Claim, ...] = (
           "bitrate)", figure="Figs. 3 and 6", paper_value="1700 ms at 600 kbit/s vs 1600 ms at 300: x0.53",
           metric="video.app_rtt_ms", per="video.avg_bitrate_kbps", a=FQ_PIE, b=PIE, expect=LESS, scale="ratio",
           strata=STRATA, pair_by=PAIR_BY, post_hoc=ISSUE_53),
+    Claim(id="video_rtt_rises_with_size", statement="as the bitrate of the video chunks increases, resulting in "
+          "larger data sizes, RTT increases accordingly (within each session: Spearman's rho of the video "
+          "segments' application RTT against their size above 0)", figure="Fig. 6", paper_value="rising",
+          metric=RTT_SIZE_RHO, a={}, b={}, reference=0.0, expect=GREATER, post_hoc=ISSUE_53),
     _vs_pie("video_jitter", "video.app_jitter_ms", LESS, "FQ-PIE: lower video application jitter than PIE", "Fig. 7"),
     _vs_pie("audio_throughput", "audio.avg_throughput_kbps", GREATER, "FQ-PIE: almost twice PIE's audio throughput",
             "Fig. 8", "~2x", scale="ratio"),

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nest_experiments.analysis.claims import Claim, Value
-from nest_experiments.analysis.stats import quantile
+from nest_experiments.analysis.stats import quantile, rank_correlation
 from nest_experiments.rundir import RunFolder
 from nest_experiments.studies.under_hood import metrics as uh
 
@@ -54,7 +54,7 @@ def cell_of(config: Mapping[str, Any]) -> dict[str, Value]:
     dash = app.get("kind") == "dash"
     cell: dict[str, Value] = {"experiment": str((config.get("experiment") or {}).get("name", "")),
                               "transport": str(app.get("transport", "tcp")),
-                              "server": str(app.get("http_server", "nest" if dash else "caddy"))}
+                              "server": uh.server_of(app) if dash else str(app.get("http_server", "caddy"))}
     if dash:
         trace = ((config.get("links") or {}).get("bottleneck") or {}).get("forward", {}).get("trace") or {}
         cell["abr"] = str(app.get("abr", ""))
@@ -80,7 +80,9 @@ def _summary(prefix: str, samples: Sequence[uh.Sample]) -> dict[str, float]:
 
 def metrics_of(samples: Sequence[uh.Sample]) -> dict[str, float | None]:
     """One session's numbers from its objects or segments (pure): latency (ms) and throughput (Mbit/s) median and
-    q75 over all of them; DASH: also video's and audio's apart, and ``av_gap_ms`` = audio's median latency - video's;
+    q75 over all of them; DASH: also video's and audio's apart, ``av_gap_ms`` = audio's median latency - video's, and
+    ``video_latency_tput_rho``, Spearman's rho of the video segments' response latency against their computed
+    throughput (:func:`nest_experiments.analysis.stats.rank_correlation`: None under 8 segments);
     two parallel streams: ``jain`` (of the streams' mean throughputs) and ``jain_concurrent`` (while both
     download, weighted by the overlap)."""
     out: dict[str, float | None] = dict(_summary("", samples))
@@ -91,6 +93,9 @@ def metrics_of(samples: Sequence[uh.Sample]) -> dict[str, float | None]:
         out |= _summary("video_", video) | _summary("audio_", audio)
         out["av_gap_ms"] = 1e3 * (statistics.median(s.latency_s for s in audio)
                                   - statistics.median(s.latency_s for s in video))
+        timed = [s for s in video if s.throughput_bps]  # Fig. 7: does a segment's latency track its throughput?
+        out["video_latency_tput_rho"] = rank_correlation([s.latency_s for s in timed],
+                                                         [float(s.throughput_bps or 0) for s in timed])
         return out
     fair = uh.fairness(samples)
     for key, values in (("jain", [f.jain for f in fair]), ("jain_concurrent", [f.concurrent_jain for f in fair])):
@@ -147,6 +152,17 @@ def _dash(server: str) -> list[Claim]:
         Claim(id=f"dash_{server}_audio_latency_higher_h3", statement=who + "DASH: the audio segments experience a "
               "much higher response latency over QUIC than over TCP", figure="Fig. 9b",
               metric="audio_latency_median_ms", a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b"),
+        # Fig. 7's "the response latency correlates with the computed throughput [over TCP]; however, this
+        # correlation does not hold for QUIC", within each session: high latency with low throughput (rho < 0)
+        Claim(id=f"dash_{server}_tcp_latency_tracks_throughput", statement=who + "DASH over TCP: the response "
+              "latency correlates with the computed throughput (each session's video segments: Spearman's rho of "
+              "latency against throughput below 0, a slow segment also a late one)", figure="Fig. 7 (text)",
+              metric="video_latency_tput_rho", a={**TCP}, b={}, reference=0.0, conditions=where, expect="a < b",
+              post_hoc=ISSUE_53),
+        Claim(id=f"dash_{server}_h3_latency_tracks_less", statement=who + "DASH: this correlation does not hold "
+              "for QUIC (the sessions' rho of latency against throughput higher, nearer 0 or above, over QUIC than "
+              "over TCP on the same trace and ABR)", figure="Fig. 7 (text)", metric="video_latency_tput_rho",
+              a=H3, b=TCP, conditions=where, pair_by=pair, expect="a > b", post_hoc=ISSUE_53),
         Claim(id=f"dash_{server}_audio_waits_behind_video_h3", statement=who + "DASH over QUIC: multiplexed on one "
               "connection, audio waits behind video (audio's latency above video's by more than over TCP's two "
               "connections)", figure="Fig. 9a", metric="av_gap_ms", a=H3, b=TCP, conditions=where, pair_by=pair,
@@ -168,6 +184,13 @@ def _parallel() -> list[Claim]:
         Claim(id="parallel_latency_higher_h3_short_pause", statement="two parallel streams: QUIC's higher latency "
               "is most prominent at the shortest pause (0.5 s)", figure="Fig. 8b", metric="latency_median_ms",
               a=H3, b=TCP, conditions={**where, "pause_s": 0.5}, pair_by=("block",), expect="a > b"),
+        # "more prominent when the pause time is less": the interaction, QUIC's excess latency over TCP at the
+        # shortest pause against the same excess at the longest, per block
+        Claim(id="parallel_latency_gap_larger_short_pause", statement="two parallel streams: the difference in "
+              "response latency (QUIC above TCP) more prominent when the pause time is less: larger at 0.5 s than "
+              "at 8 s", figure="Fig. 8b", metric="latency_median_ms", a=H3, b=TCP,
+              conditions={**where, "pause_s": 0.5}, versus={"pause_s": 8.0}, pair_by=("block",), expect="a > b",
+              post_hoc=ISSUE_53),
         *(Claim(id=f"parallel_latency_higher_h3_pause_{pause:g}s", statement="two parallel streams: the response "
                 f"latency with QUIC significantly higher than TCP at every pause time (p < 0.05 for all the "
                 f"instances): at {pause:g} s", figure="Fig. 8b", metric="latency_median_ms", a=H3, b=TCP,

@@ -39,7 +39,7 @@ from nest_experiments.units import parse_time
 
 OBJECTS, DASH, PARALLEL = "under_hood_objects", "under_hood_dash", "under_hood_parallel"
 TRANSPORTS = ("tcp", "h3")
-SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)"}
+SERVERS = {"caddy": "Caddy (quic-go)", "nest": "our server (aioquic)", "webfs": "webfsd (HTTP/1.1 over TCP)"}
 REPORT_FILE = "under_hood.md"
 
 
@@ -108,8 +108,17 @@ def segment_sample(run: str, server: str, row: dict[str, str]) -> Sample | None:
                   latency_s=t_first - t_req, t_request=t_req, t_last_byte=t_last)
 
 
+def server_of(app: Mapping[str, Any]) -> str:
+    """The origin a dash app's table in a run's ``config.toml`` served its transport with: ``http_server`` as a
+    name, or its entry for the app's transport (a table of transport -> name, as the ABR letter's split)."""
+    value = app.get("http_server", "nest")
+    if isinstance(value, Mapping):
+        return str(value.get(str(app.get("transport", "tcp")), "nest"))
+    return str(value)
+
+
 def _segment_samples(run_dir: Path, app: Mapping[str, Any]) -> list[Sample]:
-    server = str(app.get("http_server", "nest"))
+    server = server_of(app)
     out = (segment_sample(run_dir.name, server, r) for r in RunFolder(run_dir).rows(SEGMENTS))
     return [s for s in out if s is not None]
 
