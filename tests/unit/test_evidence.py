@@ -74,9 +74,11 @@ def test_the_committed_claim_table_is_what_the_sessions_give(folder: str) -> Non
     claims = preregistration.marked(path, STUDIES[manifest.study].claims_for(manifest.experiment))  # post hoc marks
     verdicts = decisions.judge_folder(claims, sessions, path)  # a block still in progress: not judged yet
     same_rows(read_claims(path / evidence.CLAIMS), decisions.verdict_rows(verdicts))
-    if (path / decisions.SEQUENTIAL_FILE).exists():  # the looks recorded are the blocks the sessions have, but
-        looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]  # at most one, the next, that a
-        blocks = sorted(sessions["block"].unique().tolist())  # budget ended part-way (named in the report)
+    # the looks recorded are the blocks the sessions have; relaxed (session 43) from "every block" to "every block
+    # but at most one, the next, that its budget ended part-way", which the report must then name
+    if (path / decisions.SEQUENTIAL_FILE).exists():
+        looks = json.loads((path / decisions.SEQUENTIAL_FILE).read_text())["looks"]
+        blocks = sorted(sessions["block"].unique().tolist())
         assert [look["block"] for look in looks] == blocks[:len(looks)] and len(blocks) - len(looks) <= 1
         waiting = decisions.in_progress(path, sessions)
         assert (waiting is None) == (len(blocks) == len(looks))
@@ -95,7 +97,9 @@ def test_plot_on_a_copy_regenerates_the_claim_table_and_the_report(folder: str, 
     assert (copy / evidence.CLAIMS).read_bytes() == (EVIDENCE / folder / evidence.CLAIMS).read_bytes()
     report = (copy / evidence.REPORT).read_text()
     assert report == (EVIDENCE / folder / evidence.REPORT).read_text(), "report.md is stale: run plot on the folder"
-    judged = bool(read_claims(copy / evidence.CLAIMS)["effect"].notna().any())  # else one panel: "no claim has data"
+    # weakened (session 43) for a folder whose only block is in progress: every claim "no data", the figure is one
+    # panel saying so (2695 bytes measured for abr_quic_tcp_paper), so it is held to > 1 kB there, > 10 kB elsewhere
+    judged = bool(read_claims(copy / evidence.CLAIMS)["effect"].notna().any())
     assert (copy / evidence.FIGURES_DIR / "claims.png").stat().st_size > (10_000 if judged else 1_000)
     assert str(copy / evidence.REPORT) in capsys.readouterr().out
 
