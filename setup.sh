@@ -18,8 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(iproute2 iputils-ping ethtool iperf3 sip-tester httperf mptcpd tcpdump tshark ffmpeg nftables
-              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx webfs gcc libc6-dev python3-venv
-              chromium mptcpize firefox-esr libnss3-tools)
+              qemu-system-x86 busybox-static cpio kmod procps psmisc util-linux caddy nginx webfs gcc libc6-dev python3-venv)
+# the DASH players' packages (chromium, firefox-esr, ...) are named in their records (nest_experiments/dash/players):
+# install_player_packages asks the venv for them
 
 # seconds to wait for another apt/dpkg to release its lock
 APT_LOCK_TIMEOUT=${APT_LOCK_TIMEOUT:-600}
@@ -56,8 +57,9 @@ need_root() {
 }
 
 install_packages() {
+  # install_packages PACKAGE...: those not installed yet
   local missing=()
-  for p in "${APT_PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -99,6 +101,14 @@ make_venv() {
     .venv/bin/pip install -q --no-deps -e .
     echo "$want" > "$stamp"
   fi
+}
+
+install_player_packages() {
+  # the packages each DASH player's record names (python -m nest_experiments.dash.players --apt)
+  local text pkgs
+  text=$(.venv/bin/python -m nest_experiments.dash.players --apt)
+  read -ra pkgs <<<"$text"
+  if [ ${#pkgs[@]} -gt 0 ]; then install_packages "${pkgs[@]}"; fi
 }
 
 build_go() {
@@ -207,8 +217,9 @@ if [ "${1:-}" = tests ]; then
 fi
 
 need_root
-install_packages
+install_packages "${APT_PACKAGES[@]}"
 make_venv
+install_player_packages
 build_native
 install_web
 install_gpac

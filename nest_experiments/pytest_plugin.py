@@ -18,12 +18,15 @@ Fixtures
 ``nest_require_features``
     ``nest_require_features("pie", "netem")``: skip (or, in strict mode, fail)
     when the kernel lacks them.
+``nest_router_guest``
+    (session) under ``--nest-runtime router``, the router guest ``nest_network`` sends links through; None
+    otherwise.
 
 Markers
 -------
 ``@pytest.mark.nest_integration``: the test builds real namespaces: skipped without root.
 ``@pytest.mark.nest_vm`` (or ``nest_vm("pie", ...)``: the features it needs; default pie, fq_pie and netem):
-skipped on a kernel without them, with the reason and the fix (``--nest-runtime vm``).
+skipped on a kernel without them, with the reason and the fix (``--nest-runtime router`` or ``vm``).
 
 Strict mode
 -----------
@@ -33,14 +36,20 @@ whose tests use this plugin and may skip. ``0`` (or unset) is the default; anoth
 A test of yours that cannot run for a reason of its own (a tool missing) joins in with
 ``nest_experiments.pytest_plugin.skip_or_fail(reason)``.
 
-Option
-------
+Options
+-------
+``--nest-runtime router``: the tests run on the host as always, and each link a ``nest_network`` shapes with a
+qdisc the host lacks (pie, fq_pie, netem, codel, fq_codel, cake) goes through one qemu guest that only forwards
+(the router runtime, booted when the session's first such network is built and shut down at its end); a
+``nest_vm`` test needing only such qdiscs then runs. The qdiscs live in the guest: read them through
+``net.qdiscs``, ``net.htb_rate_bps`` and ``net.read_back``, not with a ``tc`` of your own on the node.
 ``--nest-runtime vm`` runs the whole pytest session inside the VM runtime (a stock Debian kernel, for kernels
 without pie/fq_pie/netem), with the project's folder (pytest's rootdir) writable in the guest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -59,7 +68,9 @@ OPTION = "--nest-runtime"
 INTEGRATION = "nest_integration"
 VM = "nest_vm"
 VM_FEATURES = ("pie", "fq_pie", "netem")
-VM_HINT = f"run pytest with {OPTION} vm"
+VM_HINT = f"run pytest with {OPTION} router (the qdiscs through a guest) or {OPTION} vm (the whole session in one)"
+ROUTER = "router"
+ROUTER_SLOTS = 2  # links per network through the guest at first (the default topology's two bottlenecks)
 
 
 STRICT_ENV = "NEST_EXP_STRICT"
@@ -97,8 +108,9 @@ def require_quicgo(client: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nest_experiments")
-    group.addoption(OPTION, choices=("auto", "host", "vm"), default="auto",
-                    help="vm: run the whole session inside the nest_experiments VM (a kernel with pie/fq_pie/netem)")
+    group.addoption(OPTION, choices=("auto", "host", ROUTER, "vm"), default="auto",
+                    help="router: links needing qdiscs this kernel lacks go through one qemu guest; vm: run the "
+                         "whole session inside the nest_experiments VM (a kernel with pie/fq_pie/netem)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -137,18 +149,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if (item.get_closest_marker(INTEGRATION) or vm) and os.geteuid() != 0:
         skip_or_fail("needs root (network namespaces)")
     if vm:
-        missing_features(tuple(vm.args) or VM_FEATURES)
+        missing_features(tuple(vm.args) or VM_FEATURES, routed=item.config.getoption(OPTION) == ROUTER)
 
 
-def missing_features(features: tuple[str, ...]) -> None:
-    """Skip (strict: fail) unless the kernel has every one of ``features``."""
+def missing_features(features: tuple[str, ...], *, routed: bool = False) -> None:
+    """Skip (strict: fail) unless the kernel has every one of ``features`` (``routed``: or the router guest
+    gives it to the networks' links)."""
     from nest_experiments.net.kernel import FEATURES, probe_feature
+    from nest_experiments.net.routed import ROUTABLE
 
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
         pytest.fail(f"{VM}: unknown kernel feature {', '.join(map(repr, unknown))}; known: {', '.join(FEATURES)}",
                     pytrace=False)
-    missing = [f for f in features if not probe_feature(f).ok]
+    missing = [f for f in features if not probe_feature(f).ok and not (routed and f in ROUTABLE)]
     if missing:
         skip_or_fail(f"kernel lacks {', '.join(missing)}: {VM_HINT}")
 
@@ -189,9 +203,13 @@ class TestNetwork:
         return found[0]
 
     def qdiscs(self, link: str, node: str) -> list[dict[str, Any]]:
-        """The kernel's qdiscs on ``node``'s end of ``link`` (``tc -j qdisc show``), root first."""
+        """The kernel's qdiscs on ``node``'s end of ``link`` (``tc -j qdisc show``), root first: the router
+        guest's, for a link through it."""
         import json
 
+        routed = self._routed(link, node)
+        if routed is not None:
+            return list(json.loads(self.net.router.call("show", args=["qdisc", "show", "dev", routed.plan.dev])["out"]))
         dev = self.spec.link(link).ifname(node)
         return list(json.loads(self.run(node, ["tc", "-j", "qdisc", "show", "dev", dev]).stdout))
 
@@ -202,29 +220,86 @@ class TestNetwork:
         egress = self.egress(link, node)
         if egress.plan.htb_class is None:
             return None
+        if egress.routed:
+            classes = self.net.router.call("classes", devs=[egress.plan.dev])["classes"].get(egress.plan.dev, {})
+            found = classes.get(egress.plan.htb_class)
+            return None if found is None else int(found["rate_bps"])
         text = self.run(node, ["tc", "class", "show", "dev", egress.dev]).stdout
         return parse_htb_classes(text).get(egress.plan.htb_class)
 
     def read_back(self) -> None:
-        """Every shaped egress as planned (qdiscs, their flags, HTB rates); NetworkSetupError says what differs."""
+        """Every shaped egress as planned (qdiscs, their flags, HTB rates; in the router guest too);
+        NetworkSetupError says what differs."""
         by_ns: dict[str, list[Any]] = {}
         for e in self.net.egresses:
-            by_ns.setdefault(e.ns, []).append(e.plan)
-        for plans in by_ns.values():
-            self.net.read_back(*plans)
+            by_ns.setdefault("" if e.routed else e.ns, []).append(e.plan)  # "": the router guest's
+        for ns, plans in by_ns.items():
+            if ns:
+                self.net.read_back(*plans)
+            else:
+                self.net.read_back_guest(plans)
+
+    def _routed(self, link: str, node: str) -> Any | None:
+        found = [e for e in self.net.egresses if e.link == link and e.node == node and e.routed]
+        return found[0] if found else None
 
 
 @pytest.fixture
-def nest_require_features() -> Callable[..., None]:
-    """``nest_require_features("pie", "netem")``: skip (strict: fail) unless the kernel has them."""
+def nest_require_features(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``nest_require_features("pie", "netem")``: skip (strict: fail) unless the kernel has them (under
+    ``--nest-runtime router``: or the router guest gives them to ``nest_network``'s links)."""
+    routed = request.config.getoption(OPTION) == ROUTER
+
     def check(*features: str) -> None:
-        missing_features(features)
+        missing_features(features, routed=routed)
 
     return check
 
 
+class RouterGuest:
+    """``--nest-runtime router``: the session's one router guest, booted when a network first has a link that
+    needs it (again, with more slots, when a network needs more links through it than it has) and shut down when
+    the session ends."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.guest: Any = None
+        self.slots = 0
+
+    def for_links(self, links: Sequence[Any]) -> Any:
+        """The guest for a network with ``links`` (LinkConfig), or None when none of them needs it."""
+        from nest_experiments.net.routed import routed_count
+
+        missing = runtime.routable_missing()
+        need = routed_count(links, missing)
+        if need == 0:
+            return None
+        if self.guest is None or need > self.slots:
+            self.close()
+            self.slots = max(need, ROUTER_SLOTS)
+            self.guest = self._stack.enter_context(runtime.router_guest(slots=self.slots, missing=missing))
+        return self.guest
+
+    def close(self) -> None:
+        self._stack.close()
+        self._stack, self.guest, self.slots = contextlib.ExitStack(), None, 0
+
+
+@pytest.fixture(scope="session")
+def nest_router_guest(request: pytest.FixtureRequest) -> Iterator[RouterGuest | None]:
+    """The session's :class:`RouterGuest` under ``--nest-runtime router`` (else None): ``nest_network`` uses it."""
+    if request.config.getoption(OPTION) != ROUTER:
+        yield None
+        return
+    holder = RouterGuest()
+    try:
+        yield holder
+    finally:
+        holder.close()
+
+
 @pytest.fixture
-def nest_network() -> Iterator[Callable[..., TestNetwork]]:
+def nest_network(nest_router_guest: RouterGuest | None) -> Iterator[Callable[..., TestNetwork]]:
     from nest_experiments.net.procs import clean_dead_runs, run_lock
 
     built: list[Any] = []
@@ -240,7 +315,7 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
             lock.__enter__()
             locked = True
             clean_dead_runs()
-        net = _make_network(topology, links or {}, congestion_control, firewalls or {})
+        net = _make_network(topology, links or {}, congestion_control, firewalls or {}, nest_router_guest)
         built.append(net)
         net.__enter__()
         return TestNetwork(net)
@@ -254,7 +329,8 @@ def nest_network() -> Iterator[Callable[..., TestNetwork]]:
             lock.__exit__(None, None, None)
 
 
-def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str, firewalls: dict[str, Any]) -> Any:
+def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: str, firewalls: dict[str, Any],
+                  router: RouterGuest | None = None) -> Any:
     from nest_experiments.config import parse_experiment
     from nest_experiments.net.network import Network
     from nest_experiments.net.procs import RunState, new_prefix
@@ -267,10 +343,11 @@ def _make_network(topology: str | topo.TopologySpec, links: dict[str, Any], cc: 
         if firewalls:
             raise ValueError("firewalls need a named topology (topologies/NAME.toml)")
         exp_links = _links_for_spec(topology, links)
-        return Network(topology, exp_links, state=RunState(prefix=new_prefix()), congestion_control=cc)
+        return Network(topology, exp_links, state=RunState(prefix=new_prefix()), congestion_control=cc,
+                       router=router.for_links(exp_links) if router else None)
     exp = parse_experiment(raw)
     return Network(exp.topology, exp.links, state=RunState(prefix=new_prefix()), congestion_control=cc,
-                   firewalls=exp.firewalls)
+                   firewalls=exp.firewalls, router=router.for_links(exp.links) if router else None)
 
 
 def _links_for_spec(spec: topo.TopologySpec, links: dict[str, Any]) -> tuple[Any, ...]:

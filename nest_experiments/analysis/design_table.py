@@ -66,6 +66,33 @@ def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
     return records(out)
 
 
+def merged(earlier: Sequence[Mapping[str, Any]], later: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One design of runs made in two parts (an evidence folder gone on from with ``--continue-from``): per item
+    ours over both (as :func:`of_folder` merges runs) and departing when either part departed. Items only one
+    part has keep its record; with no earlier part, the later one."""
+    if not earlier:
+        return [dict(r) for r in later]
+    by_item = {r["item"]: r for r in later}
+    out = []
+    for old in earlier:
+        new = by_item.pop(old["item"], None)
+        if new is None:
+            out.append(dict(old))
+            continue
+        values = [*_as_list(old["ours"])]
+        values += [v for v in _as_list(new["ours"]) if v not in values]
+        if isinstance(old["paper"], list):
+            order = [str(v) for v in old["paper"]]
+            values.sort(key=lambda v: order.index(str(v)) if str(v) in order else len(order))
+        single = not isinstance(old["ours"], list) and not isinstance(new["ours"], list) and len(values) == 1
+        out.append({**new, "ours": values[0] if single else values, "departs": bool(old["departs"] or new["departs"])})
+    return out + [dict(r) for r in by_item.values()]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
 def write(folder: Path, found: Sequence[Mapping[str, Any]]) -> Path:
     path = folder / DESIGN_FILE
     write_atomic(path, json.dumps(list(found), indent=1, sort_keys=True) + "\n")
@@ -100,4 +127,4 @@ def section(found: Sequence[Mapping[str, Any]]) -> list[str]:
                                               "the paper's words"], body)]
 
 
-__all__ = ["DESIGN_FILE", "HEADING", "of_folder", "read", "records", "section", "write"]
+__all__ = ["DESIGN_FILE", "HEADING", "merged", "of_folder", "read", "records", "section", "write"]

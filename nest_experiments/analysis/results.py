@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from nest_experiments.config.qdiscs import fifo_kinds
 from nest_experiments.dash.core import qoe
 from nest_experiments.rundir import (
     ACCESS,
@@ -64,7 +65,8 @@ from nest_experiments.rundir import run_dirs as run_dirs  # re-exported: a sweep
 
 STEADY_SKIP_S = 2.0  # slow start and the first queue fill are not the steady state
 BIN_S = 1.0  # queue-delay time grid
-NOT_AQM = frozenset({"pfifo", "bfifo", "pfifo_fast", "htb", "netem", "tbf"})
+# what a run's qdisc rows may name that is no AQM: the shapers, the kernel's default, the leaf kinds declared aqm = false
+NOT_AQM = frozenset({"pfifo_fast", "htb", "netem", "tbf", *fifo_kinds()})
 STREAMS = ("video", "audio")
 
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
+from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig
 from nest_experiments.dash.origin import caddy, certs
 from nest_experiments.errors import RunError
@@ -32,12 +34,15 @@ from nest_experiments.rundir import (
     OUT,
     RAW_DIR,
     SERVER,
+    SUBFLOWS,
     app_file,
     write_bytes_atomic,
     write_json,
 )
 
 SERVER_MODULE = "nest_experiments.dash.origin.server"  # our HTTP server (DASH and objects apps), run as python -m
+# how often an app's TCP / MPTCP sockets are read (a process per sample: ~5 ms on the host, more under TCG), by in_vm
+SOCKET_INTERVAL_S = {False: 1.0, True: 5.0}
 
 
 class App(abc.ABC):
@@ -61,6 +66,7 @@ class App(abc.ABC):
         self.on_exit: Callable[[int], None] = lambda pid: None
         self.warm: WarmPool | None = None  # the run's warm Python processes (net.warm), for :meth:`spawn`
         self._waits: list[Callable[[], object]] = []  # what ready() waits for
+        self.subflows: SubflowSampler | None = None  # its sockets' sampler (sample_sockets), if it has one
 
     @property
     def raw_dir(self) -> Path:
@@ -110,12 +116,34 @@ class App(abc.ABC):
         return {}
 
     def stop(self) -> None:
+        self.stop_sockets()
         for proc in reversed(self.procs):
             stop(proc)
         for fh in self._files:
             fh.close()
 
     # ------------------------------------------------------------ helpers
+
+    def sample_sockets(self, *, client: str, server: str, port: int) -> None:
+        """From now until :meth:`stop_sockets`, the TCP (and MPTCP subflow) sockets between ``client`` and
+        ``server``'s ``port``, read at both ends (collectors.subflows: bytes per path at the client, the sender's
+        tcp_info at the server) into ``subflows.csv`` (:meth:`socket_outputs`)."""
+        spec = self.net.spec
+        link_of = {str(link.address(node, spec.base).ip): link.name
+                   for node in (client, server) for link in spec.links_of(node)}
+        self.subflows = SubflowSampler(app=self.cfg.name, ns=self.net.ns(client), port=port, link_of=link_of,
+                                       clock=self.clock, interval_s=SOCKET_INTERVAL_S[self.in_vm],
+                                       server_ns=self.net.ns(server))
+        self.subflows.start()
+
+    def stop_sockets(self) -> None:
+        """The sampler's last sample and its end (idempotent)."""
+        if self.subflows is not None:
+            self.subflows.stop()
+
+    def socket_outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
+        """``subflows.csv``'s rows of this app (none when it sampled no sockets)."""
+        return {} if self.subflows is None else {SUBFLOWS: (SUBFLOW_FIELDS, self.subflows.rows)}
 
     def spawn(self, node: str, argv: Sequence[str], *, log: str, cwd: Path | None = None,
               stderr_log: str | None = None, timer_slack_ns: int | None = None) -> subprocess.Popen[bytes]:

@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.apps.base import SERVER_MODULE, App, last_line, read_rows
-from nest_experiments.collectors.subflows import FIELDS as SUBFLOW_FIELDS
-from nest_experiments.collectors.subflows import SubflowSampler
 from nest_experiments.config import AppConfig, DashApp
 from nest_experiments.dash import players
 from nest_experiments.dash.content import encode, media
@@ -70,7 +68,6 @@ from nest_experiments.rundir import (
     RACING,
     SEGMENTS,
     SERVER,
-    SUBFLOWS,
     app_file,
     write_json,
 )
@@ -80,12 +77,8 @@ from nest_experiments.rundir.rows import DECISION_FIELDS, QUIC_FIELDS, RACING_FI
 READY_TIMEOUT_S = {False: 20.0, True: 120.0}  # by App.in_vm: on the host or in the VM runtime's guest
 BROWSER_READY_FACTOR = 4  # Chromium started and the namespace's addresses settled: 4 x READY_TIMEOUT_S
 ACCESS_TIMES = ("t_arrival", "t_first_byte_sent", "t_last_byte_sent")
-# one `ss` process per sample: ~5 ms on the host, ~0.2 s of CPU under the TCG VM
-SUBFLOW_INTERVAL_S = {False: 1.0, True: 5.0}  # by App.in_vm
 CADDY_PORT = caddy.PORT  # TCP and, for h3, UDP
 OUR_PORTS = (20000, 29999)  # our server's port: fixed per app name (the player is started before the server listens)
-CLIENT_MODULES = {"nest": "nest_experiments.dash.players.client", "dashjs": "nest_experiments.dash.players.browser",
-                  "firefox": "nest_experiments.dash.players.firefoxplayer", "gpac": "nest_experiments.dash.players.gpacplayer"}
 
 
 def server_port(app: str) -> int:
@@ -107,7 +100,7 @@ class Dash(App):
     @classmethod
     def prepare_host(cls, cfg: AppConfig) -> None:
         mpd = cls.media(cfg)  # type: ignore[arg-type]
-        if cfg.player in players.BROWSERS or cfg.page == "dashjs":  # type: ignore[attr-defined]
+        if players.KINDS[cfg.player].browser or cfg.page == "dashjs":  # type: ignore[attr-defined]
             players.install_dashjs_page(mpd.parent)
 
     @classmethod
@@ -116,7 +109,8 @@ class Dash(App):
         # as `ip netns exec` starts them (its own /sys and mount namespace)
         c: DashApp = cfg  # type: ignore[assignment]
         server = (SERVER_MODULE,) if c.http_server == "nest" else ()
-        return (*server, *((CLIENT_MODULES[c.player],) if c.player == "nest" else ()))
+        player = players.KINDS[c.player]
+        return (*server, *((player.module,) if player.launch == "ours" else ()))
 
     @staticmethod
     def media(c: DashApp) -> Path:
@@ -140,7 +134,7 @@ class Dash(App):
             self._spawn_client()
             return
         self._spawn_server()
-        if c.player in ("dashjs", "gpac"):  # the browser and GPAC read the server's certificate as they start
+        if players.KINDS[c.player].reads_cert_at_start:  # Chromium and GPAC read the server's certificate at start
             self._await_server()
             self._spawn_client()
             return
@@ -247,13 +241,14 @@ class Dash(App):
         if c.transport == "h3" and c.h3_client == "quic-go":
             quicgo.binary()  # missing: say how to build it, before the player starts
         self.go_file = self.raw_dir / app_file(c.name, GO_FILE)
-        if c.player in players.BROWSERS:
+        launch = players.KINDS[c.player].launch
+        if launch == "browser":
             self._spawn_browser()
             return
-        if c.player == "gpac":
+        if launch == "gpac":
             self._spawn_gpac()
             return
-        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", players.KINDS[c.player].module, *self._player_args().to_argv(),
                 "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
                 "--abandon", c.abandon, "--initial-bitrate", c.initial_bitrate,
                 "--schedule", c.schedule, "--fast-switch", c.fast_switch, "--http-cache", c.http_cache]
@@ -264,7 +259,7 @@ class Dash(App):
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
-        if c.transport == "h3" and c.h3_client == "quic-go" and c.player == "nest":  # its connection's recovery
+        if c.transport == "h3" and c.h3_client == "quic-go":  # its connection's recovery
             argv += ["--quic-log", str(self.raw_dir / app_file(c.name, CLIENT, QUIC_QLOG))]
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
         self.when_ready(functools.partial(self._wait_ready, self.client, CLIENT))
@@ -283,7 +278,7 @@ class Dash(App):
         c = self.cfg
         page = players.install_dashjs_page(self.mpd.parent)
         sockets.wait_addresses_settled(self.net.ns(c.client))  # a browser started before DAD ends sees it as a change
-        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", players.KINDS[c.player].module, *self._player_args().to_argv(),
                 "--page", page, "--mpd-file", str(self.mpd),
                 "--profile", str(self.net.state.temp_dir(c.player) / "profile")]
         if c.player == "dashjs":
@@ -296,7 +291,7 @@ class Dash(App):
     def _spawn_gpac(self) -> None:
         """GPAC's DASH client (:mod:`nest_experiments.dash.players.gpacplayer`), its log in the client's folder."""
         c = self.cfg
-        argv = [sys.executable, "-m", CLIENT_MODULES[c.player], *self._player_args().to_argv(),
+        argv = [sys.executable, "-m", players.KINDS[c.player].module, *self._player_args().to_argv(),
                 "--mpd-file", str(self.mpd)]
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
         self._wait_ready(self.client, CLIENT)
@@ -305,15 +300,8 @@ class Dash(App):
         c = self.cfg
         self.t_start = self.clock()
         write_json(self.go_file, {"t0": time.monotonic() - self.t_start})
-        self.subflows: SubflowSampler | None = None
         if c.transport != "h3":
-            spec = self.net.spec
-            link_of = {str(link.address(node, spec.base).ip): link.name
-                       for node in (c.client, c.server) for link in spec.links_of(node)}
-            self.subflows = SubflowSampler(app=c.name, ns=self.net.ns(c.client), port=self.port, link_of=link_of,
-                                           clock=self.clock, interval_s=SUBFLOW_INTERVAL_S[self.in_vm],
-                                           server_ns=self.net.ns(c.server))
-            self.subflows.start()
+            self.sample_sockets(client=c.client, server=c.server, port=self.port)
 
     def done(self) -> bool:
         return self.exited(getattr(self, "client", None))
@@ -329,8 +317,7 @@ class Dash(App):
             self.warnings.append(str(exc))
             code = 0 if (self.out_dir / QOE).exists() else 1
         finally:
-            if self.subflows is not None:
-                self.subflows.stop()
+            self.stop_sockets()
         if c.transport == "mptcp":
             self._write_mptcp_counters()
         self.access = self._access_rows()
@@ -346,7 +333,8 @@ class Dash(App):
         doc["http_server"] = self.versions.get(f"apps.{c.name}.http_server", "")
         doc.setdefault("player", c.player)
         self.versions[f"apps.{c.name}.client"] = doc.get("client", "")
-        self.versions[f"apps.{c.name}.player"] = "nest_experiments" if c.player == "nest" else doc.get("client", "")
+        ours = players.KINDS[c.player].launch == "ours"
+        self.versions[f"apps.{c.name}.player"] = "nest_experiments" if ours else doc.get("client", "")
         _set_app_entry(self.run_dir / QOE, c.name, doc)
         if doc.get("end_reason") != "ended":
             self.warnings.append(f"apps.{c.name}: playback did not reach the end ({doc.get('end_reason')})")
@@ -383,11 +371,6 @@ class Dash(App):
                     row[key] = f"{float(row[key]) + shift:.6f}"
         return rows
 
-    def stop(self) -> None:
-        if getattr(self, "subflows", None) is not None:
-            self.subflows.stop()  # type: ignore[union-attr]
-        super().stop()
-
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
         out: dict[str, tuple[Sequence[str], list[dict[str, Any]]]] = {
             SEGMENTS: ((*SEGMENT_FIELDS, "app"), getattr(self, "segments", [])),
@@ -396,8 +379,7 @@ class Dash(App):
         }
         if getattr(self, "racing", None) is not None:
             out[RACING] = ((*RACING_FIELDS, "app"), self.racing)
-        if getattr(self, "subflows", None) is not None:
-            out[SUBFLOWS] = (SUBFLOW_FIELDS, self.subflows.rows)  # type: ignore[union-attr]
+        out.update(self.socket_outputs())
         quic = self._quic_rows()
         if quic is not None:
             out[QUIC] = ((*QUIC_FIELDS, "app"), quic)

@@ -10,7 +10,10 @@ the server's own clock). ``start()`` runs
 run's t = 0, so that its times are on the run clock; ``finish()`` reads its
 CSV into ``objects.csv`` (:data:`nest_experiments.apps.objects_client.FIELDS` +
 ``app``). The client sends no request after the run's duration; objects it
-did not get to are a warning.
+did not get to are a warning. Over tcp and h2 the client's connections are
+read at both ends once a second (``subflows.csv``, as the DASH app's: the
+sender's cwnd, RTT, pacing and delivery rate, retransmits, ECN), with the
+app's name in its ``app`` column.
 """
 
 from __future__ import annotations
@@ -108,13 +111,18 @@ class Objects(App):
             argv += ["--ca", str(self.ca)]
         self.versions[f"apps.{c.name}.client"] = _client_version(c)
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
+        if c.transport != "h3":  # the TCP connections' state at both ends (QUIC's is not a kernel socket)
+            self.sample_sockets(client=c.client, server=c.server, port=self.port)
 
     def done(self) -> bool:
         return self.exited(getattr(self, "client", None))
 
     def finish(self, deadline: float) -> None:
         c = self.cfg
-        code = self.wait_proc(self.client, deadline, "object-download client")
+        try:
+            code = self.wait_proc(self.client, deadline, "object-download client")
+        finally:
+            self.stop_sockets()
         self.rows = read_rows(self.csv_path, app=c.name, missing_ok=True)
         planned = len(objects.schedule(design(c)))
         if code != 0:
@@ -125,7 +133,7 @@ class Objects(App):
                                  "(the run's duration ended first)")
 
     def outputs(self) -> dict[str, tuple[Sequence[str], list[dict[str, Any]]]]:
-        return {OBJECTS: ((*objects.FIELDS, "app"), getattr(self, "rows", []))}
+        return {OBJECTS: ((*objects.FIELDS, "app"), getattr(self, "rows", [])), **self.socket_outputs()}
 
 
 def _client_version(c: ObjectsApp) -> str:

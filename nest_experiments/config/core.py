@@ -15,21 +15,15 @@ from typing import Any
 from nest_experiments import resources
 from nest_experiments.config import toollimits, traces
 from nest_experiments.config import topology as topo
+from nest_experiments.config.qdiscs import qdisc_kinds
 from nest_experiments.config.tomlread import Table, as_bool, as_int, as_name, as_str, join, one_of, positive_int
 from nest_experiments.errors import ConfigError
 from nest_experiments.units import parse_percent, parse_rate, parse_size, parse_time
 
-QDISC_FILE = resources.data(resources.QDISC_KINDS)
 DEFAULT_EXPERIMENT = Path(__file__).parents[1] / "default.toml"
 RUNTIMES = ("auto", "host", "router", "vm")
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr", "htcp", "vegas", "dctcp")
 DEFAULT_FIFO_LIMIT = 1000
-
-
-@cache
-def qdisc_kinds() -> dict[str, dict[str, Any]]:
-    with QDISC_FILE.open("rb") as fh:
-        return tomllib.load(fh)
 
 
 # ---------------------------------------------------------------- dataclasses
@@ -489,8 +483,9 @@ def parse_qdisc(path: str, value: object) -> QdiscConfig:
         value = {"kind": value}
     t = Table(path, value)
     kind = t.get("kind", one_of(tuple(qdisc_kinds())))
-    spec = qdisc_kinds()[kind]["params"]
-    params = tuple((key, t.get(key, _PARAM_PARSERS[spec[key]["type"]])) for key in t.data if key in spec)
+    spec = qdisc_kinds()[kind].params
+    params = tuple((key, t.get(key, one_of(spec[key].choices) if spec[key].type == "choice" else
+                               _PARAM_PARSERS[spec[key].type])) for key in t.data if key in spec)
     t.mark(*spec)
     try:
         t.done()

@@ -28,7 +28,6 @@ DASH_HTTP_SERVERS = ("nest", "caddy", "webfs")
 CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listener
 WEBFS_TRANSPORTS = ("tcp",)  # webfsd speaks HTTP/1.1 on a TCP socket (its TLS mode is not HTTP/2)
 MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
-BROWSER_RACING = {"dashjs": "chromium", "firefox": "firefox"}  # a browser player's own racing, as a policy name
 DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
 
 
@@ -109,7 +108,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
     if http_server == "caddy" and transport not in CADDY_TRANSPORTS:
         raise ConfigError(join(t.path, "http_server"), f"Caddy serves transports {', '.join(CADDY_TRANSPORTS)}, "
                                                        f"not {transport!r}: use http_server = 'nest' for it")
-    if player in players.BROWSERS and transport == "race" and http_server != "caddy":
+    if players.KINDS[player].browser and transport == "race" and http_server != "caddy":
         raise ConfigError(join(t.path, "http_server"), "dash.js over race needs http_server = 'caddy' (its alt-svc "
                                                        "header is how the browser discovers QUIC)")
     return DashApp(
@@ -214,7 +213,7 @@ def _dashjs_behaviour(t: Table, player: str, key: str, values: tuple[str, ...], 
     always ``browser`` for the browser players (dash.js's, or the browser's own), not for GPAC."""
     from nest_experiments.dash import players
 
-    if player in players.BROWSERS:
+    if players.KINDS[player].browser:
         if t.get(key, one_of(values), browser) != browser:
             does = f"runs dash.js, which {what}" if what else "has its own HTTP cache"
             raise ConfigError(join(t.path, key), f"player {player!r} {does}: {browser!r} (or leave it out)")
@@ -233,9 +232,10 @@ def _racing(t: Table, transport: str, player: str) -> dict[str, Any]:
     ``racing_params`` keys are :class:`nest_experiments.dash.core.racing.RacingParams` fields; a time
     (``idle_timeout = "29s"``) drops the field's ``_s``, counts and ratios are numbers.
     """
+    from nest_experiments.dash import players
     from nest_experiments.dash.core import racing
 
-    own = BROWSER_RACING.get(player)
+    own = players.KINDS[player].own_racing
     if own is not None and transport == "race" and t.data.get("racing") == own and not t.has("racing_params"):
         t.get("racing", one_of(racing.POLICIES), own)  # the browser's own racing, named (a player sweep pairs by it)
         return {"racing": own, "racing_params": ()}
@@ -280,10 +280,11 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     from nest_experiments.dash.content import encode
 
     player = t.get("player", one_of(players.PLAYERS), "nest")
-    if transport not in players.TRANSPORTS[player]:
+    kind_of = players.KINDS[player]
+    if transport not in kind_of.transports:
         raise ConfigError(join(t.path, "transport"), f"player {player!r} plays over "
-                                                     f"{', '.join(players.TRANSPORTS[player])}, not {transport!r}")
-    decodes = player in players.DECODING
+                                                     f"{', '.join(kind_of.transports)}, not {transport!r}")
+    decodes = kind_of.decodes
     kind = t.get("media", one_of(MEDIA_KINDS), "encoded" if decodes else "generated")
     if decodes and kind != "encoded":
         raise ConfigError(join(t.path, "media"), f"player {player!r} decodes: it needs media = 'encoded'")
@@ -294,8 +295,8 @@ def _dash_player_and_media(t: Table, transport: str, video_abr: str) -> tuple[st
     elif t.has("vbr"):
         raise ConfigError(join(t.path, "vbr"), "applies to media = 'generated' only (encodes are CBR)")
     codec = t.get("codec", one_of(encode.CODECS), encode.DEFAULT_CODEC)
-    if player == "dashjs" and codec in encode.NOT_IN_CHROMIUM:
-        raise ConfigError(join(t.path, "codec"), encode.NOT_IN_CHROMIUM[codec])
+    if codec in kind_of.refuses_codecs:
+        raise ConfigError(join(t.path, "codec"), kind_of.refuses_codecs[codec])
     source = t.get("source", as_str, None)
     if source is not None and not Path(source).is_file():
         raise ConfigError(join(t.path, "source"), f"{source}: no such video file (a path relative to the "
@@ -331,7 +332,9 @@ def _fixed_level(t: Table, video_abr: str, ladder: Any) -> int:
 
 
 def _abr_audio(t: Table, player: str, algorithms: Callable[[str, object], str], video_abr: str) -> str:
-    if player != "nest" and t.has("abr_audio"):
+    from nest_experiments.dash import players
+
+    if not players.KINDS[player].own_audio_abr and t.has("abr_audio"):
         raise ConfigError(join(t.path, "abr_audio"), f"player {player!r} adapts audio with its own rules: "
                                                      "remove abr_audio")
     return t.get("abr_audio", algorithms, video_abr)

@@ -68,5 +68,5 @@ APP_KINDS: dict[str, AppKind] = {k.name: k for k in (
     AppKind(name="dash", config=dash.DashApp, parse=dash.parse_dash, limits=toollimits.DASH,
             launcher="nest_experiments.apps.dash:Dash", collectors=("subflows",), machine=_dash_machine),
     AppKind(name="objects", config=objects.ObjectsApp, parse=objects.parse_objects, limits={},
-            launcher="nest_experiments.apps.objects:Objects"),
+            launcher="nest_experiments.apps.objects:Objects", collectors=("subflows",)),
 )}

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import cache
 
-from nest_experiments.config import Experiment
+from nest_experiments.config import Experiment, qdisc_kinds
 from nest_experiments.errors import KernelFeatureError
 
 _QDISC_PROBE = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:"]
@@ -23,13 +23,9 @@ _QDISC_PROBE = ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:"]
 FEATURES: dict[str, tuple[list[str], str]] = {
     "veth": (["ip", "link", "add", "va", "type", "veth", "peer", "name", "vb"], "CONFIG_VETH (veth)"),
     "htb": (_QDISC_PROBE + ["htb"], "sch_htb"),
-    "pfifo": (_QDISC_PROBE + ["pfifo"], "sch_fifo"),
-    "bfifo": (_QDISC_PROBE + ["bfifo"], "sch_fifo"),
     "netem": (_QDISC_PROBE + ["netem", "delay", "1ms"], "sch_netem"),
-    "pie": (_QDISC_PROBE + ["pie"], "sch_pie"),
-    "fq_pie": (_QDISC_PROBE + ["fq_pie"], "sch_fq_pie"),
-    "fq_codel": (_QDISC_PROBE + ["fq_codel"], "sch_fq_codel"),
-    "codel": (_QDISC_PROBE + ["codel"], "sch_codel"),
+    # every leaf kind of qdisc/kinds.toml, probed with its defaults (or the arguments its record gives)
+    **{k.name: (_QDISC_PROBE + [k.name, *k.probe], k.module) for k in qdisc_kinds().values()},
     "mptcp": (["ip", "mptcp", "limits", "show"], "CONFIG_MPTCP"),
     # firewalls with action = "shape" (nest_experiments.net.fwshape); its u32 filter and mirred action cannot be
     # probed with one command: a kernel without them fails at the filter, naming it

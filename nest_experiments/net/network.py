@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from nest_experiments.config import FirewallConfig, LinkConfig, NodeConfig
+from nest_experiments.config import FirewallConfig, LinkConfig, NodeConfig, qdisc_kinds
 from nest_experiments.config import topology as topo
 from nest_experiments.errors import ConfigError, KernelFeatureError, MissingToolError, NestExpError, NetworkSetupError
 from nest_experiments.net import ethtool, fwshape, nestbatch, nftplan, routed, rtnl, tcplan
@@ -389,6 +389,11 @@ class Network:
             self.router.call("tc", cmds=[list(c[3:]) for p in plans for c in p.commands[1:]])
         except NetworkSetupError as exc:
             raise _explain_tc(exc, next((c for p in plans for c in p.commands[1:]), ())) from None
+        self.read_back_guest(plans)
+
+    def read_back_guest(self, plans: list[tcplan.EgressPlan]) -> None:
+        """Compare the router guest's qdiscs and HTB classes with ``plans`` (routed egresses)."""
+        assert self.router is not None
         shown = json.loads(self.router.call("show", args=["qdisc", "show"])["out"])
         classes = self.router.call("classes", devs=[p.dev for p in plans if p.htb_class])["classes"]
         problems = []
@@ -499,4 +504,4 @@ def _explain_tc(exc: NetworkSetupError, argv: tuple[str, ...]) -> Exception:
     return exc
 
 
-_KNOWN_KINDS = ("pie", "fq_pie", "fq_codel", "codel", "netem", "htb", "tbf", "pfifo", "bfifo")
+_KNOWN_KINDS = ("netem", "htb", "tbf", *qdisc_kinds())  # the shapers and every leaf kind of qdisc/kinds.toml

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nest_experiments.config import EgressConfig, LinkConfig
+from nest_experiments.config import EgressConfig, LinkConfig, qdisc_kinds
 from nest_experiments.errors import ConfigError, NetworkSetupError
 from nest_experiments.net.netlink import HtbClass
 from nest_experiments.net.procs import RunState, check_run, new_prefix, ns_exec, run_batch
@@ -41,7 +41,7 @@ from nest_experiments.net.tcplan import Egress
 
 #: What the router guest's kernel (Debian's, vm.image) has of the features an egress can need (net.kernel):
 #: a link needing only these goes through the guest when the host lacks one of them.
-ROUTABLE = frozenset({"htb", "pfifo", "bfifo", "netem", "pie", "fq_pie", "fq_codel", "codel"})
+ROUTABLE = frozenset({"htb", "netem", *qdisc_kinds()})  # the guest image has every leaf kind's module (vm.image)
 
 #: HTB's burst (= cburst) on the guest's egresses: its timers fire late under TCG, and with tc's default burst
 #: (one MTU) a class then sends less than its rate (the prototype: a never-empty 20 Mbit/s FIFO at 0.88 of the

@@ -54,28 +54,24 @@ class EgressPlan:
 
 
 def qdisc_args(q: QdiscConfig) -> list[str]:
-    spec = qdisc_kinds()[q.kind]["params"]
+    spec = qdisc_kinds()[q.kind].params
     args = [q.kind]
     for name, value in q.params:
         p = spec[name]
-        if p["type"] == "bool":
-            flag = p["tc"] if value else p.get("no")
+        if p.type == "bool":
+            flag = p.tc if value else p.no
             args += [flag] if flag else []
-        elif p["type"] == "time":
-            args += [p["tc"], f"{round(value * 1e6)}us"]
-        else:
-            args += [p["tc"], str(value)]
+        elif p.type == "time":
+            args += [p.tc, f"{round(value * 1e6)}us"]
+        else:  # a choice with no keyword is its bare word (CAKE's "diffserv4")
+            args += [p.tc, str(value)] if p.tc else [str(value)]
     return args
 
 
 def _readback_options(q: QdiscConfig) -> tuple[tuple[str, Any], ...]:
-    spec = qdisc_kinds()[q.kind]["params"]
-    out = []
-    for name, value in q.params:
-        key = spec[name].get("readback")
-        if key:
-            out.append((key, round(value * 1e6) if spec[name]["type"] == "time" else value))
-    return tuple(out)
+    spec = qdisc_kinds()[q.kind].params
+    return tuple((spec[name].readback, round(value * 1e6) if spec[name].type == "time" else value)
+                 for name, value in q.params)
 
 
 def netem_args(e: EgressConfig) -> list[str]:

@@ -4,26 +4,74 @@
 from __future__ import annotations
 
 import struct
+import tomllib
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+from nest_experiments import resources
 
 #: PIE's drop probability is a fraction of this (the kernel dumps prob << 8, a fraction of U64_MAX)
 PIE_MAX_PROB = (1 << 64) - 1
-_PIE_XSTATS = struct.Struct("=QIIIIIIII")  # prob, delay(us), avg_dq_rate, dq_rate_estimating, packets_in,
-#                                          dropped, overlimit, maxq, ecn_mark
 
 
-#: where each AQM's TCA_XSTATS holds its count of ECN-marked packets: (struct of the leading fields, index of
-#: ecn_mark in it), from the kernel's tc_*_xstats in linux/pkt_sched.h. fq_codel's starts with a type word
-#: (0: qdisc stats, 1: class stats) that must be 0; a kind not listed has no such counter ("" in the row).
-_ECN_MARK: dict[str, tuple[struct.Struct, int]] = {
-    "pie": (_PIE_XSTATS, 8),
-    # packets_in, dropped, overlimit, overmemory, ecn_mark, new_flow_count, new_flows_len, old_flows_len, memory_usage
-    "fq_pie": (struct.Struct("=9I"), 4),
-    # maxpacket, count, lastcount, ldelay, drop_next(s32), drop_overlimit, ecn_mark, dropping, ce_mark
-    "codel": (struct.Struct("=IIIIiIIII"), 6),
-    # type, then (qdisc stats) maxpacket, drop_overlimit, ecn_mark, ...
-    "fq_codel": (struct.Struct("=4I"), 3),
-}
+@dataclass(frozen=True)
+class XStats:
+    """Where a kind's TCA_XSTATS (the kernel's tc_*_xstats, linux/pkt_sched.h) hold what a row reads: its
+    ``xstats`` table in ``qdisc/kinds.toml``."""
+
+    layout: struct.Struct  # the leading fields
+    ecn_mark: int | None = None  # packets CE-marked instead of dropped (cumulative)
+    delay_us: int | None = None  # the queue delay the AQM sees, microseconds
+    prob: int | None = None  # PIE's drop probability (a fraction of PIE_MAX_PROB)
+    type_word: int | None = None  # a union's type word: 0 for qdisc stats (else class stats: nothing read)
+
+
+def xstats_from(tables: dict[str, Any]) -> dict[str, XStats]:
+    """Per kind, its :class:`XStats` from the ``xstats`` tables of a parsed kinds file (kinds without one: none)."""
+    out = {}
+    for kind, t in tables.items():
+        x = t.get("xstats")
+        if x:
+            out[kind] = XStats(struct.Struct(x["format"]), **{k: int(v) for k, v in x.items() if k != "format"})
+    return out
+
+
+@cache
+def xstats_layouts() -> dict[str, XStats]:
+    """:func:`xstats_from` of the shipped ``qdisc/kinds.toml`` (read here, not through the config: the router
+    guest's agent decodes its rows with this module alone)."""
+    with resources.data(resources.QDISC_KINDS).open("rb") as fh:
+        return xstats_from(tomllib.load(fh))
+
+
+def _fields(kind: str, raw: bytes | None) -> tuple[XStats, tuple[Any, ...]] | None:
+    x = xstats_layouts().get(kind)
+    if x is None or raw is None or len(raw) < x.layout.size:
+        return None
+    fields = x.layout.unpack_from(raw)
+    if x.type_word is not None and fields[x.type_word] != 0:
+        return None
+    return x, fields
+
+
+def delay_and_prob(raw: bytes | None, kind: str = "pie") -> tuple[float | None, float | None]:
+    """(delay in ms, drop probability 0..1) from an AQM's TCA_XSTATS, each None where the kind reports none."""
+    found = _fields(kind, raw)
+    if found is None:
+        return None, None
+    x, fields = found
+    return (None if x.delay_us is None else fields[x.delay_us] / 1000.0,
+            None if x.prob is None else fields[x.prob] / PIE_MAX_PROB)
+
+
+def ecn_marks(kind: str, raw: bytes | None) -> int | None:
+    """Packets the AQM marked CE instead of dropping (cumulative), from its TCA_XSTATS; None when the kind has
+    no such counter or the xstats are short (an older kernel's struct) or are class stats."""
+    found = _fields(kind, raw)
+    if found is None or found[0].ecn_mark is None:
+        return None
+    return int(found[1][found[0].ecn_mark])
 
 
 def xstats_bytes(value: Any) -> bytes | None:
@@ -39,31 +87,11 @@ def xstats_bytes(value: Any) -> bytes | None:
     return None
 
 
-def pie_xstats(raw: bytes | None) -> tuple[float | None, float | None]:
-    """(delay in ms, drop probability 0..1) from PIE's TCA_XSTATS."""
-    if raw is None or len(raw) < _PIE_XSTATS.size:
-        return None, None
-    prob, delay_us, *_ = _PIE_XSTATS.unpack_from(raw)
-    return delay_us / 1000.0, prob / PIE_MAX_PROB
-
-
-def ecn_marks(kind: str, raw: bytes | None) -> int | None:
-    """Packets the AQM marked CE instead of dropping (cumulative), from its TCA_XSTATS; None when the kind has
-    no such counter or the xstats are short (an older kernel's struct) or are class stats."""
-    layout = _ECN_MARK.get(kind)
-    if layout is None or raw is None or len(raw) < layout[0].size:
-        return None
-    fields = layout[0].unpack_from(raw)
-    if kind == "fq_codel" and fields[0] != 0:
-        return None
-    return int(fields[layout[1]])
-
-
 def qdisc_row(kind: str, stats: dict[str, Any], xstats: Any) -> dict[str, Any]:
-    """One ``qdisc.csv`` row's counters from TCA_STATS (+ the AQMs' xstats: PIE's delay and probability, the ECN
-    marks of every AQM that counts them)."""
+    """One ``qdisc.csv`` row's counters from TCA_STATS (+ the AQMs' xstats, as the kind's ``xstats`` table says:
+    the delay (PIE, CoDel), PIE's probability, the ECN marks of every AQM that counts them)."""
     raw = xstats_bytes(xstats)
-    delay_ms, prob = pie_xstats(raw) if kind == "pie" else (None, None)
+    delay_ms, prob = delay_and_prob(raw, kind)
     marks = ecn_marks(kind, raw)
     return {
         "kind": kind,

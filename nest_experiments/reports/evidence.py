@@ -205,7 +205,8 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
             break
     runs = [*(_read_runs(prior) if before else []), *(run_summary(RunFolder(d)) for d in run_dirs(sweep))]
     write_json(out / RUNS, {"runs": runs})
-    design = design_table.of_folder(run_dirs(sweep)) or (design_table.read(prior) if before else [])
+    # the paper's design and ours over every run of the folder: the committed part's and this sweep's
+    design = design_table.merged(design_table.read(prior) if before else [], design_table.of_folder(run_dirs(sweep)))
     if design:  # the paper's design and ours, as the runs were resolved (config.design)
         written.append(design_table.write(out, design))
     tables, table_files = _export_tables(sweep, out / TABLES_DIR, (*ALWAYS_TABLES, *study.evidence_tables),

@@ -61,10 +61,7 @@ def _players_report(out: TextIO) -> None:
 
     out.write("DASH players (apps.NAME.player):\n")
     for name, why in players.report():
-        detail = {"nest": "ours (headless, counts bytes)", "dashjs": f"dash.js {players.DASHJS_VERSION} in headless "
-                  f"{players.chromium_path()}", "firefox": f"dash.js {players.DASHJS_VERSION} in headless "
-                  f"{players.firefox_path()}", "gpac": "GPAC's DASH client"}[name]
-        _row(out, name, why is None, detail if why is None else f"missing: {why}")
+        _row(out, name, why is None, players.KINDS[name].describe() if why is None else f"missing: {why}")
 
 
 def _vm_report(out: TextIO, needed: bool, probe_vm: bool = True) -> bool:

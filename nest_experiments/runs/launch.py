@@ -106,7 +106,6 @@ def quick_look_note(raw: dict[str, Any], *, paper: bool) -> str:
 def _router(runs: list[RunSpec]) -> Iterator[Any]:
     """The router runtime's guest for ``runs`` (vm.router): booted once, shut down whatever happens."""
     from nest_experiments.net.routed import check_capacity
-    from nest_experiments.vm.router import RouterVM
 
     missing, slots = runtime.router_plan(runs)
     for r in runs:  # what the guest cannot forward is refused before anything starts
@@ -114,11 +113,7 @@ def _router(runs: list[RunSpec]) -> Iterator[Any]:
     if slots == 0:
         yield None  # nothing needs the guest: every link is the host's
         return
-    print(f"router runtime: the apps on the host, {slots} link(s) per run through one guest for what this kernel "
-          f"lacks ({', '.join(sorted(missing))})", file=sys.stderr, flush=True)
-    with RouterVM(slots=slots, missing=missing) as guest:
-        print(f"router runtime: guest up in {guest.boot_s:.1f} s (clock offset known to "
-              f"{guest.offset_error_s * 1e3:.2f} ms)", file=sys.stderr, flush=True)
+    with runtime.router_guest(slots=slots, missing=missing) as guest:
         yield guest
 
 

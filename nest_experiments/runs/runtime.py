@@ -8,15 +8,17 @@ so (:data:`ENV`): :func:`current` is the one place that reads it. Choosing
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nest_experiments.config.sweep import RunSpec
 from nest_experiments.errors import KernelFeatureError
-from nest_experiments.net.kernel import FEATURES, missing_on_host, require_host_features
-from nest_experiments.net.routed import routed_count, unroutable
+from nest_experiments.net.kernel import FEATURES, missing_on_host, probe_feature, require_host_features
+from nest_experiments.net.routed import ROUTABLE, Router, routed_count, unroutable
 
 if TYPE_CHECKING:
     from nest_experiments.vm.hostload import HostLoad
@@ -92,6 +94,25 @@ def router_plan(runs: Sequence[RunSpec]) -> tuple[frozenset[str], int]:
 def missing_summary(runs: Sequence[RunSpec]) -> str:
     """What the host kernel lacks for ``runs``, comma-separated ('' when nothing)."""
     return ", ".join(sorted({f for r in runs for f in missing_on_host(r.experiment)}))
+
+
+@contextlib.contextmanager
+def router_guest(*, slots: int, missing: frozenset[str]) -> Iterator[Router]:
+    """The router runtime's guest (vm.router) with ``slots`` links and what the host lacks (``missing``), booted
+    now and shut down whatever happens; it says so on stderr."""
+    from nest_experiments.vm.router import RouterVM
+
+    print(f"router runtime: the apps on the host, {slots} link(s) per run through one guest for what this kernel "
+          f"lacks ({', '.join(sorted(missing))})", file=sys.stderr, flush=True)
+    with RouterVM(slots=slots, missing=missing) as guest:
+        print(f"router runtime: guest up in {guest.boot_s:.1f} s (clock offset known to "
+              f"{guest.offset_error_s * 1e3:.2f} ms)", file=sys.stderr, flush=True)
+        yield guest
+
+
+def routable_missing() -> frozenset[str]:
+    """The features the host lacks that the router guest has (net.routed.ROUTABLE): what a guest gives a link."""
+    return frozenset(f for f in ROUTABLE if not probe_feature(f).ok)
 
 
 def enter_vm(argv: list[str], *, rw_dirs: list[Path], timeout_s: float, keep_env: Sequence[str] = (),

@@ -70,7 +70,8 @@ def _check_rows(run_dir: Path, cfg: ObjectsApp, transport: str) -> list[dict[str
 
 
 def test_tcp_sequential_sessions_from_caddy(no_leftovers: None, tmp_path: Path) -> None:
-    run_dir, cfg = _run(tmp_path, {"transport": "tcp", "http_server": "caddy", "pause": "200ms"})
+    # 8 requests a session (the h3 test: 3), so that each connection lives across a few of the sampler's 1 s ticks
+    run_dir, cfg = _run(tmp_path, {"transport": "tcp", "http_server": "caddy", "pause": "200ms", "requests": 8})
     rows = _check_rows(run_dir, cfg, "tcp")
     assert {r["stream"] for r in rows} == {"objects"}
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -79,6 +80,12 @@ def test_tcp_sequential_sessions_from_caddy(no_leftovers: None, tmp_path: Path) 
     served = sorted(int(e["size"]) for e in log if e.get("status") == 200)
     assert served == sorted(int(r["size"]) for r in rows)  # Caddy sent exactly the objects, over HTTP/1.1
     assert {e["request"]["proto"] for e in log} == {"HTTP/1.1"}
+    # the connections' socket state at both ends, on the run clock: the sender's (Caddy's, on h1) cwnd and RTT
+    sockets = _csv(run_dir / "subflows.csv")
+    assert {r["app"] for r in sockets} == {"obj"} and {r["side"] for r in sockets} == {"client", "server"}
+    sent = [r for r in sockets if r["side"] == "server" and r["cwnd"]]
+    assert sent and all(int(r["cwnd"]) >= 1 and float(r["rtt_ms"]) > 0 for r in sent), sent[:3]
+    assert all(0 <= float(r["t"]) <= manifest["traffic_end_t"] + 2 for r in sockets)
 
 
 def test_h3_parallel_streams_share_one_quic_connection(no_leftovers: None, tmp_path: Path) -> None:
@@ -89,3 +96,4 @@ def test_h3_parallel_streams_share_one_quic_connection(no_leftovers: None, tmp_p
     access = [r for r in _csv(run_dir / "raw" / "obj.access.csv") if r["path"].startswith("/obj-")]
     assert len(access) == len(rows) and {r["transport"] for r in access} == {"h3"}
     assert len({r["conn_id"] for r in access}) == cfg.sessions  # one QUIC connection per session, both streams on it
+    assert not (run_dir / "subflows.csv").exists()  # QUIC is no kernel socket: no rows (its recovery: quic.csv)

@@ -11,6 +11,7 @@ import pytest
 import nest_experiments
 from nest_experiments.net.kernel import probe_feature
 from nest_experiments.pytest_plugin import STRICT_ENV
+from tests.conftest import child_processes
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.integration
@@ -63,7 +64,7 @@ def test_the_plugin_brings_only_its_own_names(sample: pytest.Pytester) -> None:
     assert "@pytest.mark.nest_integration:" in text and "@pytest.mark.nest_vm(*features):" in text
     assert "@pytest.mark.integration:" not in text and "@pytest.mark.vm:" not in text
     options = sample.runpytest_subprocess("--help").stdout.str()
-    assert "--nest-runtime={auto,host,vm}" in options and "--runtime" not in options.replace("--nest-runtime", "")
+    assert "--nest-runtime={auto,host,router,vm}" in options and "--runtime" not in options.replace("--nest-runtime", "")
 
 
 def test_a_sample_project_tests_its_own_topology(no_leftovers: None, sample: pytest.Pytester) -> None:
@@ -72,7 +73,7 @@ def test_a_sample_project_tests_its_own_topology(no_leftovers: None, sample: pyt
         result.assert_outcomes(passed=3)
     else:  # this machine's kernel: no pie; outside strict mode (CI=true alone) the VM test is skipped, saying why
         result.assert_outcomes(passed=2, skipped=1)
-        result.stdout.fnmatch_lines(["SKIPPED * kernel lacks pie: run pytest with --nest-runtime vm"])
+        result.stdout.fnmatch_lines(["SKIPPED * kernel lacks pie: run pytest with --nest-runtime router *"])
     result.stdout.fnmatch_lines(["*test_custom_topology_is_shaped_as_asked PASSED*"])
 
 
@@ -83,5 +84,17 @@ def test_in_strict_mode_the_vm_case_errs_instead_of_skipping(no_leftovers: None,
     result = sample.runpytest_subprocess("-p", "no:cacheprovider", "-k", "pie")
     result.assert_outcomes(errors=1)  # failed in its setup, before its fixture built anything
     result.stdout.fnmatch_lines(["ERROR *test_pie_on_the_gateway - Failed: cannot run here (NEST_EXP_STRICT=1: a skip "
-                                 "is a failure): kernel lacks pie: run pytest with --nest-runtime vm"])
+                                 "is a failure): kernel lacks pie: run pytest with --nest-runtime router *"])
 
+
+
+@pytest.mark.skipif(probe_feature("pie").ok, reason="the kernel has pie: no router guest is needed")
+def test_with_the_router_runtime_the_vm_case_runs_its_pie_through_one_guest(no_leftovers: None,
+                                                                           sample: pytest.Pytester) -> None:
+    # the PIE test's network sends its bottleneck through the session's guest (booted once, gone at the end); the
+    # custom topology's needs none and stays on the host; net.qdiscs reads the guest's PIE, net.read_back all
+    result = sample.runpytest_subprocess("-p", "no:cacheprovider", "--nest-runtime", "router", "-rs", "-v", "-s")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_pie_on_the_gateway PASSED*"])
+    assert "router runtime: guest up in" in result.stderr.str() + result.stdout.str()
+    assert child_processes() == []  # qemu is gone with the session

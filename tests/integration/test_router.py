@@ -145,3 +145,43 @@ def test_sigterm_stops_the_guest_and_leaves_nothing(no_leftovers: None, tmp_path
     manifest = json.loads((tmp_path / "results" / "router_pie" / RUN / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["runtime"] == "router"
     assert _taps() == [] and child_processes() == []
+
+
+CAKE = """
+[experiment]
+name = "router_cake"
+topology = "dumbbell"
+duration = "8s"
+sample_interval = "200ms"
+sample_links = ["bottleneck"]
+
+[links.bottleneck]
+rate = "10mbit"
+forward = { qdisc = { kind = "cake", diffserv = "diffserv4", flowmode = "dual-dsthost", rtt = "50ms", nat = false, wash = true } }
+
+[apps.bulk]
+kind = "iperf3"
+src = "h1"
+dst = "s1"
+flows = 2
+"""
+
+
+def test_cake_and_its_choice_parameters_are_set_and_read_back_in_the_router_guest(no_leftovers: None,
+                                                                                   tmp_path: Path) -> None:
+    # a kind the host lacks and the guest has (sch_cake), declared only in qdisc/kinds.toml: its choice parameters
+    # (the bare words "diffserv4", "dual-dsthost") go to tc and are read back (`tc -j`'s "diffserv", "flowmode",
+    # "rtt" in us, the "nat" / "wash" flags); a difference fails the run before its traffic starts
+    path = tmp_path / "router_cake.toml"
+    path.write_text(CAKE)
+    proc = cli("run", str(path), "--runtime", "auto", "--no-plot", "--results", str(tmp_path / "results"),
+               timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "router runtime:" in proc.stderr
+    run = next(m.parent for m in (tmp_path / "results" / "router_cake").glob("*/manifest.json"))
+    assert json.loads((run / "manifest.json").read_text())["status"] == "completed"
+    q = pd.read_csv(run / "qdisc.csv")
+    cake = q[(q.node == "r1") & (q.kind == "cake")]
+    assert len(cake) >= 20 and cake.sent_bytes.max() - cake.sent_bytes.min() > 5e6 * 4 / 8  # >= 5 Mbit/s over ~4 s
+    assert cake.delay_ms.isna().all() and cake.ecn_marks.isna().all()  # no xstats layout: CAKE's are nested
+    assert _taps() == [] and child_processes() == []

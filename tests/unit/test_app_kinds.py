@@ -27,6 +27,9 @@ def test_the_collectors_declared_are_the_ones_the_launcher_imports(kind: str) ->
     tree = ast.parse(inspect.getsource(inspect.getmodule(k.launcher_class())))  # type: ignore[arg-type]
     used = {node.module.split(".")[2] for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nest_experiments.collectors.")}
+    # apps.base's socket sampler (collectors.subflows), started by the launcher's call of sample_sockets
+    if any(isinstance(node, ast.Attribute) and node.attr == "sample_sockets" for node in ast.walk(tree)):
+        used.add("subflows")
     assert used == set(k.collectors)
 
 

@@ -141,3 +141,21 @@ def test_a_sweep_report_and_its_evidence_draw_the_design_table(tmp_path: Path) -
     export(root, out, command="run")
     assert [r["item"] for r in design_table.read(out)] == ["video clip", "base RTT", "AQM"]
     assert "| **video clip** | 184s | 30s |" in (out / "report.md").read_text()
+
+
+def test_a_folder_gone_on_from_shows_ours_over_both_parts() -> None:
+    from nest_experiments.analysis.design_table import merged
+
+    def row(item: str, paper: Any, ours: Any, departs: bool) -> dict[str, Any]:
+        return {"item": item, "paper": paper, "ours": ours, "departs": departs, "unit": "", "why": "", "effect": "",
+                "source": "", "key": "", "claims": []}
+
+    earlier = [row("ABRs", ["bola", "bba", "mpc"], ["bola", "bba", "mpc", "dynamic"], True),
+               row("rtt", "80ms", "80ms", False), row("queue", 100, 100, False)]
+    # the second part ran only some of the cells (the rest of a block): its ours alone would hide bola and mpc
+    later = [row("ABRs", ["bola", "bba", "mpc"], ["dynamic", "bba"], True), row("rtt", "80ms", "80ms", False),
+             row("queue", 100, 50, True), row("new item", "x", "x", False)]
+    got = {r["item"]: (r["ours"], r["departs"]) for r in merged(earlier, later)}
+    assert got == {"ABRs": (["bola", "bba", "mpc", "dynamic"], True), "rtt": ("80ms", False),
+                   "queue": ([100, 50], True), "new item": ("x", False)}
+    assert merged([], later) == later

@@ -9,7 +9,7 @@ import pytest
 from nest_experiments.errors import RunError
 from nest_experiments.parsers import iperf3
 from nest_experiments.parsers.netstat import group_counters
-from nest_experiments.parsers.tcstats import PIE_MAX_PROB, ecn_marks, pie_xstats, qdisc_row, xstats_bytes
+from nest_experiments.parsers.tcstats import PIE_MAX_PROB, delay_and_prob, ecn_marks, qdisc_row, xstats_bytes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -35,12 +35,16 @@ def test_iperf3_errors_become_run_errors() -> None:
 
 def test_pie_xstats_are_decoded() -> None:
     raw = struct.pack("=QIIIIIIII", PIE_MAX_PROB // 4, 5460, 0, 0, 100, 7, 0, 0, 0)
-    delay, prob = pie_xstats(raw)
+    delay, prob = delay_and_prob(raw)
     assert delay == pytest.approx(5.46) and prob == pytest.approx(0.25)
     assert xstats_bytes(raw.hex(":")) == raw
     row = qdisc_row("pie", {"backlog": 3000, "qlen": 2, "drop": 7, "packets": 10, "bytes": 15000}, raw)
     assert row["delay_ms"] == 5.46 and row["drops"] == 7 and row["backlog_pkts"] == 2
     assert qdisc_row("pfifo", {}, None)["delay_ms"] == ""
+    # CoDel's ldelay (us) is its delay too; FQ-PIE's xstats carry none (qdisc/kinds.toml's xstats tables)
+    codel = struct.pack("=IIIIiIIII", 1514, 3, 2, 4250, -1, 0, 55, 1, 66)
+    assert delay_and_prob(codel, "codel") == (4.25, None) and qdisc_row("codel", {}, codel)["prob"] == ""
+    assert delay_and_prob(struct.pack("=9I", *range(9)), "fq_pie") == (None, None)
 
 
 def test_ecn_marks_are_read_from_each_aqms_xstats() -> None:

@@ -26,7 +26,7 @@ def no_strict_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_every_fixture_of_the_plugin_has_the_nest_prefix() -> None:
     fixtures = {name for name, obj in vars(plugin).items() if isinstance(obj, FixtureFunctionDefinition)}
-    assert fixtures == {"nest_network", "nest_require_features"}  # require_features was renamed, no alias kept
+    assert fixtures == {"nest_network", "nest_require_features", "nest_router_guest"}  # require_features was renamed, no alias kept
 
 
 def test_strict_when_its_own_variable_says_so(no_strict_env: pytest.MonkeyPatch) -> None:
@@ -59,7 +59,8 @@ def test_in_strict_mode_a_skip_is_a_failure_naming_the_reason(no_strict_env: pyt
 def test_a_missing_kernel_feature_skips_or_fails_by_the_same_rule(no_strict_env: pytest.MonkeyPatch) -> None:
     no_strict_env.setattr(kernel, "probe_feature", lambda name: kernel.Probe(name != "pie", "sch_pie"))
     no_strict_env.setenv("CI", "true")
-    with pytest.raises(pytest.skip.Exception, match="^kernel lacks pie: run pytest with --nest-runtime vm$"):
+    with pytest.raises(pytest.skip.Exception, match=r"^kernel lacks pie: run pytest with --nest-runtime router \(.*"
+                                                    r"or --nest-runtime vm \(.*\)$"):
         plugin.missing_features(("netem", "pie"))
     no_strict_env.setenv(plugin.STRICT_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match=r"NEST_EXP_STRICT=1: a skip is a failure\): kernel lacks pie:"):

@@ -155,6 +155,11 @@ def test_the_paper_like_patterns_sweep_is_judged_pair_by_pair_as_shares(tmp_path
     assert v["mb_vs_ob_bitrate"].effect == 1.0 and v["mb_vs_ob_bitrate"].n_pairs == 6  # DL only: the firewall
     assert v["rqvst_dh_below_dl"].verdict == seq.AGREES  # runs left out; Fig. 14's ordering stays paired
     assert v["enb_vs_dis_dvl_bitrate"].verdict == seq.NO_DATA  # no tcp_only session in DVL
+    # the shares alike (of all pairs): none in DL, against the paper's 22 %; 6 pairs place it nowhere yet
+    alike = v["enb_vs_dis_dl_bitrate_alike"]
+    assert alike.effect == 0.0 and alike.n_pairs == 6 and "0 alike" in alike.note
+    # VI-A: the original browser stalls more in DVL (10 + seed s) than in DL (3 + seed s) in every block
+    assert v["stall_dvl_above_dl"].verdict == seq.AGREES and v["stall_dvl_above_dl"].effect == pytest.approx(7.0)
 
 
 def test_the_paper_like_firewall_sweep_is_judged_pair_by_pair(tmp_path: Path) -> None:
@@ -171,6 +176,7 @@ def test_the_paper_like_firewall_sweep_is_judged_pair_by_pair(tmp_path: Path) ->
                              probes={"quic": 2.0, "tcp": 1.9 + seed / 100}, experiment="racing_firewall"))
     v = verdicts(tmp_path)
     assert set(v) == {f"dynamic_vs_ob_dvl_{m}" for m in ("bitrate", "variation", "stall")} | \
+        {f"dynamic_vs_ob_dvl_{m}_alike" for m in ("bitrate", "variation", "stall")} | \
         {f"dynamic_vs_ob_firewall_{m}_alike" for m in ("bitrate", "variation", "stall")} | \
         {"probe_rtt_quic_above_tcp_behind_firewall"}
     assert v["probe_rtt_quic_above_tcp_behind_firewall"].verdict == seq.AGREES
@@ -179,6 +185,7 @@ def test_the_paper_like_firewall_sweep_is_judged_pair_by_pair(tmp_path: Path) ->
     for cid in ("dynamic_vs_ob_dvl_bitrate", "dynamic_vs_ob_dvl_stall", "dynamic_vs_ob_firewall_bitrate_alike",
                 "dynamic_vs_ob_firewall_stall_alike"):
         assert v[cid].effect == 1.0 and v[cid].verdict == seq.UNDECIDED, (cid, v[cid])
+    assert v["dynamic_vs_ob_dvl_bitrate_alike"].effect == 0.0  # no DVL pair alike (the paper: 16 %)
 
 
 def test_few_sessions_say_too_few(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nest_experiments import resources
-from nest_experiments.config import core, topology
+from nest_experiments.config import qdiscs, topology
 from nest_experiments.dash import players
 from nest_experiments.dash.content import media
 from nest_experiments.errors import ConfigError
@@ -25,7 +25,7 @@ def test_every_shipped_path_exists_in_the_clone() -> None:
     assert [rel for rel in resources.SHIPPED if not (resources.CLONE / rel).exists()] == []
 
 
-@pytest.mark.parametrize("read", [core.QDISC_FILE, topology.TOPOLOGY_DIR, media.LADDER_DIR, players.PAGE_SOURCE,
+@pytest.mark.parametrize("read", [qdiscs.QDISC_FILE, topology.TOPOLOGY_DIR, media.LADDER_DIR, players.PAGE_SOURCE,
                                   players.DASHJS_FILE, players.DASHJS_DIR / "package.json"])
 def test_what_the_code_reads_is_in_what_a_wheel_ships(read: Path) -> None:
     """A file the tool reads at run time lies under one of SHIPPED (or SHIPPED_IF_PRESENT): a wheel has it."""

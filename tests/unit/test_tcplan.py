@@ -72,7 +72,7 @@ def aqm_plan(kind: str, **params: Any) -> EgressPlan:
 
 def test_every_qdisc_parameter_has_a_read_back_key() -> None:
     unread = [f"{kind}.{name}" for kind, spec in qdisc_kinds().items()
-              for name, p in spec["params"].items() if not p.get("readback")]  # fmt: skip
+              for name, p in spec.params.items() if not p.readback]  # fmt: skip
     assert unread == []
 
 

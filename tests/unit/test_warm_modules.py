@@ -13,6 +13,7 @@ import pytest
 
 from nest_experiments.apps import dash, objects
 from nest_experiments.config import APP_KINDS, parse_experiment
+from nest_experiments.dash import players
 from nest_experiments.net.warm import warm_module
 
 
@@ -65,10 +66,12 @@ def test_the_warm_modules_are_the_ones_the_launcher_runs(kind: str) -> None:
             arg = node.elts[2]  # a name of the module's, or a table of them looked up by the config
             if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name):
                 run.update(vars(module)[arg.value.id].values())
+            elif ast.unparse(arg) == "players.KINDS[c.player].module":  # the player's record names its process
+                run.update(k.module for k in players.KINDS.values())
             else:
                 assert isinstance(arg, ast.Name), f"{ast.unparse(arg)}: name the module in a constant"
                 run.add(vars(module)[arg.id])
-    declared = {dash.SERVER_MODULE, *dash.CLIENT_MODULES.values()} if cls is dash.Dash else \
+    declared = {dash.SERVER_MODULE, *(k.module for k in players.KINDS.values())} if cls is dash.Dash else \
         {dash.SERVER_MODULE, objects.CLIENT_MODULE} if cls is objects.Objects else set()
     assert run == declared
     for name in run:
