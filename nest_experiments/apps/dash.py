@@ -259,8 +259,9 @@ class Dash(App):
             argv += ["--racing", c.racing, "--racing-params", json.dumps(dict(c.racing_params))]
         if "fixed" in (c.abr, c.abr_audio):
             argv += ["--level", str(c.level)]
-        if c.transport == "h3" and c.h3_client == "quic-go":  # its connection's recovery
-            argv += ["--quic-log", str(self.raw_dir / app_file(c.name, CLIENT, QUIC_QLOG))]
+        if c.transport == "h3" and c.h3_client in ("quic-go", "aioquic"):  # its connection's recovery (qh3: none)
+            log = QUIC_QLOG if c.h3_client == "quic-go" else QUIC_LOG
+            argv += ["--quic-log", str(self.raw_dir / app_file(c.name, CLIENT, log))]
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
         self.when_ready(functools.partial(self._wait_ready, self.client, CLIENT))
 
@@ -386,14 +387,18 @@ class Dash(App):
         return out
 
     def _quic_rows(self) -> list[dict[str, Any]] | None:
-        """The QUIC recovery rows so far: our server's (written while it runs: read from its partial file), and the
-        qlogs of quic-go (Caddy's connections; the quic-go fetcher's, complete once the player exited); None when
+        """The QUIC recovery rows so far: our server's (written while it runs: read from its partial file) and our
+        aioquic player's, and the qlogs of quic-go (Caddy's connections; the quic-go fetcher's, complete once the
+        player exited); None when
         the app has no QUIC connection with any of them. A connection still open (its client killed at the
         deadline) gives what its qlog holds so far."""
         name = self.cfg.name
-        log = self.raw_dir / app_file(name, SERVER, QUIC_LOG)
-        path = log if log.exists() else recovery.partial(log)
-        rows = read_rows(path, app=name) if path.exists() else None
+        rows: list[dict[str, Any]] | None = None
+        for side in (SERVER, CLIENT):  # our server's rows, and our aioquic player's (side "client")
+            log = self.raw_dir / app_file(name, side, QUIC_LOG)
+            path = log if log.exists() else recovery.partial(log)
+            if path.exists():
+                rows = (rows or []) + read_rows(path, app=name)
         caddy_qlog: Path | None = getattr(self, "caddy_qlog", None)
         qlogs = sorted(caddy_qlog.glob("*.sqlog")) if caddy_qlog is not None else []
         fetcher = self.raw_dir / app_file(name, CLIENT, QUIC_QLOG)

@@ -136,6 +136,8 @@ def _transport(ax: Axes, subflows: pd.DataFrame | None, quic: pd.DataFrame | Non
             i += 1
     if has_quic:
         assert quic is not None
+        if "side" in quic and (quic["side"] == "server").any():  # the sender's (a player's own rows: the receiver's)
+            quic = quic[quic["side"] == "server"]
         metrics = quic[quic["event"] == "metrics"]
         for conn, rows in metrics.groupby("conn"):
             ax.plot(rows["t"], rows["cwnd"] / 1e3, lw=1, color=f"C{i % 10}", label=f"cwnd QUIC {conn} (kB)")

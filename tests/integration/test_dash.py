@@ -105,6 +105,22 @@ def test_dash_through_an_htb_bottleneck(no_leftovers: None, tmp_path: Path, tran
     _check_sender_state(run_dir, transport)
 
 
+def test_our_aioquic_player_logs_the_receivers_recovery_beside_the_senders(no_leftovers: None, tmp_path: Path) -> None:
+    raw = _dumbbell("h3")
+    raw["apps"]["video"]["h3_client"] = "aioquic"
+    run_dir = _execute(raw, tmp_path)
+    quic = pd.read_csv(run_dir / QUIC)
+    server, client = (quic[(quic["side"] == side) & (quic["event"] == "metrics")] for side in ("server", "client"))
+    with (run_dir / "raw" / "video.access.csv").open(newline="") as fh:
+        assert set(server["conn"]) == {r["conn_id"] for r in csv.DictReader(fh)}  # the sender's, as before
+    # the receiver's: its RTT samples of the same connection (one), on the run clock while the segments came
+    assert client["conn"].nunique() == 1 and len(client) >= 10 and client["smoothed_rtt_ms"].max() > 0
+    t_end = float(pd.read_csv(run_dir / "segments.csv")["t_last_byte"].max())
+    # (the last row: the connection's close, when the player stopped: measured 32.8 s of the 38 s run)
+    assert client["t"].min() < 5 and client["t"].quantile(0.9) <= t_end + 1 and client["t"].max() <= 38 + 5
+    assert not (run_dir / "raw" / "video.client.quic.csv.partial").exists()  # renamed when the player closed
+
+
 def _check_sender_state(run_dir: Path, transport: str) -> None:
     """The transport at the sender on the run clock (TCP: ss at the server's end; QUIC: aioquic's recovery
     events), and the timeline drawn from them."""

@@ -10,7 +10,8 @@ JSON of every packet is held in memory or written.
 
 A loss timeout (PTO) is not an event in aioquic's qlog; it shows as ``pto_count`` rising, read off the connection's
 recovery when each row is written (``QuicPacketRecovery._pto_count``, aioquic 1.7.2 as pinned).
-qh3 keeps its recovery in Rust and logs none of it (its ``QuicConnectionCore`` exposes only a summary): its
+Our player over ``h3_client = "aioquic"`` writes the receiver's side the same way (``side`` client, its rows named
+by the connection's first destination CID). qh3 keeps its recovery in Rust and logs none of it (its ``QuicConnectionCore`` exposes only a summary): its
 connections have no rows. The Go programs' rows come from quic-go's own qlog (:mod:`nest_experiments.parsers.qlog`:
 Caddy's through ``QLOGDIR``, the quic-go fetcher's through ``nest-h3get -qlog``), thinned by the same
 :data:`MIN_GAP_S`.

@@ -53,6 +53,7 @@ import h2.settings
 
 from nest_experiments.dash.content.mp4 import HEAD_BYTES
 from nest_experiments.dash.core.fetch import TRANSFER_WATCH, Clock, Fetcher, FetchResult
+from nest_experiments.dash.http import recovery
 from nest_experiments.dash.http.http1 import (
     MAX_HEAD,
     HttpError,
@@ -95,6 +96,9 @@ class FetcherOptions:
     quic_max_datagram: int = 1200  # aioquic's default (RFC 9000 minimum); Chromium: 1350 (qh3 probes the path MTU)
     udp_buffer: int = UDP_BUFFER  # SO_RCVBUF/SO_SNDBUF of the QUIC socket (capped by rmem_max)
     qlog: Path | None = None  # h3 over quic-go: the connection's recovery events (qlog JSON-SEQ) into this file
+    # h3 over aioquic: the connection's recovery rows (dash.http.recovery: quic.csv's columns, side "client") into
+    # this CSV; qh3 logs no recovery (its recovery is Rust's), so there it stays empty of rows
+    recovery_log: Path | None = None
 
 
 async def open_fetcher(
@@ -748,12 +752,18 @@ class H3Fetcher(Fetcher):
         elif opts.ca is not None:
             config.load_verify_locations(cafile=str(opts.ca))
         stack = contextlib.AsyncExitStack()
+        if opts.recovery_log is not None:  # the receiver's side: RTT samples, its ACK-only cwnd, losses of requests
+            sink = recovery.RecoverySink(opts.recovery_log, side="client", t0=time.monotonic() - opts.clock())
+            stack.callback(sink.close)
+            config.quic_logger = recovery.recovery_logger(sink)
         factory = functools.partial(_protocol_class(quic), clock=opts.clock, stack=quic)
         connecting = quic.connect(host, port, configuration=config, create_protocol=factory, wait_connected=False)
         with mapped_errors("h3", url_of("h3", host, port, "/")):
             try:
                 protocol = await stack.enter_async_context(connecting)
                 assert isinstance(protocol, _H3Client)
+                if opts.recovery_log is not None:
+                    recovery.bind(protocol._quic)  # pto_count from the connection's recovery
                 set_udp_buffers(protocol._transport, opts.udp_buffer)  # type: ignore[attr-defined]
                 await protocol.handshake(opts.connect_timeout)
             except BaseException:

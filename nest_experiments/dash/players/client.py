@@ -61,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--level", type=int, default=0, help="the level of ABR 'fixed' (0-based index)")
     p.add_argument("--insecure", action="store_true", help="do not verify the h2/h3 certificate")
     p.add_argument("--h3-client", choices=H3_CLIENTS, default=H3_CLIENTS[0], help="QUIC stack of the h3 transport")
-    p.add_argument("--quic-log", type=Path, help="h3 over quic-go: the connection's recovery events (qlog) to FILE")
+    p.add_argument("--quic-log", type=Path, help="h3: the connection's recovery events to FILE (quic-go: its qlog; "
+                                                 "aioquic: quic.csv rows; qh3 logs none)")
     p.add_argument("--prelude", action="append", default=[], metavar="PATH",
                    help="fetch this URL path before the MPD (repeatable), e.g. the dash.js page and its script")
     p.add_argument("--initial-bitrate", choices=("abr", "dashjs"), default="abr",
@@ -100,8 +101,11 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         opts = FetcherOptions(clock=clock, ca=args.ca, insecure=args.insecure, h3_client=args.h3_client)
         fetcher = RaceFetcher(host=args.server, port=args.port, racer=args.racer, opts=opts)
     else:
+        quicgo = args.h3_client == "quic-go"  # its qlog; aioquic's own recovery rows (quic.csv's columns)
         fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
-                                     insecure=args.insecure, h3_client=args.h3_client, qlog=args.quic_log)
+                                     insecure=args.insecure, h3_client=args.h3_client,
+                                     qlog=args.quic_log if quicgo else None,
+                                     recovery_log=args.quic_log if args.h3_client == "aioquic" else None)
     if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
         args.implementation = fetcher.implementation  # type: ignore[attr-defined]
     if args.http_cache == "browser":
