@@ -221,8 +221,9 @@ def export(sweep: Path, out: Path, *, command: str, study: Study | None = None) 
     if left_out:
         manifest["sweep_report"] = left_out
     if before:
-        manifest["earlier"] = [*before.earlier, {"command": before.command, "source": before.source,
-                                                 "runs": int(before.machine.get("runs") or 0)}]
+        # the runs that command added (the folder's count then, less those of the commands before it)
+        added = int(before.machine.get("runs") or 0) - sum(int(e.get("runs") or 0) for e in before.earlier)
+        manifest["earlier"] = [*before.earlier, {"command": before.command, "source": before.source, "runs": added}]
     write_json(out / MANIFEST, manifest)
     return [out / MANIFEST, *written, *rebuild(out)]
 
