@@ -58,9 +58,7 @@ def of_folder(runs: Sequence[Path]) -> list[dict[str, Any]]:
                     seen[i].append(v)
     out = []
     for line, values in zip(merged, seen, strict=True):
-        if isinstance(line.row.paper, list):  # in the paper's order (the runs' is the blocks' random one)
-            order = [str(p) for p in line.row.paper]
-            values.sort(key=lambda v: order.index(str(v)) if str(v) in order else len(order))
+        _in_paper_order(values, line.row.paper)  # (the runs' order is the blocks' random one)
         ours = values[0] if len(values) == 1 and not isinstance(line.ours, list) else values
         out.append(replace(line, ours=ours, departs=line.row.stated and departs(line.row.paper, ours)))
     return records(out)
@@ -81,12 +79,17 @@ def merged(earlier: Sequence[Mapping[str, Any]], later: Sequence[Mapping[str, An
             continue
         values = [*_as_list(old["ours"])]
         values += [v for v in _as_list(new["ours"]) if v not in values]
-        if isinstance(old["paper"], list):
-            order = [str(v) for v in old["paper"]]
-            values.sort(key=lambda v: order.index(str(v)) if str(v) in order else len(order))
+        _in_paper_order(values, old["paper"])
         single = not isinstance(old["ours"], list) and not isinstance(new["ours"], list) and len(values) == 1
         out.append({**new, "ours": values[0] if single else values, "departs": bool(old["departs"] or new["departs"])})
     return out + [dict(r) for r in by_item.values()]
+
+
+def _in_paper_order(values: list[Any], paper: Any) -> None:
+    """Sort ``values`` in the order the paper lists its values (a value it does not list goes last)."""
+    if isinstance(paper, list):
+        order = [str(p) for p in paper]
+        values.sort(key=lambda v: order.index(str(v)) if str(v) in order else len(order))
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -32,6 +32,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from nest_experiments import resources
 from nest_experiments.dash.content import encode
@@ -80,11 +81,8 @@ class Player:
     own_racing: str | None = None  # a browser's own QUIC/TCP racing over ``race``, as a racing policy's name
     # how the DASH app starts it: "ours" (our Python player, worth a warm interpreter: its imports are all its start),
     # "browser" (dash.js on our page in the browser ``module`` drives), "gpac" (GPAC's client, driven by ``module``)
-    launch: str = "browser"
+    launch: Literal["ours", "browser", "gpac"] = "browser"
     apt: tuple[str, ...] = ()  # the Debian packages it needs (setup.sh installs them: python -m ...players --apt)
-
-    def missing(self, transport: str = "tcp") -> str | None:
-        return self.needs(transport)
 
     def abr_names(self, ours: tuple[str, ...]) -> tuple[str, ...]:
         """The ``abr`` values it accepts (``ours``: our registered algorithms)."""
@@ -178,7 +176,7 @@ def report() -> list[tuple[str, str | None]]:
 
 def missing(player: str, transport: str = "tcp") -> str | None:
     """Why ``player`` cannot run on this machine over ``transport`` (with how to fix it), or None."""
-    return KINDS[player].missing(transport)
+    return KINDS[player].needs(transport)
 
 
 def apt_packages() -> tuple[str, ...]:
