@@ -251,7 +251,8 @@ class Dash(App):
         argv = [sys.executable, "-m", players.KINDS[c.player].module, *self._player_args().to_argv(),
                 "--mpd", f"/{self.mpd.name}", "--abr-audio", c.abr_audio, "--h3-client", c.h3_client,
                 "--abandon", c.abandon, "--initial-bitrate", c.initial_bitrate,
-                "--schedule", c.schedule, "--fast-switch", c.fast_switch, "--http-cache", c.http_cache]
+                "--schedule", c.schedule, "--fast-switch", c.fast_switch, "--http-cache", c.http_cache,
+                "--idle-timeout", f"{self._idle_timeout_s():g}"]
         if c.page == "dashjs":  # the page and dash.all.min.js first, from the origin, as a browser loads them
             argv += [a for path in (players.install_dashjs_page(self.mpd.parent), f"/{players.DASHJS_FILE.name}")
                      for a in ("--prelude", path)]
@@ -264,6 +265,12 @@ class Dash(App):
             argv += ["--quic-log", str(self.raw_dir / app_file(c.name, CLIENT, log))]
         self.client = self.spawn(c.client, argv, log=app_file(c.name, CLIENT, OUT), stderr_log=app_file(c.name, CLIENT, ERR))
         self.when_ready(functools.partial(self._wait_ready, self.client, CLIENT))
+
+    def _idle_timeout_s(self) -> float:
+        """How long our player waits on a response without a byte: the file's ``idle_timeout``, or (``"none"``)
+        longer than the session can last, so that only the session's end stops the wait."""
+        c = self.cfg
+        return c.idle_timeout_s if c.idle_timeout_s is not None else self.run_duration_s + 1.0
 
     def _player_args(self) -> PlayerArgs:
         """The session every player is given (the certificate over TLS transports: h2, h3, race)."""

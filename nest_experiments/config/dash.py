@@ -29,6 +29,7 @@ CADDY_TRANSPORTS = ("tcp", "h2", "h3", "race")  # Caddy 2.6 has no MPTCP listene
 WEBFS_TRANSPORTS = ("tcp",)  # webfsd speaks HTTP/1.1 on a TCP socket (its TLS mode is not HTTP/2)
 MEDIA_KINDS = ("generated", "encoded")  # dash.media (sizes only) or dash.encode (decodable, ffmpeg)
 DASH_H3_CLIENTS = ("qh3", "aioquic", "quic-go")  # the player's QUIC stack (dash.transports.H3_CLIENTS); the first: default
+IDLE_TIMEOUT_S = 30.0  # our player's default idle_timeout (dash.http.transports.FetcherOptions.idle_timeout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,9 @@ class DashApp(AppConfig):
     schedule: str = "buffer"  # "buffer": each stream to max_buffer; "dashjs": audio at most 1 s ahead of video
     fast_switch: str = "none"  # "dashjs": an up-switch replaces the buffered segment under the playhead onwards
     http_cache: str = "none"  # "browser": a request for a URL fetched before is answered from memory while fresh
+    # our player: seconds a response may send no byte before the run fails (a dead server); None ("none" in the
+    # file): it waits as long as the session lasts, as a browser's XHR without a timeout does
+    idle_timeout_s: float | None = IDLE_TIMEOUT_S
 
     @property
     def kernel_features(self) -> tuple[str, ...]:
@@ -127,6 +131,7 @@ def parse_dash(t: Table, name: str, spec: topo.TopologySpec, duration: float) ->
         schedule=_schedule(t, player),
         fast_switch=_fast_switch(t, player),
         http_cache=_http_cache(t, player, transport),
+        idle_timeout_s=_idle_timeout(t, player),
         **_racing(t, transport, player),
     )
 
@@ -162,6 +167,22 @@ def _abandon(t: Table, player: str) -> str:
     or ``"dashjs"`` (dash.js's AbandonRequestsRule and XHR timeout, dash.abandon); dash.js in a browser always
     runs its own (``"dashjs"``, the default there); GPAC has its own logic, not this key."""
     return _dashjs_behaviour(t, player, "abandon", ABANDON_RULES, "abandons by its AbandonRequestsRule")
+
+
+def _idle_timeout(t: Table, player: str) -> float | None:
+    """``idle_timeout`` of a dash app (our player): how long a response may send no byte before the player fails
+    the run, a time (default 30 s) or ``"none"`` (it waits as long as the session lasts, as a browser's XHR without
+    a timeout waits behind a deep queue). The other players have their own (dash.js's XHR, GPAC's)."""
+    if not t.has("idle_timeout"):
+        return IDLE_TIMEOUT_S
+    if player != "nest":
+        raise ConfigError(join(t.path, "idle_timeout"), f"applies to player = 'nest', not {player!r} (it has its "
+                                                        "own request timeouts)")
+
+    def seconds(p: str, value: object) -> float | None:
+        return None if value == "none" else parse_time(p, value, allow_zero=False)
+
+    return t.get("idle_timeout", seconds)
 
 
 def _page(t: Table, player: str) -> str:

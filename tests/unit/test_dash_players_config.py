@@ -152,3 +152,23 @@ def test_http_cache_errors_name_the_key(app: dict[str, Any], message: str) -> No
     with pytest.raises(ConfigError) as err:
         parse_experiment(_exp(**app))
     assert "apps.v.http_cache" in str(err.value) and message in str(err.value)
+
+
+def test_idle_timeout_is_our_players_guard_a_time_or_none_to_wait_as_long_as_the_session() -> None:
+    (default,) = parse_experiment(_exp()).apps
+    (minutes,) = parse_experiment(_exp(idle_timeout="2min")).apps
+    (waits,) = parse_experiment(_exp(idle_timeout="none")).apps
+    assert isinstance(default, DashApp) and isinstance(minutes, DashApp) and isinstance(waits, DashApp)
+    assert (default.idle_timeout_s, minutes.idle_timeout_s, waits.idle_timeout_s) == (30.0, 120.0, None)
+
+
+@pytest.mark.parametrize(("app", "message"), [
+    ({"idle_timeout": "0s"}, "apps.v.idle_timeout"),
+    ({"idle_timeout": "forever"}, "apps.v.idle_timeout"),
+    ({"player": "dashjs", "transport": "h3", "idle_timeout": "none"}, "applies to player = 'nest', not 'dashjs'"),
+    ({"player": "gpac", "idle_timeout": "60s"}, "applies to player = 'nest', not 'gpac'"),
+])
+def test_idle_timeout_errors_name_the_key(app: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_experiment(_exp(**app))
+    assert "apps.v.idle_timeout" in str(err.value) and message in str(err.value)

@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "fresh (cache-control max-age), as a browser's HTTP cache does (dash.httpcache)")
     p.add_argument("--abandon", choices=("none", "dashjs"), default="none",
                    help="dashjs: abandon slow media requests by dash.js's AbandonRequestsRule (dash.abandon)")
+    p.add_argument("--idle-timeout", type=float, default=FetcherOptions.idle_timeout, metavar="SECONDS",
+                   help="fail when a response sends no byte for this long (a browser's XHR without a timeout waits "
+                        "as long as the session: give the session's length)")
     return PlayerArgs.from_argv(argv, p)[1]
 
 
@@ -98,12 +101,13 @@ async def run(args: argparse.Namespace) -> PlayerReport:
         except (ConfigError, ValueError, TypeError) as exc:
             raise ConfigError("--racing-params", str(exc)) from None
         args.racer = racing.Racer(policy=args.racing, params=params)
-        opts = FetcherOptions(clock=clock, ca=args.ca, insecure=args.insecure, h3_client=args.h3_client)
+        opts = FetcherOptions(clock=clock, ca=args.ca, insecure=args.insecure, h3_client=args.h3_client,
+                              idle_timeout=args.idle_timeout)
         fetcher = RaceFetcher(host=args.server, port=args.port, racer=args.racer, opts=opts)
     else:
         quicgo = args.h3_client == "quic-go"  # its qlog; aioquic's own recovery rows (quic.csv's columns)
         fetcher = await open_fetcher(args.transport, args.server, args.port, clock=clock, ca=args.ca,
-                                     insecure=args.insecure, h3_client=args.h3_client,
+                                     insecure=args.insecure, h3_client=args.h3_client, idle_timeout=args.idle_timeout,
                                      qlog=args.quic_log if quicgo else None,
                                      recovery_log=args.quic_log if args.h3_client == "aioquic" else None)
     if args.transport == "h3":  # H3Fetcher or quicgo.QuicGoFetcher
