@@ -73,8 +73,8 @@ class Claim:
     statement: str  # the paper's words
     figure: str  # where the paper shows it: "Fig. 4", "Table 2"
     metric: str  # a column of the per-session table
-    a: Mapping[str, Value]
-    b: Mapping[str, Value]
+    a: Mapping[str, Value | tuple[Value, ...]]  # an arm: axis -> value, or values whose sessions it pools (a
+    b: Mapping[str, Value | tuple[Value, ...]]  # pair's arm with several averages them, as repeated sessions)
     expect: str  # one of sequential.EXPECTATIONS
     paper_value: str = ""  # the paper's number, where it gives one
     conditions: Mapping[str, Value | tuple[Value, ...]] = field(default_factory=dict)

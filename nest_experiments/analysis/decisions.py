@@ -5,8 +5,8 @@ of the sweep, with
 
 - ``run`` (the run's name), ``block`` (its repetition: the sweep's
   randomized complete blocks, see :mod:`nest_experiments.config.sweep`) and
-  ``runtime`` (``host`` | ``vm``: a claim across an axis such as the RTT names
-  one runtime in its conditions, DESIGN §5);
+  ``runtime`` (``host`` | ``router`` | ``vm``: a claim across an axis such as the RTT pairs by it, or names one
+  runtime in its conditions, DESIGN §5);
 - the study's cell columns (:data:`CellFn`: from the run's resolved config to
   the values its claims name: ``aqm``, ``target``, ``transport``, ``abr``,
   ``trace`` ...), the same function the runner uses to pick the runs of the

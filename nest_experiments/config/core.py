@@ -75,6 +75,9 @@ class LinkConfig:
     forward: EgressConfig  # a -> b, at a's interface
     reverse: EgressConfig  # b -> a, at b's interface
     offloads: bool = False
+    # the router runtime: through the guest even where the host has what its egresses need, so that every cell of
+    # a design crosses one path (RTT 0 beside 50 and 150 ms of netem); the host and VM runtimes have one path anyway
+    through_router: bool = False
 
     def egresses(self) -> list[tuple[str, str, EgressConfig]]:
         """(node, peer, egress) for both directions."""
@@ -356,9 +359,11 @@ def _parse_link(spec: topo.LinkSpec, override: object, path: str) -> LinkConfig:
         merged = _rate_or_trace({**base, **own.data}, dict(own.data))
         directions[direction] = _parse_egress(Table(own.path, merged), spec.name)
     offloads = t.get("offloads", as_bool, False)
+    through_router = t.get("through_router", as_bool, False)
     t.mark(*EGRESS_KEYS)
     t.done()
-    return LinkConfig(name=spec.name, a=spec.a, b=spec.b, offloads=offloads, **directions)
+    return LinkConfig(name=spec.name, a=spec.a, b=spec.b, offloads=offloads, through_router=through_router,
+                      **directions)
 
 
 def _parse_egress(t: Table, link: str) -> EgressConfig:

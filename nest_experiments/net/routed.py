@@ -49,7 +49,7 @@ ROUTABLE = frozenset({"htb", "netem", *qdisc_kinds()})  # the guest image has ev
 ROUTED_HTB_BURST_BYTES = 15_000
 
 __all__ = ["GUEST_NS", "ROUTABLE", "GuestRates", "Router", "RoutedLink", "egress_features", "plan_routed", "routed_count",
-           "unroutable"]
+           "routes", "unroutable"]
 
 
 def egress_features(e: EgressConfig) -> set[str]:
@@ -62,6 +62,12 @@ def egress_features(e: EgressConfig) -> set[str]:
     if e.qdisc is not None:
         out.add(e.qdisc.kind)
     return out
+
+
+def routes(link: LinkConfig, missing: set[str] | frozenset[str]) -> bool:
+    """Whether ``link`` goes through the router guest: an egress of it needs a feature in ``missing``, or the
+    file sends it there (``through_router``: the cells of one design on one path, whatever each needs)."""
+    return link.through_router or any(egress_features(e) & set(missing) for _, _, e in link.egresses())
 
 
 def unroutable(missing: Mapping[str, str]) -> dict[str, str]:
@@ -90,10 +96,10 @@ class RoutedLink:
 
 def plan_routed(links: Sequence[LinkConfig], missing: set[str] | frozenset[str], taps: Sequence[tuple[str, str]],
                 ends: Mapping[str, tuple[str, str]]) -> list[RoutedLink]:
-    """The links of which an egress needs a feature in ``missing``, each on the next free slot (``taps`` are
+    """The links through the guest (:func:`routes`: an egress needs a feature in ``missing``, or the file says
+    ``through_router``), each on the next free slot (``taps`` are
     the slots' TAP names, ``ends`` each link's (a, b) nodes); more such links than slots raises ValueError."""
-    names = [link.name for link in links
-             if any(egress_features(e) & set(missing) for _, _, e in link.egresses())]
+    names = [link.name for link in links if routes(link, missing)]
     if len(names) > len(taps):
         raise ValueError(f"{len(names)} links need the router guest ({', '.join(names)}) but it has {len(taps)} slots")
     return [RoutedLink(link=name, slot=k, a=ends[name][0], b=ends[name][1], tap_a=taps[k][0], tap_b=taps[k][1])
@@ -102,7 +108,7 @@ def plan_routed(links: Sequence[LinkConfig], missing: set[str] | frozenset[str],
 
 def routed_count(links: Sequence[LinkConfig], missing: set[str] | frozenset[str]) -> int:
     """How many of ``links`` go through the router guest (its slots)."""
-    return sum(any(egress_features(e) & set(missing) for _, _, e in link.egresses()) for link in links)
+    return sum(routes(link, missing) for link in links)
 
 
 class Router(Protocol):
@@ -259,7 +265,7 @@ def check_capacity(duration_s: float, links: Sequence[LinkConfig], missing: set[
     """Refuse, naming the key, a run whose routed egresses add up to more than the guest can forward."""
     total, where = 0, ""
     for link in links:
-        if not any(egress_features(e) & set(missing) for _, _, e in link.egresses()):
+        if not routes(link, missing):
             continue
         for direction, e in (("forward", link.forward), ("reverse", link.reverse)):
             steps = e.trace_steps(duration_s)

@@ -561,6 +561,49 @@ def _design_row(paper: str, root: Path, folder: Path) -> str:
             + f" | {left} |")
 
 
+def findings(root: Path) -> str:
+    """One paragraph per evidence folder made at the paper's design: what it found (each claim that agrees with
+    the paper, each that contradicts it with the paper's number beside ours, the rest counted) and where the design
+    still differs from the paper's (its design table's departures), all from the committed folder."""
+    from nest_experiments.reports.evidence_report import claim_row
+
+    paragraphs = []
+    by_study = _folders_by_study(root)
+    for study in STUDIES.values():
+        for folder in (f for f in by_study.get(study.name, []) if study.paper_claims and at_paper_design(f)):
+            sessions = read_sessions(folder / SESSIONS)
+            blocks = int(sessions["block"].nunique()) if "block" in sessions.columns else 0
+            waiting = decisions.in_progress(folder, sessions)
+            rows = [r for r in _claim_rows(folder) if _kind(r) == PAPER]
+            counts = Counter(str(r["verdict"]) for r in rows)
+
+            def said(verdict: str, with_paper: bool, rows: list[dict[str, Any]] = rows) -> str:
+                """Each claim of ``verdict``: its id and ours; with_paper: what the paper says (its statement, its
+                number where it gives one) before ours."""
+                cells = [(r, claim_row(r)) for r in rows if r["verdict"] == verdict]
+                return "; ".join(f"`{r['id']}` (" + (f"the paper: {r['statement']}" + (
+                    f", {cell[1]}" if cell[1] != "—" else "") + "; " if with_paper else "") + f"ours {cell[2]})"
+                    for r, cell in cells)
+
+            found = [f"agrees with the paper on {counts[seq.AGREES]}: {said(seq.AGREES, False)}"
+                     if counts.get(seq.AGREES) else "agrees with the paper on none yet"]
+            if counts.get(seq.CONTRADICTS):
+                found.append(f"contradicts it on {counts[seq.CONTRADICTS]}: {said(seq.CONTRADICTS, True)}")
+            rest = ", ".join(f"{counts[k]} {k}" for k in VERDICT_ORDER[2:] if counts.get(k))
+            if rest:
+                found.append(f"the rest: {rest}")
+            departs = [str(r["item"]) for r in design_table.read(folder) if r["departs"]]
+            differs = (f"its design still differs from the paper's in {len(departs)} item(s) ({', '.join(departs)}: "
+                       "the folder's design table says why and what each may change)") if departs else \
+                "its design differs from the paper's in nothing its design table lists"
+            progress = f"; block {waiting[0]} in progress, not judged yet" if waiting else ""
+            paragraphs.append(
+                f"**{study.paper or study.name}**, [{folder.name}]({root.name}/{folder.name}/{REPORT}) ({len(sessions)} "
+                f"sessions in {blocks} block(s), {int(decisions.left_out(sessions).sum())} CPU-saturated{progress}): "
+                + "; ".join(found) + f". Where it differs: {differs}.")
+    return "\n\n".join(paragraphs) + ("\n" if paragraphs else "")
+
+
 def readme_section(root: Path) -> str:
     """The README's generated section (between the markers, markers included): the verdicts counted per paper,
     the papers' claims, and the fidelity checks apart."""
@@ -572,6 +615,7 @@ def readme_section(root: Path) -> str:
     def said(c: Counter[str]) -> str:
         return ", ".join(f"{c[k]} {k}" for k in VERDICT_ORDER if c.get(k)) or "no claim judged yet"
 
+    found = findings(root)
     total = f"the papers' claims: {said(paper)}; our fidelity checks (apart): {said(fidelity)}"
     if missing:
         total += f"; {missing} claims with {NO_EVIDENCE}"
@@ -582,7 +626,9 @@ def readme_section(root: Path) -> str:
                       "The evidence folders made with `--paper` (each experiment file's `[paper]` table: the "
                       "paper's loads, durations and repetitions; its `[[design]]` rows say where ours still "
                       "differs, and why, in the folder's report):", "",
-                      designs_table(root).rstrip("\n"), "", "### The papers' claims", "",
+                      designs_table(root).rstrip("\n"), "",
+                      *([found.rstrip("\n"), ""] if found else []),
+                      "### The papers' claims", "",
                       readme_table(root, PAPER).rstrip("\n"), "",
                       "### Fidelity: our models against the real browsers (ours, not the papers' findings)", "",
                       readme_table(root, FIDELITY).rstrip("\n"), "", README_END])

@@ -185,3 +185,54 @@ def test_cake_and_its_choice_parameters_are_set_and_read_back_in_the_router_gues
     assert len(cake) >= 20 and cake.sent_bytes.max() - cake.sent_bytes.min() > 5e6 * 4 / 8  # >= 5 Mbit/s over ~4 s
     assert cake.delay_ms.isna().all() and cake.ecn_marks.isna().all()  # no xstats layout: CAKE's are nested
     assert _taps() == [] and child_processes() == []
+
+
+THROUGH = """
+[experiment]
+name = "router_through"
+topology = "dumbbell"
+duration = "6s"
+sample_interval = "200ms"
+sample_links = ["bottleneck"]
+
+[links.bottleneck]
+rate = "10mbit"
+forward = { qdisc = { kind = "pfifo", limit = 50 } }
+reverse = { rate = "20mbit" }
+
+[apps.bulk]
+kind = "iperf3"
+src = "h1"
+dst = "s1"
+flows = 1
+
+[sweep]
+"links.bottleneck.reverse.delay" = ["0ms", "20ms"]
+"links.bottleneck.through_router" = [true, false]
+"""
+
+
+def test_a_link_marked_through_router_crosses_the_guest_at_rtt_0_too(no_leftovers: None, tmp_path: Path) -> None:
+    # h2quic's RTT 0 beside 50 and 150 ms: HTB and a FIFO alone (the host has both) cross the guest when the file
+    # says through_router, so every RTT of the design shares one path; unmarked, RTT 0 stays on a host veth
+    path = tmp_path / "router_through.toml"
+    path.write_text(THROUGH)
+    proc = cli("run", str(path), "--runtime", "auto", "--no-plot", "--results", str(tmp_path / "results"),
+               timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "router runtime: the apps on the host, 1 link(s) per run through one guest" in proc.stderr
+    devs = {}
+    for manifest_path in sorted((tmp_path / "results" / "router_through").glob("*/manifest.json")):
+        manifest = json.loads(manifest_path.read_text())
+        assert manifest["status"] == "completed" and manifest["runtime"] == "router"
+        point = manifest["point"]
+        egresses = json.loads((manifest_path.parent / "links.json").read_text())["egresses"]
+        r1 = next(e for e in egresses if e["node"] == "r1")
+        devs[(point["links.bottleneck.reverse.delay"], point["links.bottleneck.through_router"])] = r1["dev"]
+        q = pd.read_csv(manifest_path.parent / "qdisc.csv")
+        fifo = q[(q.node == "r1") & (q.kind == "pfifo")]
+        assert fifo.sent_bytes.max() - fifo.sent_bytes.min() > 2e6, point  # iperf3's bytes through that egress
+    guest = devs[("20ms", False)]  # netem: through the guest either way
+    assert devs == {("0ms", True): guest, ("20ms", True): guest, ("20ms", False): guest,
+                    ("0ms", False): devs[("0ms", False)]} and devs[("0ms", False)] != guest, devs
+    assert _taps() == [] and child_processes() == []

@@ -1,8 +1,9 @@
 """A study's claims against the runs of an experiment file: does every claim name cells the sweep runs?
 
 The cells come from ``Study.cell_of`` applied to each RunSpec's resolved config (what the runner does to pick the
-runs of undecided claims), plus ``block`` (the repetition) and ``runtime`` (the file's; ``auto``: the VM when a
-link needs netem, else the host).
+runs of undecided claims), plus ``block`` (the repetition) and ``runtime`` (the file's; ``auto``, on a kernel without
+the qdiscs as CI's: the router runtime for the whole sweep when any of its runs needs a qdisc kind or netem, else the
+host; ``runs.runtime.choose`` picks one runtime per sweep).
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ from nest_experiments.analysis.claims import Claim
 from nest_experiments.config import read_toml
 from nest_experiments.config.sweep import RunSpec, apply_paper, expand
 from nest_experiments.net.kernel import features_needed
+from nest_experiments.net.routed import ROUTABLE
 from nest_experiments.studies import Study
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
-def runtime(run: RunSpec) -> str:
+def runtime(run: RunSpec, sweep: list[RunSpec]) -> str:
     wanted = run.experiment.runtime
-    return wanted if wanted != "auto" else "vm" if "netem" in features_needed(run.experiment) else "host"
+    if wanted != "auto":
+        return wanted
+    lacking = ROUTABLE - {"htb"}  # what a kernel like CI's lacks: the qdiscs and netem (it has HTB)
+    return "router" if any(set(features_needed(r.experiment)) & lacking for r in sweep) else "host"
 
 
 def sweep_cells(study: Study, file: str, *, paper: bool = False) -> pd.DataFrame:
@@ -30,8 +35,8 @@ def sweep_cells(study: Study, file: str, *, paper: bool = False) -> pd.DataFrame
     assert study.cell_of is not None
     raw = read_toml(EXPERIMENTS / file)
     runs = expand(apply_paper(raw) if paper else raw)
-    return pd.DataFrame([{"run": r.name, "block": r.repetition, "runtime": runtime(r), **study.cell_of(r.experiment.raw)}
-                         for r in runs])
+    return pd.DataFrame([{"run": r.name, "block": r.repetition, "runtime": runtime(r, runs),
+                          **study.cell_of(r.experiment.raw)} for r in runs])
 
 
 def _rows(cells: pd.DataFrame, cell: dict[str, object]) -> pd.DataFrame:

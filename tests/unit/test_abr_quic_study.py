@@ -114,8 +114,12 @@ def test_session_metrics_and_cells_of_a_run_folder(tmp_path: Path) -> None:
 
 
 def test_every_claim_of_section_iv_is_declared_once_paired_by_trace() -> None:
-    claims = {c.id: c for c in aqc.PAPER_CLAIMS}
-    assert len(claims) == len(aqc.PAPER_CLAIMS) == 20  # 4 metrics x 5 ABRs
+    every = {c.id: c for c in aqc.PAPER_CLAIMS}
+    assert len(every) == len(aqc.PAPER_CLAIMS) == 22  # 4 metrics x 5 ABRs, and IV-A's two across ABRs
+    across = {cid: every.pop(cid) for cid in ("bitrate_bba_above_model_based", "bitrate_bola_above_model_based")}
+    assert all(c.b == {"abr": ("mpc_fast", "mpc_robust", "pensieve")} and c.pair_by == ("trace", "transport")
+               and c.expect == seq.GREATER and c.post_hoc for c in across.values())
+    claims = every  # TCP against h3
     assert all(c.a == {"transport": "tcp"} and c.b == {"transport": "h3"} for c in claims.values())
     assert all(c.pair_by == ("trace",) and c.strata == ("family",) for c in claims.values())
     equivalent = {cid for cid, c in claims.items() if c.expect == seq.EQUIVALENT}
@@ -130,6 +134,21 @@ def test_every_claim_of_section_iv_is_declared_once_paired_by_trace() -> None:
     assert claims["variation_bba"].expect == seq.LESS and claims["variation_mpc_fast"].expect == seq.GREATER
     assert claims["rebuffer_mpc_fast"].expect == seq.LESS and claims["qoe_pensieve"].expect == seq.GREATER
     assert abr_quic.STUDY.paper_claims == aqc.PAPER_CLAIMS and abr_quic.STUDY.cell_of is aq.cell_of
+
+
+def test_buffer_based_abrs_above_the_model_based_ones_paired_by_trace_and_transport(tmp_path: Path) -> None:
+    # BB and BOLA at 2250 kbit/s on every trace and transport; MPC-Fast at 600 and MPC-Robust at 350: the model-based
+    # arm of a pair is their mean (475), so each of the 12 pairs (6 traces x 2 transports) differs by 1775
+    for k in (1, 2, 3):
+        for family in ("fcc", "hsdpa"):
+            for transport in ("tcp", "h3"):
+                for abr, levels in (("bba", (5, 6, 6, 6)), ("bola", (5, 6, 6, 6)), ("mpc_fast", (2, 2, 2, 2)),
+                                    ("mpc_robust", (0, 1, 0, 2))):
+                    make(tmp_path, Synth(abr=abr, transport=transport, family=family, repetition=k, levels=levels))
+    found = {v.claim.id: v for v in each_alone(abr_quic.STUDY, tmp_path)}
+    for cid in ("bitrate_bba_above_model_based", "bitrate_bola_above_model_based"):
+        assert found[cid].verdict == seq.AGREES and found[cid].n_pairs == 12
+        assert found[cid].effect == pytest.approx(2250 - (600 + 350) / 2)
 
 
 def _paper_like(folder: Path, *, blocks: int = 3) -> None:

@@ -124,6 +124,22 @@ def test_the_readme_table_is_what_the_evidence_gives() -> None:
         "README's evidence table is stale: run `python -m nest_experiments evidence --readme`"
 
 
+def test_each_folder_at_the_papers_design_says_in_a_paragraph_what_it_found_and_where_it_differs() -> None:
+    paragraphs = evidence.findings(EVIDENCE).split("\n\n")
+    folders = [f for f in evidence.evidence_folders(EVIDENCE) if evidence.at_paper_design(f)]
+    assert folders and len(paragraphs) == len(folders)
+    for folder in folders:  # one paragraph each, in the papers' order
+        (text,) = [p for p in paragraphs if f"[{folder.name}](evidence/{folder.name}/report.md)" in p]
+        rows = read_claims(folder / evidence.CLAIMS)
+        for verdict in ("agrees", "contradicts"):
+            ids = rows[rows.verdict == verdict].id.tolist()
+            assert all(f"`{cid}`" in text for cid in ids), (folder.name, verdict)
+        for cid in rows[~rows.verdict.isin(["agrees", "contradicts"])].id:
+            assert f"`{cid}`" not in text  # the rest counted, not listed
+        departs = [str(r["item"]) for r in json.loads((folder / "design.json").read_text()) if r["departs"]]
+        assert all(item in text for item in departs) and f"in {len(departs)} item(s)" in text
+
+
 def test_the_nest_paper_report_counts_its_saturated_sessions_and_cells() -> None:
     report = (EVIDENCE / "nest_paper" / evidence.REPORT).read_text()
     assert "0 of 24 runs had a CPU-saturated 1 s window" in report

@@ -253,13 +253,13 @@ def test_a_planted_overhead_gap_agrees_with_the_blog(tmp_path: Path) -> None:
     assert verdicts["overhead_h3_above_tcp"].verdict == seq.AGREES
 
 
-def _utilization_sweep(folder: Path, runtime_of_rtt0: str) -> None:
+def _utilization_sweep(folder: Path, runtime_of_rtt0: str, runtime_rest: str = "vm") -> None:
     for protocol in ("tcp", "h2", "h3"):
         for delay, gap in ((0, 0.0), (50, 0.05), (150, 0.15)):
             for i, rate in enumerate((500_000, 1_600_000, 4_500_000)):
                 run_folder(folder, f"{protocol}-{delay}-{rate}", experiment=hq.UTILIZATION, protocol=protocol,
                            delay_ms=delay, rate=f"{rate // 1000}kbit", level=f"{rate // 1000}kbit",
-                           runtime=runtime_of_rtt0 if delay == 0 else "vm",
+                           runtime=runtime_of_rtt0 if delay == 0 else runtime_rest,
                            segments=segs(rate, 5, seconds_each=2.0 / (0.95 - 0.002 * i), gap=gap))
 
 
@@ -274,3 +274,8 @@ def test_utilization_falls_with_the_rtt_only_among_sessions_of_one_runtime(tmp_p
     mixed = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path / "mixed")}
     assert mixed["utilization_falls_rtt_0_to_50"].verdict == seq.NO_DATA
     assert mixed["utilization_falls_rtt_50_to_150"].verdict == seq.AGREES
+    # the router runtime (the bottleneck through its guest at every RTT): its sessions pair among themselves
+    _utilization_sweep(tmp_path / "router", "router", "router")
+    router = {v.claim.id: v for v in h2quic.STUDY.verdicts(tmp_path / "router")}
+    assert router["utilization_falls_rtt_0_to_50"].verdict == seq.AGREES
+    assert router["utilization_falls_rtt_0_to_50"].n_pairs == 9

@@ -12,7 +12,7 @@ from nest_experiments.collectors.capture import plan_taps, plan_targets
 from nest_experiments.collectors.cpu import add_guest_rule
 from nest_experiments.collectors.qdisc import QdiscSampler
 from nest_experiments.config.sweep import expand
-from nest_experiments.errors import KernelFeatureError, VMError
+from nest_experiments.errors import ConfigError, KernelFeatureError, VMError
 from nest_experiments.net import kernel, routed
 from nest_experiments.net.tcplan import Egress, plan_egress
 from nest_experiments.runs import runtime
@@ -44,6 +44,24 @@ def test_a_link_goes_through_the_guest_when_an_egress_needs_what_the_host_lacks(
     with pytest.raises(ValueError, match="1 links need the router guest .* 0 slots"):
         _plan({"pie"}, slots=0)
     assert routed.routed_count(_exp().links, {"pie"}) == 1
+
+
+def test_a_link_the_file_sends_through_the_router_goes_there_even_when_the_host_has_what_it_needs() -> None:
+    # h2quic's RTT 0 cell: HTB and a FIFO the host has, beside cells with netem that go through the guest
+    raw = {**RAW, "links": {"bottleneck": {"rate": "4500kbit", "through_router": True,
+                                           "forward": {"qdisc": {"kind": "pfifo", "limit": 50}}}}}
+    (run,) = expand(raw)
+    taps = [("ta0", "tb0")]
+    ends = {lk.name: (lk.a, lk.b) for lk in run.experiment.topology.links}
+    (r,) = routed.plan_routed(run.experiment.links, {"netem", "pie"}, taps, ends)
+    assert r.link == "bottleneck" and routed.routed_count(run.experiment.links, {"netem"}) == 1
+    (plain,) = expand({**raw, "links": {"bottleneck": {"rate": "4500kbit"}}})
+    assert routed.plan_routed(plain.experiment.links, {"netem", "pie"}, taps, ends) == []
+    assert not plain.experiment.link("bottleneck").through_router
+    fast = expand({**raw, "links": {"bottleneck": {"rate": "200mbit", "through_router": True}}})[0].experiment
+    with pytest.raises(ConfigError, match=r"^links.bottleneck.rate: the links through the router guest add up to "
+                                          r"400 Mbit/s"):  # nothing is missing, and the guest is still its path
+        routed.check_capacity(5.0, fast.links, set())
 
 
 def test_features_per_egress_and_what_the_guest_cannot_add() -> None:
