@@ -485,7 +485,7 @@ def _egress_info(e: Any, exp: Experiment) -> dict[str, Any]:
             "trace": cfg.trace.source if cfg.trace else None,  # rate_bps is then the trace's first rate (rates.csv)
             "delay_s": cfg.delay_s, "loss_pct": cfg.loss_pct, "leaf_handle": e.plan.leaf_handle,
             "qdisc": cfg.qdisc.kind if cfg.qdisc else None, "qdisc_params": dict(cfg.qdisc.params) if cfg.qdisc else {},
-            "sampled": e.link in exp.sample_links}
+            "sampled": e.link in exp.sample_links, "routed": bool(e.routed)}  # routed: through the router guest
 
 
 # ---------------------------------------------------------------- sweeps
