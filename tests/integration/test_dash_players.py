@@ -57,7 +57,10 @@ def _execute(raw: dict[str, Any], tmp_path: Path) -> Path:
     manifest = json.loads((outcome.run_dir / "manifest.json").read_text())
     # a browser decodes: on a busy 2-core machine the run may be marked CPU-saturated (that is the marking
     # working); any other warning is a failure
-    assert [w for w in manifest["warnings"] if not w.startswith("CPU saturated")] == [], manifest["warnings"]
+    qoe = json.loads((outcome.run_dir / "qoe.json").read_text()).get("video", {})
+    why = {k: qoe.get(k) for k in ("end_reason", "played_s", "stalls", "errors", "media_error")}
+    assert [w for w in manifest["warnings"] if not w.startswith("CPU saturated")] == [], (
+        manifest["warnings"], why, manifest.get("traffic_end_t"))
     return outcome.run_dir
 
 

@@ -65,7 +65,6 @@ from nest_experiments.rundir.rows import write_decisions, write_racing, write_se
 POLL_S = 0.5
 CDP_TIMEOUT_S = 30.0
 CLOSE_GRACE_S = 5.0
-END_SLACK_S = 0.5  # a last poll after "ended"
 
 
 class Cdp:
@@ -326,14 +325,12 @@ def _go(args: argparse.Namespace, stop: threading.Event) -> float:
 
 def _poll(cdp: Cdp, session: str, events: list[dict[str, Any]], result: dict[str, Any], stop: threading.Event, *,
           deadline: float) -> None:
-    ended_at = None
+    end = dashjs.EndWatch()
     while not stop.is_set():
         stop.wait(POLL_S)
         batch = _evaluate(cdp, session, "window.__nest ? window.__nest.drain() : []") or []
         events.extend(batch)
-        if ended_at is None and any(e.get("type") in ("ended", "ended_dashjs") for e in batch):
-            ended_at = time.monotonic()
-        if ended_at is not None and time.monotonic() > ended_at + END_SLACK_S:
+        if end.done(batch, time.monotonic()):
             result["end_reason"] = "ended"
             return
         if time.monotonic() > deadline:

@@ -59,6 +59,38 @@ class Stall:
         return None if self.end is None else self.end - self.start
 
 
+END_SLACK_S = 0.5  # a last poll after the element's "ended"
+ENDED_WAIT_S = 3.0  # after dash.js's own PLAYBACK_ENDED, the longest wait for the element's "ended"
+
+
+def end_seen(events: Sequence[Event]) -> str | None:
+    """Who said playback is over: ``"element"`` (the video element's ``ended``), ``"dashjs"`` (only dash.js's
+    ``PLAYBACK_ENDED``: its 200 ms end timer fires it when the playhead is at the stream's end, then it seeks the
+    element to the end, which fires ``ended`` later), or None."""
+    kinds = {e.get("type") for e in events}
+    return "element" if "ended" in kinds else "dashjs" if "ended_dashjs" in kinds else None
+
+
+@dataclass
+class EndWatch:
+    """When a page's poller stops: :data:`END_SLACK_S` after the element's ``ended``; when dash.js said so first,
+    up to :data:`ENDED_WAIT_S` for the element's (either way the session ended). Pure: the poller passes each
+    batch and its clock."""
+
+    first_end_t: float | None = None
+    element_t: float | None = None
+
+    def done(self, batch: Sequence[Event], now: float) -> bool:
+        seen = end_seen(batch)
+        if seen == "element" and self.element_t is None:
+            self.element_t = now
+        if seen is not None and self.first_end_t is None:
+            self.first_end_t = now
+        if self.element_t is not None:
+            return now > self.element_t + END_SLACK_S
+        return self.first_end_t is not None and now > self.first_end_t + ENDED_WAIT_S
+
+
 @dataclass(frozen=True, kw_only=True)
 class Session:
     """One dash.js session on the run clock."""
@@ -100,7 +132,7 @@ def convert(events: Sequence[Event], resources: Sequence[Event], manifest: Manif
         decisions=tuple(_decisions(ordered, manifest, run_s, abr)),
         stalls=tuple(stalls),
         startup_delay_s=startup,
-        ended=any(e["type"] == "ended" for e in ordered),
+        ended=end_seen(ordered) is not None,
         errors=tuple(str(e.get("message") or e.get("error")) for e in ordered if e["type"] == "error"),
         stall_at_end=_stall_at_end(stalls, run_s(ordered[-1]["t"]) if ordered else None),
     )

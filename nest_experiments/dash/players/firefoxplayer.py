@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from nest_experiments.dash import players
-from nest_experiments.dash.players import browser
+from nest_experiments.dash.players import browser, dashjs
 from nest_experiments.dash.players.playerargs import PlayerArgs
 from nest_experiments.errors import MissingToolError, RunError
 from nest_experiments.rundir import FIREFOX_LOG, QOE, RACING, write_atomic
@@ -261,14 +261,12 @@ def play(args: argparse.Namespace, stop: threading.Event) -> tuple[dict[str, Any
 
 def _poll(mn: Marionette, events: list[dict[str, Any]], result: dict[str, Any], stop: threading.Event, *,
           deadline: float) -> None:
-    ended_at = None
+    end = dashjs.EndWatch()
     while not stop.is_set():
         stop.wait(browser.POLL_S)
         batch = mn.evaluate("window.__nest ? window.__nest.drain() : []") or []
         events.extend(batch)
-        if ended_at is None and any(e.get("type") in ("ended", "ended_dashjs") for e in batch):
-            ended_at = time.monotonic()
-        if ended_at is not None and time.monotonic() > ended_at + browser.END_SLACK_S:
+        if end.done(batch, time.monotonic()):
             result["end_reason"] = "ended"
             return
         if time.monotonic() > deadline:

@@ -177,3 +177,29 @@ def test_chromium_cpu_counts_the_processes_of_the_profile(tmp_path: Path) -> Non
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_dashjs_s_own_playback_ended_ends_the_session_when_the_element_fires_late() -> None:
+    """dash.js's end timer fires PLAYBACK_ENDED with the playhead at the stream's end, then seeks the element to
+    the end; on a busy machine the element's "ended" came more than a poll later (CI: the session was marked
+    "stopped" although it played the whole clip)."""
+    events = [_frag(1.0, "video", 0, "1"), _ev(1.5, "playing"), _ev(9.4, "ended_dashjs")]
+    s = dashjs.convert(events, [], _manifest(), to_run=_to_run, transport="h3", abr="dynamic")
+    assert s.ended and not s.stalls
+    assert dashjs.end_seen([_ev(1.5, "playing")]) is None
+
+
+def test_the_poller_waits_longer_for_the_element_after_dashjs_said_ended() -> None:
+    element = dashjs.EndWatch()
+    assert not element.done([_ev(1.0, "playing")], 1.0)
+    assert not element.done([_ev(8.0, "ended"), _ev(8.1, "ended_dashjs")], 8.0)
+    assert not element.done([], 8.0 + dashjs.END_SLACK_S)
+    assert element.done([], 8.01 + dashjs.END_SLACK_S)
+    first = dashjs.EndWatch()
+    assert not first.done([_ev(8.0, "ended_dashjs")], 8.0)
+    assert not first.done([], 8.0 + dashjs.ENDED_WAIT_S)  # still waiting for the element
+    assert first.done([], 8.01 + dashjs.ENDED_WAIT_S)  # it never came: ended anyway
+    late = dashjs.EndWatch()
+    assert not late.done([_ev(8.0, "ended_dashjs")], 8.0)
+    assert not late.done([_ev(9.0, "ended")], 9.0)  # the element's came: a last poll after it
+    assert late.done([], 9.01 + dashjs.END_SLACK_S)
