@@ -547,8 +547,10 @@ class CpuMonitor:
                 name = self.names.get(key, ProcName(comm="?"))
                 yield {"t": w.t, "pid": key[0], "comm": name.comm, "app": name.app or "", "share": share}
 
-    def warnings(self) -> list[str]:
-        summary = self.summary()
+    def warnings(self, *, per_thread: frozenset[int] = frozenset()) -> list[str]:
+        """The manifest's warnings, by the rules of :meth:`summary` with the same ``per_thread`` (the router
+        runtime's qemu is judged per thread: a warning must not name what the guard's record does not count)."""
+        summary = self.summary(per_thread=per_thread)
         out = []
         if n := summary.get("cpu_saturated_windows", 0):
             out.append(f"CPU saturated (>= {SATURATED:.0%}) in {n} of {len(self.samples)} 1 s windows: "

@@ -355,7 +355,7 @@ class Run:
                                                       interval_s=1.0)
             self.manifest["app_cpu_s"] = cpu.app_cpu_s()
             self.manifest.update(cpu.breakdown())
-            self.manifest["warnings"] += cpu.warnings()
+            self.manifest["warnings"] += cpu.warnings(per_thread=qemu)
             write_csv(self.run_dir / CPU, ("t", "busy"), ({"t": t, "busy": round(b, 3)} for t, b in cpu.samples))
             write_csv(self.run_dir / CPU_PROCS, PROCESS_FIELDS, cpu.process_rows())
             self.laps.lap("collection")

@@ -262,6 +262,11 @@ def test_qemu_is_judged_per_thread_not_as_one_process() -> None:
     assert mon.summary()["cpu"]["saturated_t"] == [1.0, 2.0]
     cpu = mon.summary(per_thread=frozenset({42}))["cpu"]
     assert cpu["saturated_t"] == [2.0] and [p["comm"] for p in cpu["processes"]] == ["sipp"]
+    # the warning by the same rules (a router run warned "qemu-system-x86 ... 17 s saturated, peak 113%" while
+    # its record counted 0 windows: the warning left qemu in the process rule)
+    (warning,) = mon.warnings(per_thread=frozenset({42}))
+    assert "sipp" in warning and "qemu" not in warning and "in 1 of 2" in warning, warning
+    assert "qemu" in " ".join(mon.warnings())  # without the runtime's qemu pid it is a process as any other
 
 
 def test_router_priority_reads_its_variable_and_refuses_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
